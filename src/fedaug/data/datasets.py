@@ -1,0 +1,252 @@
+"""The :class:`Dataset` container and :func:`load_dataset`, the one entry point to every dataset loader.
+
+A loader is a function registered with ``@register("dataset", name)``. It takes a :class:`LoadContext`
+(where to look, whether it may download, where to cache) and its dataset-specific options as keyword-only
+arguments with defaults; those keyword names *are* the valid options, so :func:`load_dataset` rejects any
+other name with a :class:`~fedaug.errors.ConfigError` listing them.
+
+Data directory resolution: the explicit ``data_dir`` argument (CLI ``--data-dir``) wins, then the environment
+variable ``FEDAUG_DATA``, then ``~/.cache/fedaug/data``. Inside it the layout is that of the project's offline
+copies (``../shared/data``)::
+
+    uci_har/uci_har_inertial.npz                (or "UCI HAR Dataset/" / the official zip)
+    mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz
+    fashion_mnist/... same names as mnist
+    fsdd/fsdd_recordings_26eb9aa.tar.xz         (or fsdd/recordings/*.wav, or a downloaded GitHub archive)
+    urbansound8k_mfcc40/{us8k_mfcc40_mean.npz, UrbanSound8K.csv}
+    urbansound8k/UrbanSound8K/{audio/fold1..10/*.wav, metadata/UrbanSound8K.csv}
+    cifar10/cifar-10-batches-py/                (or cifar10/cifar-10-python.tar.gz)
+    cifar10_jpeg_lossy/CIFAR-10-images_*.tar.gz
+
+Processed arrays (decoded JPEGs, spectrograms) are cached under ``cache_dir`` (default
+``~/.cache/fedaug/processed``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from fedaug.errors import ConfigError, DatasetError
+from fedaug.registry import available, get
+
+logger = logging.getLogger(__name__)
+
+DATA_ENV_VAR = "FEDAUG_DATA"
+DEFAULT_DATA_DIR = Path("~/.cache/fedaug/data")
+DEFAULT_CACHE_DIR = Path("~/.cache/fedaug/processed")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A fully materialised train/test dataset (tensors in memory, official split unless stated).
+
+    Attributes:
+        name: registry name, e.g. ``"uci_har"``.
+        x_train: float32 inputs ``[num_train, *input_shape]`` (already normalised if ``mean`` is set).
+        y_train: int64 labels in ``0..num_classes-1``.
+        x_test: float32 inputs ``[num_test, *input_shape]``.
+        y_test: int64 labels.
+        num_classes: number of classes.
+        class_names: one name per class, index = label.
+        input_shape: per-sample shape, e.g. ``(1, 28, 28)``.
+        source: human description of what was loaded (files, variant, warnings such as lossy JPEG).
+        mean: normalisation mean per entry of axis ``norm_axis`` of a sample; None when not normalised.
+        std: normalisation std, same layout as ``mean``; None when not normalised.
+        norm_axis: the per-sample axis that ``mean``/``std`` index (0 = channels of ``[C, H, W]``).
+        extras: optional per-sample metadata tensors, e.g. ``{"subject_train": ..., "subject_test": ...}``.
+    """
+
+    name: str
+    x_train: Tensor
+    y_train: Tensor
+    x_test: Tensor
+    y_test: Tensor
+    num_classes: int
+    class_names: list[str]
+    input_shape: tuple[int, ...]
+    source: str
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+    norm_axis: int = 0
+    extras: Mapping[str, Tensor] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for split, x, y in (("train", self.x_train, self.y_train), ("test", self.x_test, self.y_test)):
+            if x.dtype != torch.float32 or y.dtype != torch.int64:
+                raise DatasetError(
+                    f"{self.name} {split}: expected float32 x / int64 y, got {x.dtype} / {y.dtype}"
+                )
+            if x.shape[0] != y.shape[0] or tuple(x.shape[1:]) != tuple(self.input_shape):
+                raise DatasetError(
+                    f"{self.name} {split}: x {tuple(x.shape)} / y {tuple(y.shape)} do not match "
+                    f"input_shape {self.input_shape}"
+                )
+            if y.numel() and (int(y.min()) < 0 or int(y.max()) >= self.num_classes):
+                raise DatasetError(f"{self.name} {split}: labels outside 0..{self.num_classes - 1}")
+        if len(self.class_names) != self.num_classes:
+            raise DatasetError(
+                f"{self.name}: {len(self.class_names)} class names for {self.num_classes} classes"
+            )
+
+    @property
+    def num_train(self) -> int:
+        return int(self.x_train.shape[0])
+
+    @property
+    def num_test(self) -> int:
+        return int(self.x_test.shape[0])
+
+    def denormalize(self, x: Tensor) -> Tensor:
+        """Undoes the normalisation of a batch ``[B, *input_shape]`` (identity when none was applied)."""
+        if self.mean is None or self.std is None:
+            return x
+        view = [1] * (len(self.input_shape) + 1)
+        view[self.norm_axis + 1] = -1
+        mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(view)
+        std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(view)
+        return x * std + mean
+
+    def summary(self) -> str:
+        """One line: name, sizes, shape, classes and source."""
+        return (
+            f"{self.name}: train {self.num_train}, test {self.num_test}, input {list(self.input_shape)}, "
+            f"{self.num_classes} classes; {self.source}"
+        )
+
+
+@dataclass(frozen=True)
+class LoadContext:
+    """Where a loader looks, whether it may download, and where it caches processed arrays.
+
+    Attributes:
+        name: the dataset being loaded (for messages).
+        data_dir: resolved data directory (the layout inside is described in this module's docstring).
+        data_dir_origin: how ``data_dir`` was chosen, for error messages.
+        download: whether missing files may be fetched from the official URLs.
+        cache_dir: directory for processed caches.
+    """
+
+    name: str
+    data_dir: Path
+    data_dir_origin: str
+    download: bool
+    cache_dir: Path
+
+    def missing(self, expected: Iterable[str], looked_in: Sequence[Path], hint: str = "") -> DatasetError:
+        """The error for a dataset that is not on disk: files expected, places searched, how to fix it."""
+        places = ", ".join(str(p) for p in looked_in)
+        message = (
+            f"dataset {self.name!r} not found: expected {', '.join(expected)} in {places} "
+            f"(data dir {self.data_dir} from {self.data_dir_origin}). Point --data-dir "
+            f"(load_dataset(data_dir=...)) or the {DATA_ENV_VAR} environment variable at a folder with "
+            f"this layout, or pass download=True (--download) to fetch it."
+        )
+        return DatasetError(f"{message} {hint}".strip())
+
+
+def resolve_data_dir(data_dir: str | Path | None = None) -> tuple[Path, str]:
+    """The data directory and where it came from: argument > ``$FEDAUG_DATA`` > ``~/.cache/fedaug/data``."""
+    if data_dir is not None:
+        return Path(data_dir).expanduser(), "the data_dir argument"
+    env = os.environ.get(DATA_ENV_VAR)
+    if env:
+        return Path(env).expanduser(), f"${DATA_ENV_VAR}"
+    return DEFAULT_DATA_DIR.expanduser(), "the default location"
+
+
+def dataset_options(name: str) -> dict[str, Any]:
+    """The options a dataset accepts, with their defaults (raises RegistryError for an unknown name)."""
+    loader = get("dataset", name)
+    params = inspect.signature(loader).parameters.values()
+    return {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+def available_datasets() -> list[str]:
+    """Sorted names of all registered datasets."""
+    return available("dataset")
+
+
+def load_dataset(
+    name: str,
+    *,
+    data_dir: str | Path | None = None,
+    download: bool = False,
+    cache_dir: Path | None = None,
+    **options: Any,
+) -> Dataset:
+    """Loads a registered dataset.
+
+    Args:
+        name: registry name (see :func:`available_datasets`).
+        data_dir: root of the data layout; defaults to ``$FEDAUG_DATA`` then ``~/.cache/fedaug/data``.
+        download: fetch missing files from the official URLs (checksum-verified, written atomically).
+        cache_dir: where processed arrays are cached (default ``~/.cache/fedaug/processed``).
+        **options: dataset-specific options (see :func:`dataset_options`).
+
+    Returns:
+        The loaded :class:`Dataset`.
+
+    Raises:
+        RegistryError: unknown dataset name (the message lists the valid ones).
+        ConfigError: unknown option name or invalid option value.
+        DatasetError: missing or corrupt files.
+    """
+    valid = dataset_options(name)
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise ConfigError(
+            f"unknown option(s) {', '.join(map(repr, unknown))} for dataset {name!r}; "
+            f"valid options: {', '.join(valid) or '(none)'}"
+        )
+    root, origin = resolve_data_dir(data_dir)
+    cache = (Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR).expanduser()
+    ctx = LoadContext(name=name, data_dir=root, data_dir_origin=origin, download=download, cache_dir=cache)
+    dataset: Dataset = get("dataset", name)(ctx, **options)
+    logger.info("loaded %s", dataset.summary())
+    return dataset
+
+
+def check_choice(dataset: str, option: str, value: Any, choices: Sequence[Any]) -> None:
+    """Raises ConfigError unless ``value`` is one of ``choices``."""
+    if value not in choices or isinstance(value, bool) != isinstance(choices[0], bool):
+        raise ConfigError(
+            f"option {option!r} of dataset {dataset!r} must be one of "
+            f"{', '.join(map(repr, choices))}; got {value!r}"
+        )
+
+
+def check_int(dataset: str, option: str, value: Any, *, minimum: int = 1) -> int:
+    """Returns ``value`` if it is an int >= ``minimum``, else raises ConfigError."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(
+            f"option {option!r} of dataset {dataset!r} must be an integer >= {minimum}; got {value!r}"
+        )
+    return value
+
+
+def check_number(dataset: str, option: str, value: Any, *, positive: bool = True) -> float:
+    """Returns ``value`` as float if it is a (positive) real number, else raises ConfigError."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or (positive and value <= 0):
+        kind = "a positive number" if positive else "a number"
+        raise ConfigError(f"option {option!r} of dataset {dataset!r} must be {kind}; got {value!r}")
+    return float(value)
+
+
+def check_bool(dataset: str, option: str, value: Any) -> bool:
+    """Returns ``value`` if it is a bool, else raises ConfigError."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"option {option!r} of dataset {dataset!r} must be true or false; got {value!r}")
+    return value
+
+
+# Importing the sources registers every built-in loader (the registry imports this module lazily).
+from fedaug.data import sources  # noqa: E402, F401

@@ -1,0 +1,34 @@
+"""Partitioners: split a training set's labels into per-client index arrays.
+
+Built-ins (registry kind ``"partitioner"``): ``iid``, ``quantity`` (Qua(q)), ``dirichlet`` (Dir(alpha),
+hetero-dir), ``shards`` (McMahan et al.) and ``multimodal`` (Fed-ZDA). Use :func:`make_partition` to get a
+seeded, validated, cached :class:`Partition`; :func:`describe` and :func:`plot_heatmap` report it.
+
+Every partitioner has the signature
+``fn(labels, *, num_clients, num_classes, rng, **params) -> list[np.ndarray]`` and returns one sorted int64
+index array per client, using every index exactly once and no randomness but ``rng``.
+"""
+
+from __future__ import annotations
+
+# Importing the modules registers the built-in partitioners (the registry imports this package lazily).
+from fedaug.data.partition.base import Partition, local_test_split, make_partition
+from fedaug.data.partition.dirichlet import dirichlet
+from fedaug.data.partition.iid import iid
+from fedaug.data.partition.multimodal import multimodal
+from fedaug.data.partition.quantity import quantity
+from fedaug.data.partition.report import describe, plot_heatmap
+from fedaug.data.partition.shards import shards
+
+__all__ = [
+    "Partition",
+    "describe",
+    "dirichlet",
+    "iid",
+    "local_test_split",
+    "make_partition",
+    "multimodal",
+    "plot_heatmap",
+    "quantity",
+    "shards",
+]

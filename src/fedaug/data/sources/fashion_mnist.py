@@ -1,0 +1,74 @@
+"""Fashion-MNIST: 28x28 grey-scale images of Zalando articles, IDX format (same files and parser as MNIST).
+
+Data: 10 classes (T-shirt/top, Trouser, Pullover, Dress, Coat, Sandal, Shirt, Sneaker, Bag, Ankle boot),
+official split 60000 train / 10000 test. Output ``[N, 1, 28, 28]`` float32 in [0, 1], standardised by default
+(``normalize=True``) with mean 0.2860 / std 0.3530.
+
+Files: the four IDX ``.gz`` files (names as for MNIST) in ``<data_dir>/fashion_mnist/``, torchvision's
+``<data_dir>/FashionMNIST/raw/``, or the Debian package ``dataset-fashion-mnist``
+(``/usr/share/datasets/fashion-mnist/``), which is found automatically. ``download=True`` fetches them from
+Zalando's S3 bucket (then the GitHub repository), verified against the official md5s.
+
+License and citation: MIT, Zalando SE. H. Xiao, K. Rasul, R. Vollgraf, "Fashion-MNIST: a Novel Image Dataset
+for Benchmarking Machine Learning Algorithms", arXiv:1708.07747, 2017.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fedaug.data.datasets import Dataset, LoadContext, check_bool
+from fedaug.data.sources.mnist import IDX_FILES, download_idx, find_idx_folder, idx_dataset
+from fedaug.registry import register
+
+DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
+FASHION_MIRRORS = (
+    "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
+    "https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion/",
+)
+FASHION_MD5 = {
+    "train-images-idx3-ubyte.gz": "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
+    "train-labels-idx1-ubyte.gz": "25c81989df183df01b3e8a0aad5dffbe",
+    "t10k-images-idx3-ubyte.gz": "bef4ecab320f06d8554ea6380940ec79",
+    "t10k-labels-idx1-ubyte.gz": "bb300cfdad3c16e7a12a480ee83cd310",
+}
+FASHION_CLASSES = [
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+]
+FASHION_MEAN, FASHION_STD = 0.2860, 0.3530
+
+
+@register("dataset", "fashion_mnist")
+def load_fashion_mnist(ctx: LoadContext, *, normalize: bool = True) -> Dataset:
+    """Loads Fashion-MNIST as ``[N, 1, 28, 28]`` (see the module docstring).
+
+    Args:
+        ctx: where to look.
+        normalize: standardise with mean 0.2860 / std 0.3530 (default True); else pixels are in [0, 1].
+    """
+    check_bool("fashion_mnist", "normalize", normalize)
+    folders = [ctx.data_dir / "fashion_mnist", ctx.data_dir / "FashionMNIST" / "raw", DEBIAN_DIR]
+    folder = find_idx_folder(folders)
+    if folder is None and ctx.download:
+        download_idx(folders[0], FASHION_MIRRORS, FASHION_MD5)
+        folder = folders[0]
+    if folder is None:
+        raise ctx.missing(IDX_FILES, folders, hint="On Debian/Ubuntu: apt-get install dataset-fashion-mnist.")
+    return idx_dataset(
+        "fashion_mnist",
+        folder,
+        class_names=list(FASHION_CLASSES),
+        mean=FASHION_MEAN,
+        std=FASHION_STD,
+        normalize=normalize,
+        source=f"Fashion-MNIST idx files from {folder} (official split)",
+    )
