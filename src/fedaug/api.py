@@ -1,0 +1,224 @@
+"""The method interface: what a federated method is, and the messages it exchanges.
+
+A method is a small object with a typed, frozen config and no hidden state. The engine (in-process simulation
+or the Flower adapter) drives it through four calls, cut along Flower's configure/aggregate seam::
+
+    state = method.init_server(model_state, run)                 # once
+    payload = method.payload(state, round_num, train)            # what the server broadcasts
+    update = method.client_update(payload, client_ctx)           # on each sampled client
+    state = method.server_update(state, updates, run)            # aggregation
+
+and, for methods that share information between clients (FLea's feature buffer, FedMix's averages, FedData's
+raw samples), an optional share phase after aggregation (``round_num = 0`` means before the first round)::
+
+    request = method.share_request(state, round_num=..., participants=..., run=...)   # None: nothing to share
+    shares = [method.client_share(request, client_ctx) for each client in request.client_ids]
+    state = method.receive_shares(state, shares, run)
+
+States and messages are dataclasses of tensors, numbers, lists and dicts. They never hold a live module,
+optimizer or data loader, so they checkpoint and travel over Flower unchanged.
+Methods never import the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor
+
+from fedaug.models.base import SplitModel
+from fedaug.types import ClientId, Extra, Metrics, StateDict
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """Local optimisation settings for one round (the lr already includes the round's decay).
+
+    Attributes:
+        local_epochs: passes over the local data per round (paper: 5).
+        batch_size: local mini-batch size (paper: 32).
+        lr: learning rate for this round.
+        optimizer: ``"adam"`` (paper) or ``"sgd"``.
+        momentum: SGD momentum (ignored by Adam).
+        weight_decay: L2 weight decay.
+        reset_optimizer_every_step: rebuild the optimizer before every step, as the official FLea code does
+            (which turns Adam into sign-SGD); off by default.
+    """
+
+    local_epochs: int = 5
+    batch_size: int = 32
+    lr: float = 1e-3
+    optimizer: str = "adam"
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    reset_optimizer_every_step: bool = False
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Facts about the run that every method may read."""
+
+    num_clients: int
+    num_classes: int
+    input_shape: tuple[int, ...]
+    seed: int
+    num_rounds: int
+    client_sizes: tuple[int, ...] = ()
+
+
+@dataclass
+class ClientData:
+    """One client's local training data, held as tensors."""
+
+    client_id: ClientId
+    x: Tensor
+    y: Tensor
+    num_classes: int
+
+    @property
+    def num_examples(self) -> int:
+        return int(self.y.shape[0])
+
+    def class_counts(self) -> Tensor:
+        """Number of local samples of every class, shape ``[num_classes]``."""
+        return torch.bincount(self.y, minlength=self.num_classes)
+
+
+@dataclass
+class ClientContext:
+    """Everything a client may use for one round (built by the engine, handed to the method).
+
+    Attributes:
+        client_id: the client.
+        round_num: 1-based round number (0 in the pre-training share phase).
+        data: the client's local data.
+        model: a workspace model of the run's architecture; its weights are undefined until the method
+            loads the payload's state into it.
+        generator: the client's random generator for this round (derived from the run seed).
+        run: the run context.
+        client_state: this client's persistent state from its last participation (None the first time).
+        workspace: returns another workspace model by key (e.g. ``"teacher"``), reused across clients.
+    """
+
+    client_id: ClientId
+    round_num: int
+    data: ClientData
+    model: SplitModel
+    generator: torch.Generator
+    run: RunContext
+    client_state: Any = None
+    workspace: Callable[[str], SplitModel] | None = None
+
+
+@dataclass
+class ServerState:
+    """The server's state: global weights plus method-specific content (e.g. FLea's feature buffer)."""
+
+    round_num: int
+    model_state: StateDict
+    extra: Extra = field(default_factory=dict)
+
+
+@dataclass
+class Payload:
+    """What the server broadcasts to the clients of a round."""
+
+    round_num: int
+    model_state: StateDict
+    train: TrainSettings
+    extra: Extra = field(default_factory=dict)
+
+
+@dataclass
+class ClientUpdate:
+    """What a client returns after local training."""
+
+    client_id: ClientId
+    num_examples: int
+    model_state: StateDict
+    metrics: Metrics = field(default_factory=dict)
+    extra: Extra = field(default_factory=dict)
+    client_state: Any = None
+
+
+@dataclass
+class ShareRequest:
+    """A request from the server for clients to share information (features, averages, samples)."""
+
+    round_num: int
+    client_ids: list[ClientId]
+    model_state: StateDict
+    extra: Extra = field(default_factory=dict)
+
+
+@dataclass
+class ClientShare:
+    """What one client shares in answer to a :class:`ShareRequest`."""
+
+    client_id: ClientId
+    extra: Extra = field(default_factory=dict)
+    metrics: Metrics = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MethodConfig:
+    """Base of every method's typed config (frozen; fields carry the paper's defaults)."""
+
+
+class Method:
+    """Base class of federated methods; concrete methods override what they change.
+
+    Subclasses set ``name`` (the registry key) and ``config_cls`` and implement :meth:`client_update` and
+    :meth:`server_update`. The share phase and :meth:`eval_state` default to no-ops.
+    """
+
+    name: ClassVar[str] = "method"
+    config_cls: ClassVar[type[MethodConfig]] = MethodConfig
+
+    def __init__(self, config: MethodConfig | None = None) -> None:
+        self.config = config if config is not None else self.config_cls()
+
+    def init_server(self, model_state: StateDict, run: RunContext) -> ServerState:
+        """The state before round 1."""
+        del run
+        return ServerState(round_num=0, model_state=model_state)
+
+    def payload(self, state: ServerState, round_num: int, train: TrainSettings) -> Payload:
+        """The broadcast for ``round_num``: global weights and the round's training settings."""
+        return Payload(round_num=round_num, model_state=state.model_state, train=train)
+
+    def client_update(self, payload: Payload, ctx: ClientContext) -> ClientUpdate:
+        raise NotImplementedError
+
+    def server_update(
+        self, state: ServerState, updates: Sequence[ClientUpdate], run: RunContext
+    ) -> ServerState:
+        raise NotImplementedError
+
+    def share_request(
+        self, state: ServerState, *, round_num: int, participants: Sequence[ClientId], run: RunContext
+    ) -> ShareRequest | None:
+        """Which clients should share what after ``round_num`` (0 = before training); None = nothing."""
+        del state, round_num, participants, run
+        return None
+
+    def client_share(self, request: ShareRequest, ctx: ClientContext) -> ClientShare:
+        raise NotImplementedError(f"{self.name} does not share")
+
+    def receive_shares(
+        self, state: ServerState, shares: Sequence[ClientShare], run: RunContext
+    ) -> ServerState:
+        del shares, run
+        return state
+
+    def eval_state(self, state: ServerState) -> StateDict:
+        """The weights to evaluate (CCVR overrides this with its calibrated classifier)."""
+        return state.model_state
+
+    def round_metrics(self, state: ServerState) -> Metrics:
+        """Method-specific metrics logged once per round (e.g. FLea's buffer size)."""
+        del state
+        return {}

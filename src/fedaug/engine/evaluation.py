@@ -1,0 +1,39 @@
+"""Evaluation of a model on a test set: large batches, no autograd."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from fedaug.types import Metrics
+
+
+@torch.inference_mode()
+def evaluate(model: nn.Module, x: Tensor, y: Tensor, *, num_classes: int, batch_size: int = 1024) -> Metrics:
+    """Accuracy, mean cross-entropy and per-class accuracy of ``model`` on ``(x, y)``.
+
+    Returns:
+        ``{"acc", "loss", "class_acc_var"}`` plus ``"class_acc/<c>"`` for every class present in y.
+        Accuracies are fractions in [0, 1].
+    """
+    model.eval()
+    correct = torch.zeros(num_classes, dtype=torch.float64)
+    total_loss = 0.0
+    for start in range(0, y.shape[0], batch_size):
+        logits = model(x[start : start + batch_size])
+        target = y[start : start + batch_size]
+        total_loss += float(F.cross_entropy(logits.float(), target, reduction="sum"))
+        hits = (logits.argmax(dim=1) == target).to(torch.float64)
+        correct.index_add_(0, target, hits)
+    counts = torch.bincount(y, minlength=num_classes).to(torch.float64)
+    present = counts > 0
+    class_acc = correct[present] / counts[present]
+    metrics: Metrics = {
+        "acc": float(correct.sum() / counts.sum()),
+        "loss": total_loss / y.shape[0],
+        "class_acc_var": float(class_acc.var(unbiased=False)) if class_acc.numel() > 1 else 0.0,
+    }
+    for cls in torch.nonzero(present).flatten().tolist():
+        metrics[f"class_acc/{cls}"] = float(correct[cls] / counts[cls])
+    return metrics

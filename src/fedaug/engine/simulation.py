@@ -1,0 +1,253 @@
+"""The in-process simulator: the round loop, written once for every method.
+
+One process holds all client data as tensors (each client is a list of indices into the train set) and one
+workspace model that clients load the broadcast weights into, so nothing is copied per client and memory does
+not grow with the number of idle clients. Every round::
+
+    sample -> payload -> client_update x k -> server_update -> share phase -> evaluate -> log -> checkpoint
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+from tqdm import tqdm
+
+from fedaug.api import ClientContext, ClientData, ClientUpdate, Method, RunContext, ServerState, TrainSettings
+from fedaug.engine.checkpoint import RunStore, summarize, write_json
+from fedaug.engine.evaluation import evaluate
+from fedaug.engine.sampling import sample_clients
+from fedaug.errors import ClientError, FedaugError
+from fedaug.local_training import snapshot_state
+from fedaug.models.base import SplitModel
+from fedaug.seeding import seed_for, torch_generator
+from fedaug.types import ClientId, Metrics
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class SimulationSpec:
+    """Everything the simulator needs, already resolved from the config."""
+
+    method: Method
+    model_fn: Callable[[], SplitModel]
+    train_x: Tensor
+    train_y: Tensor
+    test_x: Tensor
+    test_y: Tensor
+    client_indices: list[Tensor]
+    run: RunContext
+    train_settings: Callable[[int], TrainSettings]
+    clients_per_round: int
+    run_dir: Path
+    eval_batch_size: int = 1024
+    progress: bool = True
+
+
+class Simulation:
+    """Runs (or resumes) one federated run and writes its run directory."""
+
+    def __init__(self, spec: SimulationSpec) -> None:
+        self.spec = spec
+        self.store = RunStore(spec.run_dir)
+        self._workspaces: dict[str, SplitModel] = {}
+        self.client_states: dict[ClientId, Any] = {}
+
+    def workspace(self, key: str) -> SplitModel:
+        """A model of the run's architecture, built once per key and reused by every client."""
+        if key not in self._workspaces:
+            self._workspaces[key] = self.spec.model_fn()
+        return self._workspaces[key]
+
+    def run(self) -> dict[str, Any]:
+        """Runs rounds until ``num_rounds``, resuming from the last checkpoint; returns the summary."""
+        spec, store = self.spec, self.store
+        store.prepare()
+        state, records = self._start()
+        first = state.round_num + 1
+        bar = tqdm(total=spec.run.num_rounds, initial=first - 1, disable=not self._use_bar(), unit="round")
+        for round_num in range(first, spec.run.num_rounds + 1):
+            start = time.perf_counter()
+            state, record, timing = self._round(state, round_num)
+            records.append(record)
+            store.append(store.metrics_path, record)
+            tick = time.perf_counter()
+            store.save_checkpoint(
+                {"state": vars(state), "client_states": self.client_states, "round_num": round_num}
+            )
+            timing["checkpoint"] = time.perf_counter() - tick
+            timing["round_time"] = time.perf_counter() - start
+            store.append(store.timings_path, {"round": round_num, **timing})
+            self._report(bar, record, timing, records)
+        bar.close()
+        summary = summarize(records)
+        write_json(store.summary_path, summary)
+        return summary
+
+    def _start(self) -> tuple[ServerState, list[dict[str, Any]]]:
+        ckpt = self.store.load_checkpoint()
+        if ckpt is not None:
+            self.client_states = ckpt["client_states"]
+            state = ServerState(**ckpt["state"])
+            logger.info("resuming %s after round %d", self.spec.run_dir, state.round_num)
+            return state, self.store.rewind(state.round_num)
+        self.store.rewind(0)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed_for(self.spec.run.seed, "init"))
+            initial = self.spec.model_fn()
+        state = self.spec.method.init_server(snapshot_state(initial), self.spec.run)
+        state = self._share(state, round_num=0, participants=[])
+        return state, []
+
+    def _round(self, state: ServerState, round_num: int) -> tuple[ServerState, dict[str, Any], Metrics]:
+        spec, method = self.spec, self.spec.method
+        participants = sample_clients(spec.run.seed, round_num, spec.run.num_clients, spec.clients_per_round)
+        train = spec.train_settings(round_num)
+        timing: Metrics = {}
+        tick = time.perf_counter()
+        payload = method.payload(state, round_num, train)
+        updates: list[ClientUpdate] = []
+        for client_id in participants:
+            ctx = self._client_context(client_id, round_num, "client")
+            updates.append(self._guard(lambda c=ctx: method.client_update(payload, c), round_num, client_id))
+            if updates[-1].client_state is not None:
+                self.client_states[client_id] = updates[-1].client_state
+        timing["train"] = time.perf_counter() - tick
+        tick = time.perf_counter()
+        state = method.server_update(state, updates, spec.run)
+        timing["aggregate"] = time.perf_counter() - tick
+        tick = time.perf_counter()
+        state = self._share(state, round_num=round_num, participants=participants)
+        timing["share"] = time.perf_counter() - tick
+        tick = time.perf_counter()
+        test = self._evaluate(state)
+        timing["eval"] = time.perf_counter() - tick
+        record = {"round": round_num, "lr": train.lr, "clients": participants}
+        record.update(_mean_metrics(updates))
+        record.update({f"test/{k}": v for k, v in test.items() if not k.startswith("class_acc/")})
+        record["test/class_acc"] = [v for k, v in test.items() if k.startswith("class_acc/")]
+        record.update(method.round_metrics(state))
+        return state, record, timing
+
+    def _share(self, state: ServerState, *, round_num: int, participants: list[ClientId]) -> ServerState:
+        method = self.spec.method
+        request = method.share_request(
+            state, round_num=round_num, participants=participants, run=self.spec.run
+        )
+        if request is None:
+            return state
+        shares = []
+        for client_id in request.client_ids:
+            ctx = self._client_context(client_id, round_num, "share")
+            shares.append(self._guard(lambda c=ctx: method.client_share(request, c), round_num, client_id))
+        return method.receive_shares(state, shares, self.spec.run)
+
+    def _client_context(self, client_id: ClientId, round_num: int, phase: str) -> ClientContext:
+        spec = self.spec
+        idx = spec.client_indices[client_id]
+        data = ClientData(client_id, spec.train_x[idx], spec.train_y[idx], spec.run.num_classes)
+        return ClientContext(
+            client_id=client_id,
+            round_num=round_num,
+            data=data,
+            model=self.workspace("client"),
+            generator=torch_generator(spec.run.seed, phase, round_num, client_id),
+            run=spec.run,
+            client_state=self.client_states.get(client_id),
+            workspace=self.workspace,
+        )
+
+    def _guard(self, call: Callable[[], Any], round_num: int, client_id: ClientId) -> Any:
+        try:
+            return call()
+        except FedaugError:
+            raise
+        except Exception as exc:  # re-raised with the round and client attached (fedjax ForEachClientError)
+            raise ClientError(
+                f"{type(exc).__name__}: {exc}",
+                round_num=round_num,
+                client_id=client_id,
+                method=self.spec.method.name,
+            ) from exc
+
+    def _evaluate(self, state: ServerState) -> Metrics:
+        model = self.workspace("eval")
+        model.load_state_dict(self.spec.method.eval_state(state))
+        return evaluate(
+            model,
+            self.spec.test_x,
+            self.spec.test_y,
+            num_classes=self.spec.run.num_classes,
+            batch_size=self.spec.eval_batch_size,
+        )
+
+    def _use_bar(self) -> bool:
+        return self.spec.progress and sys.stderr.isatty()
+
+    def _report(
+        self, bar: Any, record: dict[str, Any], timing: Metrics, records: list[dict[str, Any]]
+    ) -> None:
+        best = max((r["test/acc"] for r in records if "test/acc" in r), default=float("nan"))
+        acc = record.get("test/acc", float("nan"))
+        if self._use_bar():
+            bar.set_postfix(acc=f"{acc:.4f}", best=f"{best:.4f}", s_per_round=f"{timing['round_time']:.2f}")
+            bar.update(1)
+        elif self.spec.progress:
+            logger.info(
+                "round %d/%d  acc %.4f  best %.4f  loss %.4f  %.2fs/round",
+                record["round"],
+                self.spec.run.num_rounds,
+                acc,
+                best,
+                record.get("train/loss", float("nan")),
+                timing["round_time"],
+            )
+
+
+def _mean_metrics(updates: list[ClientUpdate]) -> Metrics:
+    """Client metrics averaged over the round's clients, weighted by local data size."""
+    total = sum(u.num_examples for u in updates)
+    keys = sorted({k for u in updates for k in u.metrics})
+    return {
+        key: sum(u.metrics.get(key, 0.0) * u.num_examples for u in updates) / max(total, 1) for key in keys
+    }
+
+
+def write_env(run_dir: Path, extra: dict[str, Any] | None = None) -> None:
+    """Writes ``env.json``: python, torch and fedaug versions, threads, platform, git sha."""
+    import platform
+    import subprocess
+
+    import fedaug
+
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(fedaug.__file__).parent,
+            check=False,
+        ).stdout.strip()
+    except OSError:
+        sha = ""
+    env = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "fedaug": getattr(fedaug, "__version__", "unknown"),
+        "num_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "processor": platform.processor(),
+        "git_sha": sha or None,
+        **(extra or {}),
+    }
+    write_json(run_dir / "env.json", env)

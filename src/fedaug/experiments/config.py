@@ -1,0 +1,194 @@
+"""The experiment config: a tree of frozen dataclasses, the single source of truth of a run.
+
+YAML presets in ``configs/`` and ``--set section.key=value`` overrides are loaded into these classes by
+:mod:`fedaug.experiments.load`, which rejects unknown keys and wrong types. The ``data``, ``partition``,
+``model`` and ``method`` sections are *open*: besides their fixed fields they carry the options of the named
+dataset, partitioner, model or method (``partition.alpha``, ``method.proximal_mu``), which the component
+validates when it is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fedaug.api import TrainSettings
+from fedaug.errors import ConfigError
+from fedaug.local_training import OPTIMIZERS
+
+LR_SCHEDULES = ("exponential", "official_flea")
+
+
+def _check_positive(section: str, **values: float) -> None:
+    for key, value in values.items():
+        if value <= 0:
+            raise ConfigError(f"{section}.{key} must be > 0, got {value}")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Which dataset and where it lives (options: e.g. ``channels`` for uci_har)."""
+
+    name: str = "uci_har"
+    data_dir: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PartitionConfig:
+    """How the train set is split over clients.
+
+    Attributes:
+        name: partitioner (iid, quantity, dirichlet, shards, multimodal).
+        num_clients: K; exclusive with ``mean_local_size`` (K = N / mean_local_size).
+        mean_local_size: average samples per client (the papers' scarcity level, 100 or 50).
+        local_test_fraction: fraction of each client's data held out as its local test set.
+        options: the partitioner's parameters (``classes_per_client``, ``alpha``, ``min_size``, ...).
+    """
+
+    name: str = "quantity"
+    num_clients: int | None = 75
+    mean_local_size: float | None = None
+    local_test_fraction: float = 0.0
+    options: dict[str, Any] = field(default_factory=lambda: {"classes_per_client": 2})
+
+    def __post_init__(self) -> None:
+        if (self.num_clients is None) == (self.mean_local_size is None):
+            raise ConfigError(
+                "set exactly one of partition.num_clients and partition.mean_local_size, got "
+                f"num_clients={self.num_clients}, mean_local_size={self.mean_local_size}"
+            )
+        if not 0 <= self.local_test_fraction < 1:
+            raise ConfigError(
+                f"partition.local_test_fraction must be in [0, 1), got {self.local_test_fraction}"
+            )
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Which model (options are passed to its builder, e.g. ``width`` for convnet)."""
+
+    name: str = "harnet"
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """Which method; ``options`` are the fields of the method's own typed config."""
+
+    name: str = "fedavg"
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The FL protocol (defaults: the FLea paper).
+
+    Attributes:
+        rounds: communication rounds (paper: 100).
+        client_fraction: fraction of clients sampled per round (paper: 0.1).
+        clients_per_round: explicit number per round; overrides ``client_fraction``.
+        local_epochs: local passes per round (paper: 5).
+        batch_size: local batch size (paper: 32).
+        optimizer: ``adam`` (paper) or ``sgd``.
+        lr: initial learning rate (paper: 1e-3).
+        lr_decay: multiplicative decay per round (paper: 0.98, i.e. 2% per round).
+        lr_min: floor of the decayed lr (paper: 1e-5).
+        lr_schedule: ``exponential`` (paper: lr * lr_decay^(t-1), floored at lr_min) or ``official_flea``
+            (the FLea code: lr * (1 - 0.018 (t-1)) for t <= 50, then lr * 0.1).
+        momentum: SGD momentum.
+        weight_decay: L2 weight decay.
+        reset_optimizer_every_step: rebuild the optimizer every step (official FLea code; off by default).
+    """
+
+    rounds: int = 100
+    client_fraction: float = 0.1
+    clients_per_round: int | None = None
+    local_epochs: int = 5
+    batch_size: int = 32
+    optimizer: str = "adam"
+    lr: float = 1e-3
+    lr_decay: float = 0.98
+    lr_min: float = 1e-5
+    lr_schedule: str = "exponential"
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    reset_optimizer_every_step: bool = False
+
+    def __post_init__(self) -> None:
+        _check_positive(
+            "train",
+            rounds=self.rounds,
+            local_epochs=self.local_epochs,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            lr_decay=self.lr_decay,
+        )
+        if not 0 < self.client_fraction <= 1:
+            raise ConfigError(f"train.client_fraction must be in (0, 1], got {self.client_fraction}")
+        if self.clients_per_round is not None and self.clients_per_round < 1:
+            raise ConfigError(f"train.clients_per_round must be >= 1, got {self.clients_per_round}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ConfigError(
+                f"train.lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}"
+            )
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(
+                f"train.optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}"
+            )
+
+    def settings(self, round_num: int) -> TrainSettings:
+        """Local training settings of 1-based round ``round_num`` (lr decayed, floored at ``lr_min``)."""
+        if self.lr_schedule == "official_flea":  # OFFICIAL_FLEA_CODE.md 5.1; their round r = our t - 1
+            r = round_num - 1
+            lr = self.lr * (1 - 0.018 * r if r < 50 else 0.1)
+        else:
+            lr = max(self.lr * self.lr_decay ** (round_num - 1), self.lr_min)
+        return TrainSettings(
+            local_epochs=self.local_epochs,
+            batch_size=self.batch_size,
+            lr=lr,
+            optimizer=self.optimizer,
+            momentum=self.momentum,
+            weight_decay=self.weight_decay,
+            reset_optimizer_every_step=self.reset_optimizer_every_step,
+        )
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How the run is executed (none of this changes the results, except ``num_threads`` in the last bits).
+
+    Attributes:
+        name: ``simulation`` (in-process) for now.
+        num_threads: torch intra-op threads (None: torch's default).
+        eval_batch_size: test-set batch size.
+        progress: show a progress bar / per-round log lines.
+    """
+
+    name: str = "simulation"
+    num_threads: int | None = None
+    eval_batch_size: int = 1024
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.name != "simulation":
+            raise ConfigError(f"engine.name must be 'simulation', got {self.name!r}")
+        if self.num_threads is not None and self.num_threads < 1:
+            raise ConfigError(f"engine.num_threads must be >= 1, got {self.num_threads}")
+        _check_positive("engine", eval_batch_size=self.eval_batch_size)
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """A whole experiment. ``out_dir/name/<dataset>-<partition>/<method>/seed<k>/`` is its run dir."""
+
+    name: str = "default"
+    seed: int = 0
+    out_dir: str = "runs"
+    data: DataConfig = field(default_factory=DataConfig)
+    partition: PartitionConfig = field(default_factory=PartitionConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    method: MethodSpec = field(default_factory=MethodSpec)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)

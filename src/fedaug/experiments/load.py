@@ -1,0 +1,210 @@
+"""YAML presets + ``--set`` overrides -> a validated :class:`ExperimentConfig`.
+
+Rules: files are deep-merged in order (a file may name a parent with ``extends: other.yaml``), then every
+``--set key.path=value`` is applied (values parsed as YAML, so ``0.1`` is a float and ``null`` is None;
+``--set method=flea`` is short for ``method.name=flea``). Unknown keys and wrong types are rejected with a
+message naming the key, the value and the valid choices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from fedaug.errors import ConfigError
+from fedaug.experiments.config import ExperimentConfig
+
+T = TypeVar("T")
+
+OPEN_SECTIONS = ("data", "partition", "model", "method")
+"""Sections whose extra keys are the named component's options (validated when it is built)."""
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """Reads one YAML mapping, following ``extends:`` (relative to the file)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"malformed YAML in {path}: {str(exc).splitlines()[0]}") from exc
+    if loaded is None:
+        loaded = {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path} must contain a mapping of config keys, got {type(loaded).__name__}")
+    parent = loaded.pop("extends", None)
+    if parent is None:
+        return loaded
+    return merge_layer(read_yaml(path.parent / parent), loaded)
+
+
+def deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    """``update`` merged into ``base``; nested mappings merge, everything else replaces."""
+    merged = dict(base)
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def apply_override(tree: dict[str, Any], override: str) -> dict[str, Any]:
+    """Applies one ``key.path=value`` override to a nested dict."""
+    if "=" not in override:
+        raise ConfigError(f"override {override!r} must look like key.path=value")
+    key, raw = override.split("=", 1)
+    parts = [p for p in key.strip().split(".") if p]
+    if not parts:
+        raise ConfigError(f"override {override!r} has an empty key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"cannot parse the value of override {override!r}: {exc}") from exc
+    if len(parts) == 1 and parts[0] in OPEN_SECTIONS and not isinstance(value, dict):
+        parts.append("name")
+    patch: dict[str, Any] = {parts[-1]: value}
+    for part in reversed(parts[:-1]):
+        patch = {part: patch}
+    return deep_merge(tree, patch)
+
+
+def load_config(paths: Sequence[str | Path] = (), overrides: Sequence[str] = ()) -> ExperimentConfig:
+    """Builds an :class:`ExperimentConfig` from the defaults, YAML files and overrides, in that order.
+
+    When a layer renames the dataset, partitioner, model or method, the options of the previous one are
+    dropped (``--set partition.name=dirichlet`` does not keep quantity's ``classes_per_client``).
+    """
+    tree = config_to_dict(ExperimentConfig())
+    for path in paths:
+        tree = merge_layer(tree, read_yaml(path))
+    for override in overrides:
+        tree = merge_layer(tree, apply_override({}, override))
+    return config_from_dict(tree)
+
+
+def merge_layer(tree: Mapping[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:
+    """``deep_merge`` that resets an open section's options when the layer changes its ``name``."""
+    tree = dict(tree)
+    for section in OPEN_SECTIONS:
+        new = layer.get(section)
+        old = tree.get(section)
+        if (
+            isinstance(new, Mapping)
+            and isinstance(old, Mapping)
+            and new.get("name", old.get("name")) != old.get("name")
+        ):
+            fields = {f.name for f in dataclasses.fields(_SECTION_CLASSES[section])}
+            tree[section] = {k: v for k, v in old.items() if k in fields and k != "options"}
+    partition = layer.get("partition")
+    if isinstance(partition, Mapping) and isinstance(tree.get("partition"), Mapping):
+        # K is given either directly or by the mean local size: setting one clears the other.
+        for key, other in (("num_clients", "mean_local_size"), ("mean_local_size", "num_clients")):
+            if partition.get(key) is not None and other not in partition:
+                tree["partition"] = {**tree["partition"], other: None}
+    return deep_merge(tree, layer)
+
+
+def config_from_dict(tree: Mapping[str, Any]) -> ExperimentConfig:
+    """Validates a nested mapping into an :class:`ExperimentConfig`."""
+    tree = dict(tree)
+    for section in OPEN_SECTIONS:
+        if section in tree:
+            tree[section] = _fold_options(section, tree[section])
+    return build_dataclass(ExperimentConfig, tree, path="")
+
+
+def _fold_options(section: str, values: Any) -> dict[str, Any]:
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{section} must be a mapping, got {values!r}")
+    fields = {f.name for f in dataclasses.fields(_SECTION_CLASSES[section])} - {"options"}
+    fixed = {k: v for k, v in values.items() if k in fields}
+    options = dict(values.get("options") or {})
+    options.update({k: v for k, v in values.items() if k not in fields and k != "options"})
+    return {**fixed, "options": options}
+
+
+def build_dataclass(cls: type[T], values: Mapping[str, Any], *, path: str) -> T:
+    """Builds dataclass ``cls`` from ``values``; rejects unknown keys and values of the wrong type."""
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{path or 'config'} must be a mapping, got {values!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        where = f"{path}.{key}" if path else str(key)
+        if key not in fields:
+            raise ConfigError(f"unknown config key {where!r}; valid keys: {', '.join(sorted(fields))}")
+        kwargs[key] = _coerce(hints[key], value, where)
+    return cls(**kwargs)
+
+
+def _coerce(hint: Any, value: Any, where: str) -> Any:
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        return build_dataclass(hint, value, path=where)
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        args = typing.get_args(hint)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(arg, value, where)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0])
+    if origin in (dict, Mapping) or hint is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where} must be a mapping, got {value!r}")
+        return dict(value)
+    if origin in (list, tuple):
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{where} must be a list, got {value!r}")
+        return origin(value)
+    return _coerce_scalar(hint, value, where)
+
+
+def _coerce_scalar(hint: Any, value: Any, where: str) -> Any:
+    if hint is Any:
+        return value
+    if hint is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if hint is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if hint is bool and isinstance(value, bool):
+        return value
+    if hint is str and isinstance(value, str):
+        return value
+    expected = getattr(hint, "__name__", str(hint))
+    raise ConfigError(f"{where} must be of type {expected}, got {value!r} ({type(value).__name__})")
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    """The config as a plain nested dict, with open sections' options folded back in (as in YAML)."""
+    tree = dataclasses.asdict(config)
+    for section in OPEN_SECTIONS:
+        if section in tree:
+            options = tree[section].pop("options")
+            tree[section].update(options)
+    return tree
+
+
+def dump_yaml(config: ExperimentConfig) -> str:
+    """The fully resolved config as YAML (written as ``config.yaml`` in every run dir)."""
+    return yaml.safe_dump(config_to_dict(config), sort_keys=False)
+
+
+def _section_classes() -> dict[str, type]:
+    hints = typing.get_type_hints(ExperimentConfig)
+    return {section: hints[section] for section in OPEN_SECTIONS}
+
+
+_SECTION_CLASSES = _section_classes()

@@ -1,0 +1,187 @@
+"""From an :class:`ExperimentConfig` to a finished run directory.
+
+:func:`run_experiment` resolves the config (dataset, partition, model, method), writes ``config.yaml`` and
+``env.json``, and runs the engine. Re-running the same config resumes an interrupted run and skips a finished
+one; a different config pointing at the same run directory is refused instead of silently mixing results.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from fedaug import registry
+from fedaug.api import Method, RunContext
+from fedaug.data.datasets import Dataset, load_dataset
+from fedaug.data.partition import Partition, make_partition
+from fedaug.engine.checkpoint import write_json
+from fedaug.engine.sampling import clients_per_round
+from fedaug.engine.simulation import Simulation, SimulationSpec, write_env
+from fedaug.errors import ConfigError
+from fedaug.experiments.config import ExperimentConfig
+from fedaug.experiments.load import build_dataclass, config_to_dict, dump_yaml
+from fedaug.models import build_model
+from fedaug.models.base import SplitModel
+from fedaug.paths import cache_dir
+
+logger = logging.getLogger(__name__)
+
+
+def partition_tag(config: ExperimentConfig) -> str:
+    """A short name of the partition, e.g. ``quantity2-K75`` or ``dirichlet0.3-K75``."""
+    part = config.partition
+    params = "_".join(str(v) for v in part.options.values())
+    size = f"K{part.num_clients}" if part.num_clients is not None else f"n{part.mean_local_size:g}"
+    return f"{part.name}{params}-{size}"
+
+
+def run_dir_for(config: ExperimentConfig) -> Path:
+    """``out_dir/name/<dataset>-<partition>/<method>/seed<k>``."""
+    return (
+        Path(config.out_dir)
+        / config.name
+        / f"{config.data.name}-{partition_tag(config)}"
+        / config.method.name
+        / f"seed{config.seed}"
+    )
+
+
+def build_method(config: ExperimentConfig) -> Method:
+    """The registered method with its typed config built from ``method.*`` options."""
+    cls = registry.get("method", config.method.name)
+    method_config = build_dataclass(cls.config_cls, config.method.options, path="method")
+    method: Method = cls(method_config)
+    return method
+
+
+@dataclass
+class Prepared:
+    """The resolved pieces of an experiment."""
+
+    dataset: Dataset
+    partition: Partition
+    method: Method
+    spec: SimulationSpec
+
+
+def load_data_and_partition(config: ExperimentConfig) -> tuple[Dataset, Partition]:
+    """Loads the dataset and makes (or loads the cached) partition of its train set."""
+    data = config.data
+    dataset = load_dataset(data.name, data_dir=data.data_dir, **data.options)
+    part = config.partition
+    partition = make_partition(
+        dataset.y_train.numpy(),
+        name=part.name,
+        num_classes=dataset.num_classes,
+        seed=config.seed,
+        num_clients=part.num_clients,
+        mean_local_size=part.mean_local_size,
+        local_test_fraction=part.local_test_fraction,
+        cache_dir=cache_dir() / "partitions",
+        **part.options,
+    )
+    return dataset, partition
+
+
+def prepare(config: ExperimentConfig, run_dir: Path) -> Prepared:
+    """Resolves every component of ``config`` (raising a FedaugError for any bad value)."""
+    method = build_method(config)
+    dataset, partition = load_data_and_partition(config)
+
+    def model_fn() -> SplitModel:
+        return build_model(
+            config.model.name,
+            num_classes=dataset.num_classes,
+            input_shape=dataset.input_shape,
+            **config.model.options,
+        )
+
+    model_fn()  # fail now, with the config's words, rather than inside round 1
+    num_clients = len(partition.train_indices)
+    per_round = config.train.clients_per_round or clients_per_round(num_clients, config.train.client_fraction)
+    run = RunContext(
+        num_clients=num_clients,
+        num_classes=dataset.num_classes,
+        input_shape=tuple(dataset.input_shape),
+        seed=config.seed,
+        num_rounds=config.train.rounds,
+        client_sizes=tuple(len(i) for i in partition.train_indices),
+    )
+    spec = SimulationSpec(
+        method=method,
+        model_fn=model_fn,
+        train_x=dataset.x_train,
+        train_y=dataset.y_train,
+        test_x=dataset.x_test,
+        test_y=dataset.y_test,
+        client_indices=[torch.as_tensor(i, dtype=torch.long) for i in partition.train_indices],
+        run=run,
+        train_settings=config.train.settings,
+        clients_per_round=min(per_round, num_clients),
+        run_dir=run_dir,
+        eval_batch_size=config.engine.eval_batch_size,
+        progress=config.engine.progress,
+    )
+    return Prepared(dataset=dataset, partition=partition, method=method, spec=spec)
+
+
+def _check_existing(run_dir: Path, config: ExperimentConfig) -> None:
+    saved_path = run_dir / "config.yaml"
+    if not saved_path.exists():
+        return
+    saved = yaml.safe_load(saved_path.read_text())
+    current = config_to_dict(config)
+    for key in ("engine",):  # engine settings do not change results (threads only in the last bits)
+        saved.pop(key, None)
+        current.pop(key, None)
+    if saved != current:
+        diffs = sorted(_diff_keys(saved, current))
+        raise ConfigError(
+            f"{run_dir} holds a run with a different config (differs in: {', '.join(diffs)}); "
+            "use --fresh to overwrite it or choose another --set out_dir/name"
+        )
+
+
+def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = set(a) | set(b)
+        return [d for k in keys for d in _diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")]
+    return [] if a == b else [prefix.rstrip(".")]
+
+
+def run_experiment(config: ExperimentConfig, *, fresh: bool = False) -> dict[str, Any]:
+    """Runs ``config`` to completion (resuming or skipping as needed) and returns its summary."""
+    run_dir = run_dir_for(config)
+    if fresh and run_dir.exists():
+        shutil.rmtree(run_dir)
+    _check_existing(run_dir, config)
+    summary_path = run_dir / "summary.json"
+    if summary_path.exists():
+        summary: dict[str, Any] = yaml.safe_load(summary_path.read_text())
+        if summary.get("rounds") == config.train.rounds:
+            logger.info("%s is already finished; skipping (use --fresh to run it again)", run_dir)
+            return summary
+    if config.engine.num_threads is not None:
+        torch.set_num_threads(config.engine.num_threads)
+    prepared = prepare(config, run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(dump_yaml(config))
+    write_env(run_dir, {"dataset_source": prepared.dataset.source})
+    logger.info(
+        "run %s: %s on %s (%d clients, %d per round), %d rounds",
+        run_dir,
+        config.method.name,
+        config.data.name,
+        prepared.spec.run.num_clients,
+        prepared.spec.clients_per_round,
+        config.train.rounds,
+    )
+    summary = Simulation(prepared.spec).run()
+    write_json(run_dir / "summary.json", summary)
+    return summary

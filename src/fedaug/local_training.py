@@ -1,0 +1,122 @@
+"""THE local training loop. Every method trains through :func:`train_local`; none writes its own loop.
+
+A method customises local training with two hooks:
+
+* ``loss_fn(model, x, y) -> LossOutput``: the objective of one mini-batch (plain CE for FedAvg; CE plus a
+  proximal term for FedProx; FLea's mixed loss, which closes over its feature buffer and generator).
+* ``batch_transform(x, y, generator) -> (x, y)``: an optional change of the batch before the loss
+  (augmentation, mixing with shared averages).
+
+The loop itself is the nanoGPT shape: batch, (transform), loss, zero_grad, backward, step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from fedaug.api import ClientData, TrainSettings
+from fedaug.errors import ConfigError
+from fedaug.types import Metrics, StateDict
+
+
+@dataclass
+class LossOutput:
+    """A mini-batch objective and its detached scalar parts to log (e.g. ``{"ce": ..., "dcor": ...}``)."""
+
+    loss: Tensor
+    logs: dict[str, Tensor] = field(default_factory=dict)
+
+
+LossFn = Callable[[nn.Module, Tensor, Tensor], LossOutput]
+BatchTransform = Callable[[Tensor, Tensor, torch.Generator], tuple[Tensor, Tensor]]
+
+OPTIMIZERS = ("adam", "sgd")
+
+
+def cross_entropy_loss(model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
+    """Plain cross-entropy of ``model(x)`` against integer labels (FedAvg's objective)."""
+    loss = F.cross_entropy(model(x), y)
+    return LossOutput(loss, {"ce": loss.detach()})
+
+
+def make_optimizer(params: list[nn.Parameter], settings: TrainSettings) -> torch.optim.Optimizer:
+    """The local optimizer named by ``settings.optimizer``."""
+    if settings.optimizer == "adam":
+        return torch.optim.Adam(params, lr=settings.lr, weight_decay=settings.weight_decay)
+    if settings.optimizer == "sgd":
+        return torch.optim.SGD(
+            params, lr=settings.lr, momentum=settings.momentum, weight_decay=settings.weight_decay
+        )
+    raise ConfigError(f"unknown optimizer {settings.optimizer!r}; valid choices: {', '.join(OPTIMIZERS)}")
+
+
+def batch_indices(order: Tensor, batch_size: int) -> Iterator[Tensor]:
+    """Consecutive mini-batches of ``order``; a trailing batch of one sample joins the previous batch.
+
+    Batch norm cannot normalise a batch of one sample in training mode, so the last sample rides along with
+    the previous batch instead of being dropped (every sample is seen once per epoch).
+    """
+    n = order.shape[0]
+    starts = list(range(0, n, batch_size))
+    if n > 1 and n - starts[-1] == 1 and len(starts) > 1:
+        starts.pop()
+    for i, start in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else n
+        yield order[start:end]
+
+
+def train_local(
+    model: nn.Module,
+    data: ClientData,
+    *,
+    loss_fn: LossFn,
+    settings: TrainSettings,
+    generator: torch.Generator,
+    batch_transform: BatchTransform | None = None,
+) -> Metrics:
+    """Runs ``settings.local_epochs`` epochs of mini-batch training on ``data`` in place.
+
+    Args:
+        model: the model to train (already holding the starting weights).
+        data: the client's local data.
+        loss_fn: the mini-batch objective.
+        settings: optimizer, lr, epochs and batch size for this round.
+        generator: source of the batch order (and of any randomness the hooks draw).
+        batch_transform: optional change of each batch before the loss.
+
+    Returns:
+        Mean of every logged loss part over steps as ``"train/<name>"``, plus ``"train/steps"``.
+    """
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = make_optimizer(params, settings)
+    sums: dict[str, Tensor] = {}
+    num_steps = 0
+    for _ in range(settings.local_epochs):
+        order = torch.randperm(data.num_examples, generator=generator)
+        for idx in batch_indices(order, settings.batch_size):
+            x, y = data.x[idx], data.y[idx]
+            if batch_transform is not None:
+                x, y = batch_transform(x, y, generator)
+            if settings.reset_optimizer_every_step:
+                optimizer = make_optimizer(params, settings)  # official FLea code: Adam without memory
+            out = loss_fn(model, x, y)
+            optimizer.zero_grad(set_to_none=True)
+            out.loss.backward()
+            optimizer.step()
+            for name, value in {"loss": out.loss.detach(), **out.logs}.items():
+                sums[name] = sums[name] + value if name in sums else value.clone()
+            num_steps += 1
+    metrics = {f"train/{name}": float(total) / max(num_steps, 1) for name, total in sums.items()}
+    metrics["train/steps"] = float(num_steps)
+    return metrics
+
+
+def snapshot_state(model: nn.Module) -> StateDict:
+    """A detached copy of ``model.state_dict()`` that later training cannot change."""
+    return {key: value.detach().clone() for key, value in model.state_dict().items()}

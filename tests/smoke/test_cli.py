@@ -1,0 +1,132 @@
+"""The ``fedaug`` command end to end: bad inputs give one line and exit 2; SIGKILL + rerun == no kill."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fedaug.cli import main
+from tests.conftest import REPO_ROOT
+
+SMOKE = str(REPO_ROOT / "configs" / "smoke.yaml")
+
+
+def _error_of(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err, "expected an error message"
+    return err[-1]
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("method=nosuch", "unknown method 'nosuch'; valid choices: fedavg"),
+        ("data=nosuch", "unknown dataset 'nosuch'; valid choices:"),
+        ("model=nosuch", "unknown model 'nosuch'; valid choices:"),
+        ("train.roundz=3", "unknown config key 'train.roundz'; valid keys:"),
+        ("train.rounds=many", "train.rounds must be of type int, got 'many'"),
+        ("partition.alpha=-1", "alpha"),
+        ("partition.num_clients=100000", "100000"),
+    ],
+)
+def test_bad_inputs_give_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, override: str, expected: str
+) -> None:
+    line = _error_of(capsys, ["run", SMOKE, "--out-dir", str(tmp_path), "--set", override])
+    assert line.startswith("fedaug: error: ")
+    assert expected in line
+
+
+def test_quantity_larger_than_number_of_classes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    line = _error_of(
+        capsys,
+        [
+            "run",
+            SMOKE,
+            "--out-dir",
+            str(tmp_path),
+            "--set",
+            "partition=quantity",
+            "--set",
+            "partition.classes_per_client=11",
+        ],
+    )
+    assert "11" in line
+
+
+def test_malformed_yaml(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train: {rounds: 3\n")
+    assert "malformed YAML" in _error_of(capsys, ["run", str(bad)])
+
+
+def test_missing_and_corrupt_dataset_files(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, shared_data: Path
+) -> None:
+    args = ["run", SMOKE, "--out-dir", str(tmp_path / "runs"), "--set", "data=mnist", "--set", "model=mlp"]
+    line = _error_of(capsys, [*args, "--data-dir", str(tmp_path / "empty")])
+    assert "mnist" in line
+    corrupt = tmp_path / "corrupt" / "mnist"
+    corrupt.mkdir(parents=True)
+    for path in (shared_data / "mnist").iterdir():
+        shutil.copy(path, corrupt / path.name)
+    with gzip.open(corrupt / "t10k-labels-idx1-ubyte.gz", "wb") as handle:
+        handle.write(b"\x00\x00\x08\x01garbage")
+    line = _error_of(capsys, [*args, "--data-dir", str(tmp_path / "corrupt")])
+    assert "t10k-labels" in line
+
+
+def test_list_shows_every_registry(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for kind in ("methods: fedavg", "models:", "datasets:", "partitioners:"):
+        assert kind in out
+
+
+def _run_cmd(out_dir: Path, rounds: int) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "fedaug",
+        "run",
+        SMOKE,
+        "--out-dir",
+        str(out_dir),
+        "--set",
+        f"train.rounds={rounds}",
+        "--set",
+        "train.local_epochs=40",
+        "--set",
+        "engine.num_threads=1",
+    ]
+
+
+def test_sigkill_then_rerun_matches_uninterrupted_run(tmp_path: Path) -> None:
+    env = {**os.environ, "FEDAUG_CACHE": str(tmp_path / "cache")}
+    subprocess.run(_run_cmd(tmp_path / "full", 6), check=True, env=env, capture_output=True)
+    proc = subprocess.Popen(_run_cmd(tmp_path / "cut", 6), env=env, stderr=subprocess.DEVNULL)
+    metrics = tmp_path / "cut" / "smoke"
+    deadline = time.time() + 120
+    while time.time() < deadline:  # kill once round 3 has been written, in the middle of the run
+        found = list(metrics.rglob("metrics.jsonl"))
+        if found and len(found[0].read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    (cut_dir,) = {p.parent for p in metrics.rglob("metrics.jsonl")}
+    assert not (cut_dir / "summary.json").exists(), "the run finished before it could be killed"
+    subprocess.run(_run_cmd(tmp_path / "cut", 6), check=True, env=env, capture_output=True)
+    (full_dir,) = {p.parent for p in (tmp_path / "full").rglob("metrics.jsonl")}
+    for name in ("metrics.jsonl", "summary.json"):
+        assert (cut_dir / name).read_text() == (full_dir / name).read_text()

@@ -1,0 +1,81 @@
+"""The local loop: batching, optimisers, and FedAvg with one client and one step == one SGD step."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+
+from fedaug.api import ClientContext, ClientData, Payload, RunContext, TrainSettings
+from fedaug.local_training import batch_indices, cross_entropy_loss, snapshot_state, train_local
+from fedaug.methods.fedavg import FedAvg
+from fedaug.models import build_model
+from tests.conftest import make_blobs
+
+
+def test_batch_indices_cover_every_sample_once_and_avoid_singletons() -> None:
+    order = torch.arange(65)
+    batches = list(batch_indices(order, 32))
+    assert [len(b) for b in batches] == [32, 33]  # the 65th sample joins the last batch
+    assert torch.equal(torch.cat(batches), order)
+    assert [len(b) for b in batch_indices(torch.arange(64), 32)] == [32, 32]
+    assert [len(b) for b in batch_indices(torch.arange(1), 32)] == [1]
+
+
+def test_fedavg_one_client_one_step_equals_centralised_sgd_step() -> None:
+    # Prepare: one client whose whole data is one batch, SGD lr 0.1, one epoch -> exactly one step.
+    torch.manual_seed(0)
+    model = build_model("mlp", num_classes=3, input_shape=(8,))
+    x, y = make_blobs(12)
+    start = snapshot_state(model)
+    reference = copy.deepcopy(model)
+    settings = TrainSettings(local_epochs=1, batch_size=64, lr=0.1, optimizer="sgd")
+    run = RunContext(num_clients=1, num_classes=3, input_shape=(8,), seed=0, num_rounds=1)
+    ctx = ClientContext(
+        client_id=0,
+        round_num=1,
+        data=ClientData(0, x, y, 3),
+        model=model,
+        generator=torch.Generator().manual_seed(0),
+        run=run,
+    )
+    # Execute
+    update = FedAvg().client_update(Payload(1, start, settings), ctx)
+    reference.train()
+    loss = F.cross_entropy(reference(x), y)
+    loss.backward()
+    with torch.no_grad():
+        for param in reference.parameters():
+            param -= 0.1 * param.grad
+    # Assert
+    for key, value in reference.state_dict().items():
+        torch.testing.assert_close(update.model_state[key], value)
+    assert update.num_examples == 12
+    assert update.metrics["train/steps"] == 1.0
+
+
+def test_train_local_reduces_loss_and_is_deterministic() -> None:
+    x, y = make_blobs(60)
+    data = ClientData(0, x, y, 3)
+    settings = TrainSettings(local_epochs=5, batch_size=16, lr=1e-2)
+    results = []
+    for _ in range(2):
+        torch.manual_seed(1)
+        model = build_model("mlp", num_classes=3, input_shape=(8,))
+        with torch.no_grad():
+            before = float(F.cross_entropy(model(x), y))
+        metrics = train_local(
+            model,
+            data,
+            loss_fn=cross_entropy_loss,
+            settings=settings,
+            generator=torch.Generator().manual_seed(3),
+        )
+        results.append((metrics, snapshot_state(model)))
+        with torch.no_grad():
+            assert float(F.cross_entropy(model(x), y)) < before
+    assert results[0][0] == results[1][0]
+    for key in results[0][1]:
+        assert torch.equal(results[0][1][key], results[1][1][key])
+    assert results[0][0]["train/steps"] == 20.0
