@@ -1,0 +1,111 @@
+"""Helpers shared by the loss-based method tests: a hand-built client, run-dir readers, FedAvg equivalence."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fedaug.api import ClientContext, ClientData, Method, Payload, RunContext, TrainSettings
+from fedaug.engine.checkpoint import read_jsonl
+from fedaug.engine.simulation import Simulation
+from fedaug.experiments.load import load_config
+from fedaug.experiments.runner import build_method
+from fedaug.local_training import snapshot_state
+from fedaug.methods.fedavg import FedAvg
+from fedaug.models import build_model
+from fedaug.models.base import SplitModel
+from fedaug.types import StateDict
+from tests.conftest import REPO_ROOT, make_blobs, make_spec
+
+ModelFn = Callable[[], SplitModel]
+
+
+def mlp_fn(*, num_classes: int = 3, dim: int = 8, **options: Any) -> ModelFn:
+    """A builder of the small MLP used by the tests."""
+    return lambda: build_model("mlp", num_classes=num_classes, input_shape=(dim,), **options)
+
+
+def initial_state(model_fn: ModelFn, seed: int = 0) -> StateDict:
+    """The weights of a freshly built model under a fixed seed (the 'global model' of a test)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return snapshot_state(model_fn())
+
+
+def client_context(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    model_fn: ModelFn | None = None,
+    num_classes: int = 3,
+    client_state: Any = None,
+    seed: int = 0,
+) -> ClientContext:
+    """One client with its own workspace models (built lazily by key, like the engine's)."""
+    build = model_fn or mlp_fn(num_classes=num_classes, dim=x.shape[1])
+    workspaces: dict[str, SplitModel] = {}
+
+    def workspace(key: str) -> SplitModel:
+        if key not in workspaces:
+            workspaces[key] = build()
+        return workspaces[key]
+
+    run = RunContext(
+        num_clients=1, num_classes=num_classes, input_shape=tuple(x.shape[1:]), seed=0, num_rounds=1
+    )
+    return ClientContext(
+        client_id=0,
+        round_num=1,
+        data=ClientData(0, x, y, num_classes),
+        model=workspace("client"),
+        generator=torch.Generator().manual_seed(seed),
+        run=run,
+        client_state=client_state,
+        workspace=workspace,
+    )
+
+
+def payload(state: StateDict, **train: Any) -> Payload:
+    """A round-1 broadcast of ``state`` with the given training settings."""
+    return Payload(round_num=1, model_state=state, train=TrainSettings(**train))
+
+
+def skewed_client(num: int = 24, classes: tuple[int, ...] = (0, 1)) -> tuple[torch.Tensor, torch.Tensor]:
+    """Blob samples of only ``classes`` (out of 3): a label-skewed client."""
+    x, y = make_blobs(num * 3)
+    keep = torch.isin(y, torch.tensor(classes))
+    return x[keep][:num], y[keep][:num]
+
+
+def run_sim(run_dir: Path, method: Method, **spec: Any) -> tuple[str, StateDict]:
+    """Runs a simulation; returns ``metrics.jsonl`` text and the final global weights."""
+    Simulation(make_spec(run_dir, method=method, **spec)).run()
+    ckpt = torch.load(run_dir / "ckpt" / "latest.pt", weights_only=True)
+    return (run_dir / "metrics.jsonl").read_text(), ckpt["state"]["model_state"]
+
+
+def assert_equals_fedavg(tmp_path: Path, method: Method, **spec: Any) -> None:
+    """The run of ``method`` gives bit-identical weights and FedAvg's logged numbers."""
+    _, fedavg_state = run_sim(tmp_path / "fedavg", FedAvg(), **spec)
+    _, state = run_sim(tmp_path / method.name, method, **spec)
+    assert state.keys() == fedavg_state.keys()
+    assert all(torch.equal(state[key], fedavg_state[key]) for key in state)
+    fedavg_records = read_jsonl(tmp_path / "fedavg" / "metrics.jsonl")
+    records = read_jsonl(tmp_path / method.name / "metrics.jsonl")
+    assert [{k: r[k] for k in f} for r, f in zip(records, fedavg_records, strict=True)] == fedavg_records
+
+
+def method_from_yaml(name: str) -> Method:
+    """The method built from ``configs/methods/<name>.yaml`` as an extra config file."""
+    method: Method = build_method(load_config([REPO_ROOT / "configs" / "methods" / f"{name}.yaml"]))
+    return method
+
+
+def distance_to(state: StateDict, reference: StateDict) -> float:
+    """Squared Euclidean distance between two states over their floating-point entries."""
+    return sum(
+        float((state[k] - reference[k]).pow(2).sum()) for k in reference if reference[k].is_floating_point()
+    )
