@@ -1,0 +1,67 @@
+"""FLea's buffer plumbing: cycling buffer batches, the shared subset, and feature exposure bookkeeping."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+
+class BufferStream:
+    """Indices into a buffer of ``size`` entries, shuffled and cycling (a new permutation per pass).
+
+    Paper: the buffer is "divided into equal-sized batches" of the local batch size; when it is smaller than
+    the local data it cycles (as the official code's loader does), so every local batch gets a full partner.
+    """
+
+    def __init__(self, size: int, generator: torch.Generator) -> None:
+        self.size = size
+        self.generator = generator
+        self._order = torch.empty(0, dtype=torch.long)
+        self._pos = 0
+
+    def take(self, count: int) -> Tensor:
+        parts = []
+        while count > 0:
+            if self._pos >= self._order.shape[0]:
+                self._order = torch.randperm(self.size, generator=self.generator)
+                self._pos = 0
+            chunk = self._order[self._pos : self._pos + count]
+            self._pos += chunk.shape[0]
+            count -= chunk.shape[0]
+            parts.append(chunk)
+        return torch.cat(parts)
+
+
+def share_indices(
+    num_examples: int, fraction: float, generator: torch.Generator, fixed_seed: int | None, client_id: int
+) -> Tensor:
+    """The local samples a client featurises and shares: floor(fraction * n) of them, without replacement.
+
+    ``fixed_seed`` None draws a fresh subset each time (paper: "each client randomly selects an alpha
+    fraction"); otherwise the subset depends only on (seed, client), the same every round (official code).
+
+    # Paper is silent on rounding: floor, as the official code (clients with n < 10 share nothing at 10%).
+    # Deviation from official code: no duplicates (the official draw is with replacement).
+    """
+    count = int(fraction * num_examples + 1e-9)
+    if fixed_seed is not None:
+        generator = torch.Generator().manual_seed((fixed_seed * 1_000_003 + client_id) % (2**63))
+    return torch.randperm(num_examples, generator=generator)[:count]
+
+
+def exposure_update(pairs: Tensor, sources: Tensor, receivers: Sequence[int], num_clients: int) -> Tensor:
+    """Adds the pairs (i, j) and (j, i) for every source i in the buffer and receiver j; returns sorted ids.
+
+    Feature exposure (SPEC): xi_ij = 1 once features of i reached j or of j reached i; a pair is stored as
+    ``i * K + j``. The exposure eps(t) is ``len(pairs) / K^2`` (FedData/FedMix, where everyone gets
+    everything, reach 1).
+    """
+    if sources.numel() == 0 or not receivers:
+        return pairs
+    src = torch.unique(sources)
+    dst = torch.as_tensor(list(receivers), dtype=torch.long)
+    grid_s, grid_d = torch.meshgrid(src, dst, indexing="ij")
+    new = torch.cat([(grid_s * num_clients + grid_d).flatten(), (grid_d * num_clients + grid_s).flatten()])
+    return torch.unique(torch.cat([pairs, new]))

@@ -1,0 +1,1 @@
+"""Privacy measures and attacks (distance correlation, feature exposure, ...)."""
