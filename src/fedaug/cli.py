@@ -37,6 +37,7 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out-dir", help="root of run directories (default: runs)")
     parser.add_argument("--seed", type=int, help="run seed")
     parser.add_argument("--smoke", action="store_true", help="2 rounds, 1 local epoch: a quick wiring check")
+    parser.add_argument("--method", help="run only these methods (comma-separated), overriding the preset's")
 
 
 def _load(args: argparse.Namespace):
@@ -49,22 +50,24 @@ def _load(args: argparse.Namespace):
         overrides.append(f"out_dir={args.out_dir}")
     if args.seed is not None:
         overrides.append(f"seed={args.seed}")
-    return load_config(args.configs, [*overrides, *args.overrides])
+    overrides += args.overrides
+    if getattr(args, "method", None):  # --method wins over the preset's and --set's method choice
+        names = [m.strip() for m in args.method.split(",") if m.strip()]
+        overrides += [f"method={names[0]}", f"compare=[{', '.join(names) if len(names) > 1 else ''}]"]
+    return load_config(args.configs, overrides)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from fedaug.experiments.runner import run_dir_for, run_experiment
+    from fedaug.experiments.runner import comparison_configs, comparison_table, run_dir_for, run_experiment
 
     config = _load(args)
-    summary = run_experiment(config, fresh=args.fresh)
-    run_dir = run_dir_for(config)
-    print(f"run dir: {run_dir}")
-    if "best_acc" in summary:
-        print(
-            f"{config.method.name}: best {100 * summary['best_acc']:.2f}% (round {summary['best_round']}), "
-            f"last-10 mean {100 * summary['last10_acc']:.2f}%, final {100 * summary['final_acc']:.2f}% "
-            f"after {summary['rounds']} rounds"
-        )
+    rows = []
+    for sub in comparison_configs(config):
+        summary = run_experiment(sub, fresh=args.fresh)
+        print(f"{sub.method.name}: run dir {run_dir_for(sub)}")
+        rows.append((sub.method.name, summary))
+    print(f"\n{config.data.name}, {config.model.name}, {config.partition.name}, seed {config.seed}:")
+    print(comparison_table(rows))
     return 0
 
 

@@ -130,3 +130,29 @@ def test_sigkill_then_rerun_matches_uninterrupted_run(tmp_path: Path) -> None:
     (full_dir,) = {p.parent for p in (tmp_path / "full").rglob("metrics.jsonl")}
     for name in ("metrics.jsonl", "summary.json"):
         assert (cut_dir / name).read_text() == (full_dir / name).read_text()
+
+
+def test_compare_runs_each_method_and_prints_them_side_by_side(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    argv = [
+        "run",
+        SMOKE,
+        "--out-dir",
+        str(tmp_path),
+        "--set",
+        "train.rounds=2",
+        "--set",
+        "compare=[fedavg, flea]",
+    ]
+    assert main(argv) == 0
+    assert _table_methods(capsys.readouterr().out) == ["fedavg", "flea"]
+    assert (tmp_path / "smoke" / "synthetic-dirichlet0.5_2-K6" / "flea" / "seed0" / "summary.json").exists()
+    assert main([*argv, "--method", "flea"]) == 0  # finished: skipped, and only flea is listed
+    assert _table_methods(capsys.readouterr().out) == ["flea"]
+
+
+def _table_methods(out: str) -> list[str]:
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("method "))
+    return [line.split()[0] for line in lines[header + 1 :]]

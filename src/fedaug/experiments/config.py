@@ -181,7 +181,12 @@ class EngineConfig:
 
 @dataclass(frozen=True)
 class ExperimentConfig:
-    """A whole experiment. ``out_dir/name/<dataset>-<partition>/<method>/seed<k>/`` is its run dir."""
+    """A whole experiment. ``out_dir/name/<dataset>-<partition>/<method>/seed<k>/`` is its run dir.
+
+    ``compare`` (optional) lists methods to run one after the other on the same setting, printed side by side
+    (the default preset compares FedAvg and FLea). The ``method`` section's options apply to the method of the
+    same name; the others run with their defaults.
+    """
 
     name: str = "default"
     seed: int = 0
@@ -192,3 +197,4 @@ class ExperimentConfig:
     method: MethodSpec = field(default_factory=MethodSpec)
     train: TrainConfig = field(default_factory=TrainConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
+    compare: list[str] = field(default_factory=list)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,8 @@ from fedaug.engine.checkpoint import write_json
 from fedaug.engine.sampling import clients_per_round
 from fedaug.engine.simulation import Simulation, SimulationSpec, write_env
 from fedaug.errors import ConfigError
-from fedaug.experiments.config import ExperimentConfig
-from fedaug.experiments.load import build_dataclass, config_to_dict, dump_yaml
+from fedaug.experiments.config import ExperimentConfig, MethodSpec
+from fedaug.experiments.load import build_dataclass, config_from_dict, config_to_dict, dump_yaml
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
 from fedaug.paths import cache_dir
@@ -135,9 +135,11 @@ def _check_existing(run_dir: Path, config: ExperimentConfig) -> None:
     saved_path = run_dir / "config.yaml"
     if not saved_path.exists():
         return
-    saved = yaml.safe_load(saved_path.read_text())
+    # Saved configs are re-read through the loader, so keys added since (with their defaults) compare equal.
+    saved = config_to_dict(config_from_dict(yaml.safe_load(saved_path.read_text())))
     current = config_to_dict(config)
-    for key in ("engine",):  # engine settings do not change results (threads only in the last bits)
+    # engine settings do not change results (threads only in the last bits); compare lists sibling runs
+    for key in ("engine", "compare"):
         saved.pop(key, None)
         current.pop(key, None)
     if saved != current:
@@ -185,3 +187,28 @@ def run_experiment(config: ExperimentConfig, *, fresh: bool = False) -> dict[str
     summary = Simulation(prepared.spec).run()
     write_json(run_dir / "summary.json", summary)
     return summary
+
+
+def comparison_configs(config: ExperimentConfig) -> list[ExperimentConfig]:
+    """One config per method of ``config.compare`` (or just ``config`` when it compares nothing)."""
+    if not config.compare:
+        return [config]
+    configs = []
+    for name in config.compare:
+        method = config.method if name == config.method.name else MethodSpec(name=name)
+        configs.append(replace(config, method=method, compare=[]))
+    return configs
+
+
+def comparison_table(rows: list[tuple[str, dict[str, Any]]]) -> str:
+    """Methods side by side: best accuracy (round), mean of the last 10 rounds, final accuracy."""
+    lines = [f"{'method':<16}{'best %':>9}{'round':>7}{'last-10 %':>11}{'final %':>9}"]
+    for name, summary in rows:
+        if "best_acc" not in summary:
+            lines.append(f"{name:<16}{'(no evaluation)':>36}")
+            continue
+        lines.append(
+            f"{name:<16}{100 * summary['best_acc']:>9.2f}{summary['best_round']:>7d}"
+            f"{100 * summary['last10_acc']:>11.2f}{100 * summary['final_acc']:>9.2f}"
+        )
+    return "\n".join(lines)
