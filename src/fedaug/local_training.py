@@ -107,7 +107,7 @@ def train_local(
                 optimizer = make_optimizer(params, settings)  # official FLea code: Adam without memory
             out = loss_fn(model, x, y)
             optimizer.zero_grad(set_to_none=True)
-            out.loss.backward()
+            out.loss.backward()  # type: ignore[no-untyped-call]
             optimizer.step()
             for name, value in {"loss": out.loss.detach(), **out.logs}.items():
                 sums[name] = sums[name] + value if name in sums else value.clone()

@@ -14,8 +14,9 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -32,6 +33,7 @@ from fedaug.seeding import seed_for, torch_generator
 from fedaug.types import ClientId, Metrics
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass
@@ -118,7 +120,7 @@ class Simulation:
         updates: list[ClientUpdate] = []
         for client_id in participants:
             ctx = self._client_context(client_id, round_num, "client")
-            updates.append(self._guard(lambda c=ctx: method.client_update(payload, c), round_num, client_id))
+            updates.append(self._guard(partial(method.client_update, payload, ctx), round_num, client_id))
             if updates[-1].client_state is not None:
                 self.client_states[client_id] = updates[-1].client_state
         timing["train"] = time.perf_counter() - tick
@@ -148,7 +150,7 @@ class Simulation:
         shares = []
         for client_id in request.client_ids:
             ctx = self._client_context(client_id, round_num, "share")
-            shares.append(self._guard(lambda c=ctx: method.client_share(request, c), round_num, client_id))
+            shares.append(self._guard(partial(method.client_share, request, ctx), round_num, client_id))
         return method.receive_shares(state, shares, self.spec.run)
 
     def _client_context(self, client_id: ClientId, round_num: int, phase: str) -> ClientContext:
@@ -166,7 +168,7 @@ class Simulation:
             workspace=self.workspace,
         )
 
-    def _guard(self, call: Callable[[], Any], round_num: int, client_id: ClientId) -> Any:
+    def _guard(self, call: Callable[[], T], round_num: int, client_id: ClientId) -> T:
         try:
             return call()
         except FedaugError:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 import numpy as np
 import torch
@@ -167,7 +168,8 @@ class FLea(FedAvg):
         return self.config.distill_weight > 0
 
     def _warmup_loss(self, layer: int, decor: float, teacher: SplitModel | None) -> LossFn:
-        def loss_fn(model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
+        def loss_fn(module: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
+            model = cast(SplitModel, module)
             f = model.encode(x, layer)
             logits = model.decode(f, layer)
             loss = F.cross_entropy(logits, y)
@@ -194,7 +196,8 @@ class FLea(FedAvg):
     ) -> LossFn:
         cfg = self.config
 
-        def loss_fn(model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
+        def loss_fn(module: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
+            model = cast(SplitModel, module)
             f = model.encode(x, layer)
             idx = stream.take(x.shape[0])
             fb, yb = buffer_x[idx], buffer_y[idx]

@@ -64,4 +64,5 @@ def exposure_update(pairs: Tensor, sources: Tensor, receivers: Sequence[int], nu
     dst = torch.as_tensor(list(receivers), dtype=torch.long)
     grid_s, grid_d = torch.meshgrid(src, dst, indexing="ij")
     new = torch.cat([(grid_s * num_clients + grid_d).flatten(), (grid_d * num_clients + grid_s).flatten()])
-    return torch.unique(torch.cat([pairs, new]))
+    unique: Tensor = torch.unique(torch.cat([pairs, new]))
+    return unique
