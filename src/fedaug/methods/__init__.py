@@ -1,9 +1,12 @@
 """Federated methods; importing this package registers the built-in ones."""
 
 from fedaug.methods import (
+    ccvr,  # noqa: F401  (registers "ccvr")
     fedavg,  # noqa: F401  (registers "fedavg")
+    feddata,  # noqa: F401  (registers "feddata")
     feddecorr,  # noqa: F401  (registers "feddecorr")
     fedlc,  # noqa: F401  (registers "fedlc")
+    fedmix,  # noqa: F401  (registers "fedmix")
     fedntd,  # noqa: F401  (registers "fedntd")
     fedprox,  # noqa: F401  (registers "fedprox")
     fedrs,  # noqa: F401  (registers "fedrs")

@@ -1,0 +1,249 @@
+"""FedMix: clients share averages of groups of local samples and mix them into local training.
+
+FedMix: Approximation of Mixup under Mean Augmented Federated Learning. T. Yoon, S. Shin, S. J. Hwang,
+E. Yang. ICLR 2021. arXiv:2107.00233.
+
+Differences from FedAvg. Before round 1 every client shuffles its data, cuts it into consecutive groups of
+``mean_group_size`` (10) samples (full groups only), and shares each group's average input with its averaged
+one-hot label; the server pools the averages (about 10% of N) and sends the pool to every client once. Local
+training mixes every local batch with a batch of averages drawn from the pool (shuffled, cycling):
+
+* ``mode: naive`` (default; the FLea papers' baseline, Yoon et al.'s NaiveMix): mix in input space,
+  x~ = l x + (1 - l) x_bar, y~ = l onehot(y) + (1 - l) y_bar with l ~ Beta(2, 2), and minimise the soft-label
+  cross-entropy of f(x~) against y~.
+* ``mode: mafl`` (Yoon et al.'s FedMix loss, their first-order Taylor approximation of global Mixup): with
+  lam = 1 - l the weight on the averages and u = (1 - lam) x,
+  L = (1 - lam) CE(f(u), y) + lam CE(f(u), y_bar) + lam <dCE(f(u), y)/du, x_bar>,
+  the input gradient taken per sample with autograd (``create_graph=True``, so the last term is trained too).
+
+Aggregation is FedAvg's. A fixed ``mix_weight = 1`` (all weight on the local sample) is FedAvg.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from fedaug.api import (
+    ClientContext,
+    ClientShare,
+    MethodConfig,
+    Payload,
+    RunContext,
+    ServerState,
+    ShareRequest,
+    TrainSettings,
+)
+from fedaug.errors import ConfigError
+from fedaug.local_training import BatchTransform, LossFn, LossOutput, cross_entropy_loss
+from fedaug.methods import data_pool
+from fedaug.methods.checks import check_choice
+from fedaug.methods.fedavg import FedAvg
+from fedaug.methods.flea_buffer import BufferStream
+from fedaug.methods.losses import soft_cross_entropy
+from fedaug.registry import register
+from fedaug.seeding import numpy_rng, torch_generator
+from fedaug.types import ClientId, Metrics
+
+logger = logging.getLogger(__name__)
+
+MODES = ("naive", "mafl")
+
+_Draw = Callable[[int], tuple[Tensor, Tensor, Tensor]]
+"""Given a batch size B: pool averages ``x_bar``, their labels ``y_bar`` and the local weights l [B]."""
+
+
+@dataclass(frozen=True)
+class FedMixConfig(MethodConfig):
+    """FedMix's hyper-parameters (defaults: the FLea papers' FedMix baseline).
+
+    Attributes:
+        mode: ``naive`` (input-space mix with soft labels; the FLea papers and the official FLea code) or
+            ``mafl`` (Yoon et al.'s approximate FedMix loss).
+        mean_group_size: samples averaged into one shared mean (FLea papers: 10; Yoon et al. tune it).
+        mix_beta: a of the Beta(a, a) law of the local weight l (FLea papers: 2).
+        mix_weight: a fixed local weight l instead of Beta draws (1 = local only, i.e. FedAvg). Yoon et al.'s
+            MAFL uses a fixed small weight on the averages, lam = 1 - l in 0.05-0.2.
+        mix_per_sample: draw l per sample instead of once per batch (official FLea code: once per batch).
+    """
+
+    mode: str = "naive"
+    mean_group_size: int = 10
+    mix_beta: float = 2.0
+    mix_weight: float | None = None
+    mix_per_sample: bool = False
+
+    def __post_init__(self) -> None:
+        check_choice("mode", self.mode, MODES)
+        if self.mean_group_size < 1:
+            raise ConfigError(f"method.mean_group_size must be >= 1, got {self.mean_group_size}")
+        if not self.mix_beta > 0:
+            raise ConfigError(f"method.mix_beta must be > 0, got {self.mix_beta}")
+        if self.mix_weight is not None and not 0 <= self.mix_weight <= 1:
+            raise ConfigError(f"method.mix_weight must be in [0, 1], got {self.mix_weight}")
+
+
+@register("method", "fedmix")
+class FedMix(FedAvg):
+    """FedMix (NaiveMix by default, the approximate FedMix loss with ``mode: mafl``).
+
+    Client: in the pre-training share phase, sends the averages of shuffled groups of ``mean_group_size``
+    samples with averaged one-hot labels; in every round, mixes each local batch with pool averages (see the
+    module docstring). Mixing draws come from their own random streams, so the batch order is FedAvg's.
+    Server: pools the averages once; FedAvg aggregation. Logs ``fedmix/exposure`` (1.0 once everyone shared),
+    the pool size and the bytes each client uploads and downloads once.
+    """
+
+    name = "fedmix"
+    config_cls = FedMixConfig
+    config: FedMixConfig
+
+    def __init__(self, config: FedMixConfig | None = None) -> None:
+        super().__init__(config)
+        if self.config.mode == "mafl" and self.config.mix_weight is None:
+            logger.warning(
+                "fedmix mode=mafl with Beta-drawn weights: the Taylor approximation assumes a small weight "
+                "on the averages (Yoon et al. fix it: mix_weight 0.8-0.95)"
+            )
+
+    def init_server(self, model_state: dict[str, Tensor], run: RunContext) -> ServerState:
+        extra = data_pool.empty_pool(run.input_shape, (run.num_classes,), torch.float32)
+        return ServerState(round_num=0, model_state=model_state, extra=extra)
+
+    def payload(self, state: ServerState, round_num: int, train: TrainSettings) -> Payload:
+        return data_pool.pool_payload(state, round_num, train)
+
+    def batch_transform(self, payload: Payload, ctx: ClientContext) -> BatchTransform | None:
+        """NaiveMix: the mixed batch with soft labels (None in ``mafl`` mode or with an empty pool)."""
+        if self.config.mode != "naive" or payload.extra["pool_y"].shape[0] == 0:
+            return None
+        draw = self._partner_draws(payload, ctx)
+
+        def mix(x: Tensor, y: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+            del generator  # the batch order's stream is left alone
+            x_bar, y_bar, lam = draw(x.shape[0])
+            y_onehot = F.one_hot(y, y_bar.shape[1]).to(x)
+            return _mix(lam, x, x_bar.to(x)), _mix(lam, y_onehot, y_bar.to(x))
+
+        return mix
+
+    def loss_fn(self, payload: Payload, ctx: ClientContext) -> LossFn:
+        if payload.extra["pool_y"].shape[0] == 0:
+            return cross_entropy_loss
+        if self.config.mode == "naive":
+            return _soft_label_loss
+        return _mafl_loss(self._partner_draws(payload, ctx))
+
+    def _partner_draws(self, payload: Payload, ctx: ClientContext) -> _Draw:
+        """A function of the batch size: a cycling batch of pool averages and the local weights l, [B]."""
+        pool_x, pool_y = payload.extra["pool_x"], payload.extra["pool_y"]
+        stream = BufferStream(
+            pool_y.shape[0], torch_generator(ctx.run.seed, "fedmix-pool", payload.round_num, ctx.client_id)
+        )
+        rng = numpy_rng(ctx.run.seed, "fedmix-mix", payload.round_num, ctx.client_id)
+        cfg = self.config
+
+        def draw(size: int) -> tuple[Tensor, Tensor, Tensor]:
+            idx = stream.take(size)
+            return pool_x[idx], pool_y[idx], _local_weights(cfg, size, rng)
+
+        return draw
+
+    def share_request(
+        self, state: ServerState, *, round_num: int, participants: Sequence[ClientId], run: RunContext
+    ) -> ShareRequest | None:
+        del participants
+        return data_pool.pool_request(state, round_num, run)
+
+    def client_share(self, request: ShareRequest, ctx: ClientContext) -> ClientShare:
+        x_bar, y_bar = group_means(
+            ctx.data.x, ctx.data.y, ctx.run.num_classes, self.config.mean_group_size, ctx.generator
+        )
+        return ClientShare(
+            ctx.client_id, extra={"x": x_bar, "y": y_bar}, metrics={"num_shared": float(len(y_bar))}
+        )
+
+    def receive_shares(
+        self, state: ServerState, shares: Sequence[ClientShare], run: RunContext
+    ) -> ServerState:
+        return data_pool.receive_pool(state, shares, run)
+
+    def round_metrics(self, state: ServerState) -> Metrics:
+        return data_pool.pool_metrics("fedmix", state.extra)
+
+
+def group_means(
+    x: Tensor, y: Tensor, num_classes: int, group_size: int, generator: torch.Generator
+) -> tuple[Tensor, Tensor]:
+    """Averages of consecutive groups of ``group_size`` shuffled samples, with averaged one-hot labels.
+
+    Only full groups are kept (floor(n / group_size) means; the official code's ``send_data(fre=10)``).
+
+    Returns:
+        ``(x_bar [G, ...], y_bar [G, num_classes])`` in float32.
+    """
+    count = x.shape[0] // group_size
+    order = torch.randperm(x.shape[0], generator=generator)[: count * group_size]
+    x_bar = x[order].float().view(count, group_size, *x.shape[1:]).mean(dim=1)
+    y_bar = F.one_hot(y[order], num_classes).float().view(count, group_size, num_classes).mean(dim=1)
+    return x_bar, y_bar
+
+
+def _local_weights(cfg: FedMixConfig, size: int, rng: np.random.Generator) -> Tensor:
+    """The local weights l, shape [size]: fixed, one Beta draw per batch (official code) or per sample."""
+    if cfg.mix_weight is not None:
+        return torch.full((size,), float(cfg.mix_weight))
+    # Paper is silent on per-batch vs per-sample weights: one per batch, as the official FLea code.
+    draws = rng.beta(cfg.mix_beta, cfg.mix_beta, size=size if cfg.mix_per_sample else 1)
+    return torch.from_numpy(draws).float().expand(size).contiguous()
+
+
+def _rows(weights: Tensor, like: Tensor) -> Tensor:
+    """``weights [B]`` shaped to broadcast over the rows of ``like``."""
+    return weights.view(-1, *([1] * (like.dim() - 1))).to(device=like.device, dtype=like.dtype)
+
+
+def _mix(lam: Tensor, local: Tensor, shared: Tensor) -> Tensor:
+    """``lam * local + (1 - lam) * shared`` with one weight per sample (row)."""
+    weight = _rows(lam, local)
+    return weight * local + (1 - weight) * shared
+
+
+def _soft_label_loss(model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
+    """Soft-label cross-entropy on a mixed batch (``y`` holds the mixed label distributions)."""
+    loss = soft_cross_entropy(model(x), y)
+    return LossOutput(loss, {"ce": loss.detach()})
+
+
+def _mafl_loss(draw: _Draw) -> LossFn:
+    """Yoon et al.'s approximate FedMix loss (module docstring), batch mean.
+
+    # Deviation from paper: Yoon et al. average the loss over all received means j; it is linear in
+    # (x_bar_j, y_bar_j), so pairing each sample with one cycling pool mean (as NaiveMix does) is an unbiased
+    # estimate of that average.
+    """
+
+    def loss_fn(model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
+        x_bar, y_bar, local_weight = draw(x.shape[0])
+        x_bar, y_bar, local_weight = x_bar.to(x), y_bar.to(x), local_weight.to(x)
+        lam = 1 - local_weight  # Yoon et al.'s lambda: the weight on the averages
+        scaled = (_rows(local_weight, x) * x).requires_grad_(True)  # (1 - lam) x, a leaf of its own
+        log_probs = F.log_softmax(model(scaled), dim=1)
+        ce_local = -log_probs.gather(1, y[:, None]).squeeze(1)  # per sample
+        ce_mean = -(y_bar * log_probs).sum(dim=1)
+        # Per-sample input gradients of CE(f(u), y) (a sum keeps each sample's gradient unscaled), kept in
+        # the graph so the Taylor term is trained. With batch norm in train mode samples are coupled.
+        grad = torch.autograd.grad(ce_local.sum(), scaled, create_graph=True)[0]
+        taylor = (grad.flatten(1) * x_bar.flatten(1)).sum(dim=1)
+        loss = ((1 - lam) * ce_local + lam * ce_mean + lam * taylor).mean()
+        logs = {"ce": ce_local.mean().detach(), "ce_mean": ce_mean.mean().detach()}
+        logs["taylor"] = taylor.mean().detach()
+        return LossOutput(loss, logs)
+
+    return loss_fn
