@@ -2,8 +2,10 @@
 
 ``fedaug run [CONFIG ...] [--set key=value ...]`` runs an experiment (default preset: UCI-HAR, HARNet,
 Qua(2), K = 75, FedAvg, 100 rounds). ``fedaug list`` shows what is registered. ``fedaug partition`` prints a
-partition's per-client class counts and saves its heat-map. Every user error is one line on stderr and exit
-code 2; an interrupted run resumes when the same command is run again.
+partition's per-client class counts and saves its heat-map. ``fedaug sweep SWEEP.yaml`` runs a grid of
+experiments (``--workers N`` processes, ``--dry-run`` lists the run dirs); ``fedaug report RUNS_DIR`` turns
+finished run dirs into tables (Markdown, CSV, LaTeX) and plots. Every user error is one line on stderr and
+exit code 2; an interrupted run or sweep resumes when the same command is run again.
 """
 
 from __future__ import annotations
@@ -93,6 +95,103 @@ def cmd_partition(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from fedaug.experiments.sweep import expand_sweep, run_status, run_sweep
+
+    overrides = list(SMOKE_OVERRIDES) if args.smoke else []
+    if args.data_dir:
+        overrides.append(f"data.data_dir={args.data_dir}")
+    if args.out_dir:
+        overrides.append(f"out_dir={args.out_dir}")
+    points = expand_sweep(args.config, [*overrides, *args.overrides], args.grid)
+    if args.dry_run:
+        for point in points:
+            print(f"{run_status(point):<26}{point.run_dir}")
+        print(f"{len(points)} runs")
+        return 0
+    result = run_sweep(points, workers=args.workers)
+    print(
+        f"{len(points)} runs: {len(result.finished)} finished now, {len(result.skipped)} already finished, "
+        f"{len(result.failures)} failed"
+    )
+    for run_dir, error in result.failures:
+        print(f"FAILED {run_dir}: {error}")
+    if result.failures:
+        print("tracebacks: fedaug -v sweep ... --workers 1; fixed runs resume when the sweep is run again")
+    return 1 if result.failures else 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from fedaug.results.report import write_report
+
+    formats = [f.strip() for f in args.format.split(",") if f.strip()]
+    outputs = write_report(
+        Path(args.runs_dir),
+        formats=formats,
+        out_dir=Path(args.out) if args.out else None,
+        reference=Path(args.reference) if args.reference else None,
+        highlight=args.highlight,
+        exclude=[m.strip() for m in args.exclude.split(",") if m.strip()],
+        include_unfinished=args.include_unfinished,
+        plots=args.plots,
+        heatmaps=args.heatmaps,
+    )
+    for text in outputs.printed:
+        print(text)
+    for path in outputs.files:
+        print(f"wrote {path}")
+    return 0
+
+
+def _add_sweep_parser(sub: argparse._SubParsersAction) -> None:
+    sweep = sub.add_parser("sweep", help="run a grid of experiments (skips finished runs, resumes the rest)")
+    sweep.add_argument("config", help="sweep YAML: a config plus grid: {key: [values]}")
+    sweep.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override the base"
+    )
+    sweep.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=[V1,V2]",
+        help="replace (or add) a grid axis, e.g. --grid seed=[0] --grid 'method=[fedavg, flea]'",
+    )
+    sweep.add_argument("--data-dir", help="directory holding the datasets (default: $FEDAUG_DATA)")
+    sweep.add_argument("--out-dir", help="root of run directories (default: the sweep's out_dir)")
+    sweep.add_argument("--smoke", action="store_true", help="2 rounds, 1 local epoch per run")
+    sweep.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    sweep.add_argument(
+        "--dry-run", action="store_true", help="list the run dirs and their status; run nothing"
+    )
+    sweep.set_defaults(func=cmd_sweep)
+
+
+def _add_report_parser(sub: argparse._SubParsersAction) -> None:
+    report = sub.add_parser("report", help="tables (and plots) from finished run dirs; never trains")
+    report.add_argument("runs_dir", help="a folder holding run dirs, e.g. runs/flea_table1_har")
+    report.add_argument("--format", default="md", help="comma-separated: md, csv, tex (default md)")
+    report.add_argument("--out", help="write report.<format> (and plots/) here instead of printing")
+    report.add_argument("--reference", help="YAML of published numbers, e.g. docs/published_numbers.yaml")
+    report.add_argument(
+        "--highlight", help="method compared with the best other one (arrows for >5%%, >10%%)"
+    )
+    report.add_argument(
+        "--exclude",
+        default="feddata",
+        help="methods not counted as 'best other' (default: feddata, as the papers)",
+    )
+    report.add_argument(
+        "--include-unfinished", action="store_true", help="also use runs without summary.json"
+    )
+    report.add_argument(
+        "--plots", action="store_true", help="learning curves, dCor/exposure, Beta, hyper-params"
+    )
+    report.add_argument(
+        "--heatmaps", action="store_true", help="partition heat-maps (reads the datasets' labels)"
+    )
+    report.set_defaults(func=cmd_report)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fedaug", description=__doc__.split("\n\n")[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging and full tracebacks")
@@ -108,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(part)
     part.add_argument("--plot", help="heat-map path (.png or .pdf)")
     part.set_defaults(func=cmd_partition)
+    _add_sweep_parser(sub)
+    _add_report_parser(sub)
     return parser
 
 

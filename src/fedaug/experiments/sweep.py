@@ -1,0 +1,331 @@
+"""Sweeps: a grid of configs expanded into run directories, run serially or by worker processes.
+
+A sweep file is an ordinary config (``extends:`` and any config keys: the *base*) plus a ``grid:``. The grid
+maps config keys to lists of values and is expanded as a cartesian product; ``grid:`` may also be a list of
+such mappings, whose products are concatenated (one-at-a-time hyper-parameter sweeps)::
+
+    extends: ../default.yaml
+    name: my_sweep
+    grid:
+      partition: [{name: quantity, classes_per_client: 2}, {name: dirichlet, alpha: 0.3}]
+      method: [fedavg, flea]
+      seed: [0, 1, 2]
+
+Each value is applied to the base in the grid's key order, exactly like ``--set key=value`` (renaming a
+method or partitioner drops the previous one's options). Grid keys that do not show in the run directory
+(``method.decor_weight``, ``train.lr``, ...) are added to the experiment name, so every point gets its own run
+dir: ``runs/my_sweep/method.decor_weight=0/<dataset>-<partition>/<method>/seed<k>/``. Sweep runs use
+``engine.num_threads=1`` unless the sweep sets it, so their results do not depend on ``--workers``.
+Finished runs are skipped and interrupted ones resume (:func:`~fedaug.experiments.runner.run_experiment`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import multiprocessing
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fedaug.engine.checkpoint import read_jsonl
+from fedaug.errors import ConfigError
+from fedaug.experiments.config import EngineConfig, ExperimentConfig
+from fedaug.experiments.load import (
+    OPEN_SECTIONS,
+    apply_override,
+    config_from_dict,
+    config_to_dict,
+    merge_layer,
+    read_yaml,
+)
+from fedaug.experiments.runner import run_dir_for, run_experiment
+
+logger = logging.getLogger(__name__)
+
+_IN_RUN_DIR = frozenset(
+    ("out_dir", "name", "seed", "data.name", "method.name", "partition.name", "partition.num_clients")
+)
+"""Grid keys whose value already shows in the run directory's path."""
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One config of a sweep.
+
+    Attributes:
+        config: the resolved config.
+        run_dir: where it runs.
+        values: the grid values that made this point (dotted keys, in grid order).
+    """
+
+    config: ExperimentConfig
+    run_dir: Path
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one run: ``finished`` (ran now), ``skipped`` (was finished) or ``failed``."""
+
+    status: str
+    summary: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class SweepResult:
+    """Run dirs per outcome, in the order they completed."""
+
+    finished: list[Path] = field(default_factory=list)
+    skipped: list[Path] = field(default_factory=list)
+    failures: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def read_sweep(
+    path: str | Path, overrides: Sequence[str] = (), grid_overrides: Sequence[str] = ()
+) -> tuple[dict[str, Any], list[dict[str, list[Any]]]]:
+    """Reads a sweep file into its base config tree and its grid blocks.
+
+    Args:
+        path: the sweep YAML (``extends:`` is followed, relative to the file).
+        overrides: ``key=value`` overrides of the base (applied before the grid, so the grid wins).
+        grid_overrides: ``key=[v1, v2]`` replacements of a grid axis in every block that has it (added to
+            every block when none has it).
+
+    Returns:
+        The base as a nested dict and the grid blocks (each a mapping of key to a non-empty list).
+
+    Raises:
+        ConfigError: if the grid is malformed.
+    """
+    layer = read_yaml(path)
+    grid = layer.pop("grid", None)
+    tree = merge_layer(config_to_dict(ExperimentConfig()), layer)
+    for override in overrides:
+        tree = merge_layer(tree, apply_override({}, override))
+    blocks = _grid_blocks(grid, path)
+    for override in grid_overrides:
+        blocks = _replace_axis(blocks, override)
+    if tree.get("compare") and not any("method" in b or "method.name" in b for b in blocks):
+        blocks = [{"method": list(tree["compare"]), **b} for b in blocks]
+    tree["compare"] = []
+    return tree, blocks
+
+
+def _grid_blocks(grid: Any, path: str | Path) -> list[dict[str, list[Any]]]:
+    if grid is None:
+        return [{}]
+    blocks = grid if isinstance(grid, list) else [grid]
+    for block in blocks:
+        if not isinstance(block, Mapping):
+            raise ConfigError(f"grid in {path} must be a mapping of key: [values] (or a list of them)")
+        for key, values in block.items():
+            if not isinstance(values, list) or not values:
+                raise ConfigError(f"grid.{key} in {path} must be a non-empty list, got {values!r}")
+    return [dict(b) for b in blocks]
+
+
+def _replace_axis(blocks: list[dict[str, list[Any]]], override: str) -> list[dict[str, list[Any]]]:
+    key, _, raw = override.partition("=")
+    values = yaml.safe_load(raw) if raw.strip() else None
+    if not key.strip() or not isinstance(values, list) or not values:
+        raise ConfigError(f"--grid {override!r} must look like key=[value1, value2]")
+    key = key.strip()
+    if any(key in b for b in blocks):
+        return [{**b, key: values} if key in b else b for b in blocks]
+    return [{**b, key: values} for b in blocks]
+
+
+def expand_grid(blocks: Sequence[Mapping[str, list[Any]]]) -> list[dict[str, Any]]:
+    """The cartesian product of every block, blocks concatenated: one ``{key: value}`` per point."""
+    points = []
+    for block in blocks:
+        keys = list(block)
+        points += [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*block.values())]
+    return points
+
+
+def point_patch(key: str, value: Any) -> dict[str, Any]:
+    """The config layer of one grid value, as ``--set key=value`` builds it (``method: flea`` is a name)."""
+    parts = [p for p in key.split(".") if p]
+    if not parts:
+        raise ConfigError(f"grid key {key!r} is empty")
+    if len(parts) == 1 and parts[0] in OPEN_SECTIONS and not isinstance(value, Mapping):
+        parts.append("name")
+    patch: dict[str, Any] = {parts[-1]: value}
+    for part in reversed(parts[:-1]):
+        patch = {part: patch}
+    return patch
+
+
+def _flat_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, Mapping):
+            flat.update(_flat_values({f"{key}.{k}": v for k, v in value.items()}))
+        elif key in OPEN_SECTIONS:
+            flat[f"{key}.name"] = value
+        else:
+            flat[key] = value
+    return flat
+
+
+def _shown_in_run_dir(key: str) -> bool:
+    return key in _IN_RUN_DIR or (key.startswith("partition.") and key != "partition.local_test_fraction")
+
+
+def _slug(value: Any) -> str:
+    if isinstance(value, float):
+        text = repr(value)  # not :g, whose 6 digits could give two values one run dir
+    elif isinstance(value, Mapping):
+        text = "_".join(f"{k}{_slug(v)}" for k, v in value.items())
+    elif isinstance(value, list | tuple):
+        text = "-".join(_slug(v) for v in value)
+    else:
+        text = str(value)
+    return text.replace("/", "_").replace(" ", "")
+
+
+def name_suffix(values: Mapping[str, Any]) -> str:
+    """``key=value,...`` of the grid values that the run directory does not show ('' if none)."""
+    flat = _flat_values(values)
+    return ",".join(f"{k}={_slug(v)}" for k, v in flat.items() if not _shown_in_run_dir(k))
+
+
+def build_point(tree: Mapping[str, Any], values: Mapping[str, Any]) -> SweepPoint:
+    """Applies one point's grid values to the base ``tree`` and resolves its config and run dir."""
+    for key, value in values.items():
+        tree = merge_layer(tree, point_patch(key, value))
+    tree = dict(tree)
+    suffix = name_suffix(values)
+    if suffix:
+        tree["name"] = f"{tree['name']}/{suffix}"
+    if tree.get("engine", {}).get("num_threads") is None:
+        tree["engine"] = {**tree.get("engine", {}), "num_threads": 1}
+    config = config_from_dict(tree)
+    return SweepPoint(config=config, run_dir=run_dir_for(config), values=dict(values))
+
+
+def expand_sweep(
+    path: str | Path, overrides: Sequence[str] = (), grid_overrides: Sequence[str] = ()
+) -> list[SweepPoint]:
+    """All points of the sweep file ``path``, duplicates (same run dir, same config) removed.
+
+    Raises:
+        ConfigError: for a bad grid or value, or two different configs that would share a run dir.
+    """
+    tree, blocks = read_sweep(path, overrides, grid_overrides)
+    points: dict[Path, SweepPoint] = {}
+    for values in expand_grid(blocks):
+        point = build_point(tree, values)
+        seen = points.get(point.run_dir)
+        if seen is None:
+            points[point.run_dir] = point
+        elif _comparable(seen.config) != _comparable(point.config):
+            raise ConfigError(
+                f"grid points {seen.values} and {point.values} differ but share the run dir {point.run_dir}"
+            )
+    return list(points.values())
+
+
+def _comparable(config: ExperimentConfig) -> dict[str, Any]:
+    tree = config_to_dict(config)
+    tree.pop("engine", None)
+    return tree
+
+
+def run_status(point: SweepPoint) -> str:
+    """``finished``, ``partial (r/R rounds)`` or ``new``, from the files in the point's run dir."""
+    summary_path = point.run_dir / "summary.json"
+    rounds = point.config.train.rounds
+    if summary_path.exists() and yaml.safe_load(summary_path.read_text()).get("rounds") == rounds:
+        return "finished"
+    done = len(read_jsonl(point.run_dir / "metrics.jsonl"))
+    return f"partial ({done}/{rounds} rounds)" if done else "new"
+
+
+def execute(config: ExperimentConfig) -> Outcome:
+    """Runs one config to completion (the worker function); never raises an ``Exception``."""
+    start = time.perf_counter()
+    status = (
+        "skipped" if run_status(SweepPoint(config, run_dir_for(config), {})) == "finished" else "finished"
+    )
+    try:
+        summary = run_experiment(config)
+    except Exception as exc:  # a failed run is reported; the sweep goes on with the others
+        logger.debug("run %s failed", run_dir_for(config), exc_info=True)
+        return Outcome("failed", error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - start)
+    return Outcome(status, summary=summary, seconds=time.perf_counter() - start)
+
+
+def run_sweep(points: Sequence[SweepPoint], *, workers: int = 1) -> SweepResult:
+    """Runs every point (skipping finished ones), with ``workers`` processes; logs one line per run.
+
+    Args:
+        points: from :func:`expand_sweep`.
+        workers: number of worker processes (1: run in this process, in order).
+
+    Returns:
+        The finished, skipped and failed run dirs (failures with their error message).
+    """
+    if workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {workers}")
+    result = SweepResult()
+    if workers == 1:
+        for done, point in enumerate(points, 1):
+            _record(result, point, execute(point.config), done, len(points))
+        return result
+    quiet = [replace(p, config=replace(p.config, engine=_quiet(p.config))) for p in points]
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        futures = {pool.submit(execute, p.config): p for p in quiet}
+        for done, future in enumerate(as_completed(futures), 1):
+            _record(result, futures[future], _outcome_of(future), done, len(points))
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    return result
+
+
+def _quiet(config: ExperimentConfig) -> EngineConfig:
+    """Worker processes log nothing per round (their lines would interleave)."""
+    return dataclasses.replace(config.engine, progress=False)
+
+
+def _outcome_of(future: Future[Outcome]) -> Outcome:
+    try:
+        return future.result()
+    except Exception as exc:  # the worker process itself died (killed, out of memory)
+        return Outcome("failed", error=f"{type(exc).__name__}: {exc}")
+
+
+def _record(result: SweepResult, point: SweepPoint, outcome: Outcome, done: int, total: int) -> None:
+    where = f"[{done}/{total}] {point.run_dir}"
+    if outcome.status == "failed":
+        result.failures.append((point.run_dir, outcome.error))
+        logger.error("%s FAILED after %.0f s: %s", where, outcome.seconds, outcome.error)
+        return
+    (result.skipped if outcome.status == "skipped" else result.finished).append(point.run_dir)
+    summary = outcome.summary
+    if "best_acc" not in summary:
+        logger.info("%s %s (no evaluation)", where, outcome.status)
+        return
+    logger.info(
+        "%s %s: best %.2f%% (round %d), last-10 %.2f%%, final %.2f%% (%.0f s)",
+        where,
+        outcome.status,
+        100 * summary["best_acc"],
+        summary["best_round"],
+        100 * summary["last10_acc"],
+        100 * summary["final_acc"],
+        outcome.seconds,
+    )

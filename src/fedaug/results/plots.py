@@ -1,0 +1,241 @@
+"""Figures from run dirs (PNG and PDF, matplotlib's Agg backend); nothing here trains.
+
+* learning curves per setting: test accuracy vs round, mean over seeds with a ± std band, one line per method;
+* FLea's privacy curves: dCor between inputs and shared features (plain V-statistic and bias-corrected) and
+  the feature exposure vs round;
+* the Beta(a, a) density used for FLea's mix-up weights;
+* accuracy vs a swept hyper-parameter (one-at-a-time sweeps: rows that differ from the method's defaults in
+  one option), with the other methods' default runs as dashed lines;
+* partition heat-maps (reusing :func:`fedaug.data.partition.plot_heatmap`; these read the datasets' labels).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from fedaug.errors import FedaugError
+from fedaug.results.store import Grouping, Run, Stat, aggregate
+
+logger = logging.getLogger(__name__)
+
+FLEA_CURVES = (
+    ("flea/dcor", "dCor (V-statistic)", 1.0),
+    ("flea/dcor_u", "dCor (bias-corrected)", 1.0),
+    ("flea/exposure", "feature exposure (%)", 100.0),
+)
+
+
+def _figure(width: float, height: float) -> Any:
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as error:
+        raise FedaugError("plotting needs matplotlib: pip install fedaug[plots]") from error
+    figure = Figure(figsize=(width, height))
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def save_figure(figure: Any, stem: Path) -> list[Path]:
+    """Writes ``stem.png`` (150 dpi) and ``stem.pdf``; returns both paths."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    figure.tight_layout()
+    paths = [stem.parent / f"{stem.name}.png", stem.parent / f"{stem.name}.pdf"]
+    for path in paths:
+        figure.savefig(path, dpi=150)
+    return paths
+
+
+def slug(label: str) -> str:
+    """A file-name-safe label: ``uci_har Dir(0.3) K=75`` -> ``uci_har_Dir0.3_K75``."""
+    return re.sub(r"[^A-Za-z0-9.-]+", "_", re.sub(r"[()=]", "", label)).strip("_")
+
+
+def curve(
+    runs: Sequence[Run], key: str, scale: float = 1.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Rounds logged by every run, and the mean and std (ddof 1; 0 for one run) of ``key`` over the runs."""
+    series = []
+    for run in runs:
+        points = {r["round"]: r[key] for r in run.metrics() if key in r}
+        if points:
+            series.append(points)
+    if not series:
+        return None
+    rounds = sorted(set.intersection(*(set(s) for s in series)))
+    values = np.array([[s[t] * scale for t in rounds] for s in series], dtype=float)
+    std = values.std(axis=0, ddof=1) if len(series) > 1 else np.zeros(len(rounds))
+    return np.array(rounds), values.mean(axis=0), std
+
+
+def _band(axes: Any, runs: Sequence[Run], key: str, scale: float, label: str) -> bool:
+    found = curve(runs, key, scale)
+    if found is None:
+        return False
+    rounds, mean, std = found
+    (line,) = axes.plot(rounds, mean, label=f"{label} (n={len(runs)})", linewidth=1.4)
+    axes.fill_between(rounds, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
+    return True
+
+
+def plot_learning_curves(grouping: Grouping, out_dir: Path) -> list[Path]:
+    """One figure per setting: test accuracy (%) vs round, mean ± std over seeds, one line per method."""
+    paths = []
+    for column in grouping.columns:
+        figure = _figure(6.4, 4.2)
+        axes = figure.add_subplot()
+        for row in grouping.rows:
+            _band(axes, grouping.cells.get((row, column), []), "test/acc", 100.0, row)
+        axes.set(xlabel="round", ylabel="test accuracy (%)", title=f"{column}: mean ± std over seeds")
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize="small")
+        paths += save_figure(figure, out_dir / f"curves_{slug(column)}")
+    return paths
+
+
+def plot_flea_curves(grouping: Grouping, out_dir: Path) -> list[Path]:
+    """Per setting with FLea runs: dCor (plain and bias-corrected) and feature exposure vs round."""
+    paths = []
+    for column in grouping.columns:
+        rows = [r for r in grouping.rows if curve(grouping.cells.get((r, column), []), "flea/dcor")]
+        if not rows:
+            continue
+        figure = _figure(13.0, 3.8)
+        for index, (key, label, scale) in enumerate(FLEA_CURVES, 1):
+            axes = figure.add_subplot(1, len(FLEA_CURVES), index)
+            for row in rows:
+                _band(axes, grouping.cells[(row, column)], key, scale, row)
+            axes.set(xlabel="round", ylabel=label, title=label)
+            axes.grid(alpha=0.3)
+        axes.legend(fontsize="small")
+        figure.suptitle(f"{column}: FLea's shared features")
+        paths += save_figure(figure, out_dir / f"flea_privacy_{slug(column)}")
+    return paths
+
+
+def beta_pdf(x: np.ndarray, a: float) -> np.ndarray:
+    """Density of the symmetric Beta(a, a) at ``x`` in (0, 1)."""
+    log_norm = math.lgamma(2 * a) - 2 * math.lgamma(a)
+    density: np.ndarray = np.exp(log_norm + (a - 1) * (np.log(x) + np.log1p(-x)))
+    return density
+
+
+def plot_beta_density(stem: Path, shapes: Sequence[float] = (0.5, 1.0, 2.0, 5.0)) -> list[Path]:
+    """The Beta(a, a) densities of FLea's per-sample mix-up weight for a few ``a`` (paper default: 2)."""
+    figure = _figure(5.0, 3.6)
+    axes = figure.add_subplot()
+    x = np.linspace(0.005, 0.995, 397)
+    for a in shapes:
+        axes.plot(x, beta_pdf(x, a), label=f"a = {a:g}")
+    axes.set(xlabel="mixing weight β", ylabel="density", title="Beta(a, a)", ylim=(0, 3.5))
+    axes.grid(alpha=0.3)
+    axes.legend()
+    return save_figure(figure, stem)
+
+
+def hparam_series(grouping: Grouping) -> dict[tuple[str, str], dict[str, list[tuple[Any, Stat]]]]:
+    """(method, option) -> setting -> [(option value, best accuracy %)], from one-at-a-time sweeps.
+
+    The rows of a method that differ from its defaults in ``option`` only, plus its default row, give the
+    points; a series needs at least two values.
+    """
+    series: dict[tuple[str, str], dict[str, list[tuple[Any, Stat]]]] = {}
+    for method in dict.fromkeys(info[0] for info in grouping.row_info.values()):
+        rows = [r for r in grouping.rows if grouping.row_info[r][0] == method]
+        keys = sorted({k for r in rows for k in grouping.row_info[r][1]})
+        for key in keys:
+            for column in grouping.columns:
+                points = []
+                for row in rows:
+                    runs = grouping.cells.get((row, column), [])
+                    if runs and set(grouping.row_info[row][1]) <= {key}:
+                        value = runs[0].config.get(f"method.{key}")
+                        points.append((value, aggregate([100 * r.summary["best_acc"] for r in runs])))
+                if len(points) > 1:
+                    series.setdefault((method, key), {})[column] = points
+    return series
+
+
+def _positions(values: Sequence[Any]) -> tuple[list[float], list[str] | None]:
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return [float(v) for v in values], None
+    labels = sorted({"default" if v is None else str(v) for v in values})
+    return [float(labels.index("default" if v is None else str(v))) for v in values], labels
+
+
+def plot_hparams(grouping: Grouping, out_dir: Path) -> list[Path]:
+    """Best accuracy vs each swept option (error bars: std over seeds); other methods as dashed lines."""
+    paths = []
+    for (method, key), by_column in hparam_series(grouping).items():
+        figure = _figure(5.6, 4.0)
+        axes = figure.add_subplot()
+        for column, points in by_column.items():
+            color = _hparam_line(axes, sorted(points, key=_value_order), f"{method}, {column}")
+            for row in grouping.rows:
+                other, options = grouping.row_info[row]
+                runs = grouping.cells.get((row, column), [])
+                if other != method and not options and runs:
+                    level = aggregate([100 * r.summary["best_acc"] for r in runs]).mean
+                    axes.axhline(level, linestyle="--", linewidth=1, color=color, label=f"{row}, {column}")
+        axes.set(xlabel=key, ylabel="best test accuracy (%)", title=f"{method}: accuracy vs {key}")
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize="small")
+        paths += save_figure(figure, out_dir / f"hparam_{slug(method)}_{slug(key)}")
+    return paths
+
+
+def _value_order(point: tuple[Any, Stat]) -> tuple[bool, str, float]:
+    value = point[0]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return (False, "", float(value))
+    return (value is not None, str(value), 0.0)
+
+
+def _hparam_line(axes: Any, points: Sequence[tuple[Any, Stat]], label: str) -> Any:
+    """Draws one series with std error bars; returns its colour."""
+    x, labels = _positions([p[0] for p in points])
+    bars = axes.errorbar(
+        x,
+        [p[1].mean for p in points],
+        yerr=[_zero(p[1].std) for p in points],
+        marker="o",
+        capsize=3,
+        label=label,
+    )
+    if labels is not None:
+        axes.set_xticks(range(len(labels)), labels)
+    return bars.lines[0].get_color()
+
+
+def _zero(value: float) -> float:
+    return 0.0 if math.isnan(value) else value
+
+
+def plot_heatmaps(grouping: Grouping, out_dir: Path) -> list[Path]:
+    """The partition heat-map of every setting (its first run's seed); settings without data are skipped."""
+    from fedaug.data.partition import plot_heatmap
+    from fedaug.experiments.load import config_from_dict
+    from fedaug.experiments.runner import load_data_and_partition, partition_tag
+
+    paths = []
+    for column in grouping.columns:
+        run = next(runs[0] for (_, c), runs in grouping.cells.items() if c == column and runs)
+        config = config_from_dict(yaml.safe_load((run.path / "config.yaml").read_text()))
+        try:
+            dataset, partition = load_data_and_partition(config)
+        except FedaugError as error:
+            logger.warning("no heat-map for %s: %s", column, error)
+            continue
+        stem = f"partition_{slug(column)}"
+        title = f"{config.data.name}: {partition_tag(config)} (seed {config.seed})"
+        plot_heatmap(partition.class_counts(dataset.y_train.numpy()), out_dir / f"{stem}.pdf", title)
+        paths += [out_dir / f"{stem}.png", out_dir / f"{stem}.pdf"]
+    return paths

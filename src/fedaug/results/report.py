@@ -1,0 +1,146 @@
+"""``fedaug report``: run dirs -> tables (Markdown, CSV, LaTeX) and plots, without training anything."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fedaug.errors import ConfigError, FedaugError
+from fedaug.results import plots as figures
+from fedaug.results.reference import ReferenceTable, load_reference
+from fedaug.results.store import Grouping, group_runs, load_runs
+from fedaug.results.tables import Table, build_table, to_csv, to_latex, to_markdown
+
+logger = logging.getLogger(__name__)
+
+FORMATS = ("md", "csv", "tex")
+
+
+@dataclass
+class ReportOutputs:
+    """What a report produced: texts to print (when no ``out_dir`` was given) and files written."""
+
+    printed: list[str] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+
+
+def build_tables(
+    grouping: Grouping,
+    *,
+    highlight: str | None = None,
+    exclude: Sequence[str] = ("feddata",),
+    reference: Sequence[ReferenceTable] = (),
+) -> list[Table]:
+    """The best-accuracy and last-10 tables of ``grouping``."""
+    return [
+        build_table(grouping, metric, highlight=highlight, exclude=exclude, reference=reference)
+        for metric in ("best_acc", "last10_acc")
+    ]
+
+
+def render(tables: Sequence[Table], fmt: str, *, title: str = "") -> str:
+    """All ``tables`` in one document of format ``md``, ``csv`` or ``tex``."""
+    if fmt == "csv":
+        return to_csv(tables)
+    if fmt == "tex":
+        return "\n".join(to_latex(t) for t in tables)
+    heading = f"# {title}\n\n" if title else ""
+    return heading + "\n".join(to_markdown(t) for t in tables)
+
+
+def _summary_line(grouping: Grouping, runs_dir: Path) -> str:
+    runs = [r for cell in grouping.cells.values() for r in cell]
+    unfinished = sum(not r.finished for r in runs)
+    rounds = sorted({int(r.summary["rounds"]) for r in runs})
+    shape = f"{len(grouping.rows)} methods x {len(grouping.columns)} settings"
+    text = f"{len(runs)} runs from `{runs_dir}`: {shape}, rounds {', '.join(map(str, rounds))}"
+    return text + (f" ({unfinished} unfinished runs included)" if unfinished else "")
+
+
+def _check_formats(formats: Sequence[str]) -> None:
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown or not formats:
+        raise ConfigError(f"--format must be a comma-separated subset of {', '.join(FORMATS)}, got {formats}")
+
+
+def write_report(
+    runs_dir: Path,
+    *,
+    formats: Sequence[str] = ("md",),
+    out_dir: Path | None = None,
+    reference: Path | None = None,
+    highlight: str | None = None,
+    exclude: Sequence[str] = ("feddata",),
+    include_unfinished: bool = False,
+    plots: bool = False,
+    heatmaps: bool = False,
+) -> ReportOutputs:
+    """Reads every run dir under ``runs_dir`` and writes (or returns for printing) its tables and plots.
+
+    Args:
+        runs_dir: a folder holding run dirs (searched at any depth).
+        formats: any of ``md``, ``csv``, ``tex``.
+        out_dir: write ``report.<format>`` here; None returns the texts in ``printed`` instead.
+        reference: a published-numbers YAML (see :mod:`fedaug.results.reference`).
+        highlight: a method (or row label) compared with the best other row of each setting.
+        exclude: methods never counted as the best other (the papers leave out FedData).
+        include_unfinished: also use runs without a final ``summary.json`` (their numbers so far).
+        plots: write learning curves, FLea dCor/exposure curves, the Beta density and hyper-parameter plots
+            under ``<out_dir or runs_dir/report>/plots``.
+        heatmaps: also write partition heat-maps (loads each setting's dataset labels).
+
+    Raises:
+        FedaugError: for a bad format, a missing folder or no runs with results.
+    """
+    _check_formats(formats)
+    runs = load_runs(runs_dir, include_unfinished=include_unfinished)
+    if not runs:
+        raise FedaugError(
+            f"no run dirs with results under {runs_dir} (unfinished ones need --include-unfinished)"
+        )
+    grouping = group_runs(runs)
+    tables = build_tables(
+        grouping,
+        highlight=highlight,
+        exclude=exclude,
+        reference=load_reference(reference) if reference else (),
+    )
+    if highlight is not None and tables[0].highlight is None:
+        logger.warning("--highlight %s: no such method among %s", highlight, ", ".join(grouping.rows))
+    if reference and not tables[0].reference:
+        logger.warning("no published number in %s matches these settings and methods", reference)
+    outputs = write_texts(tables, formats, out_dir, title=_summary_line(grouping, runs_dir))
+    plot_dir = (out_dir or runs_dir / "report") / "plots"
+    if plots:
+        outputs.files += write_plots(grouping, plot_dir)
+    if heatmaps:
+        outputs.files += figures.plot_heatmaps(grouping, plot_dir)
+    return outputs
+
+
+def write_texts(
+    tables: Sequence[Table], formats: Sequence[str], out_dir: Path | None, *, title: str = ""
+) -> ReportOutputs:
+    """Renders ``tables`` in every format: into ``out_dir/report.<format>``, or for printing if None."""
+    outputs = ReportOutputs()
+    for fmt in formats:
+        text = render(tables, fmt, title=title)
+        if out_dir is None:
+            outputs.printed.append(text)
+            continue
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / f"report.{fmt}"
+        path.write_text(text)
+        outputs.files.append(path)
+    return outputs
+
+
+def write_plots(grouping: Grouping, plot_dir: Path) -> list[Path]:
+    """The curves, the Beta density and the hyper-parameter plots of ``grouping`` (PNG and PDF)."""
+    files = figures.plot_learning_curves(grouping, plot_dir)
+    files += figures.plot_flea_curves(grouping, plot_dir)
+    files += figures.plot_beta_density(plot_dir / "beta_density")
+    files += figures.plot_hparams(grouping, plot_dir)
+    return files

@@ -1,0 +1,283 @@
+"""Reading run directories and grouping them into (method x setting) cells; nothing here trains.
+
+A run dir holds ``config.yaml``, ``metrics.jsonl`` and (once finished) ``summary.json``
+(:mod:`fedaug.engine.checkpoint`). Runs are grouped into *rows* (the method, plus its options that differ from
+the method's defaults, e.g. ``flea (decor_weight=0)``) and *columns* (the setting: dataset, partition and
+scarcity, plus any other config key that differs between the runs, e.g. ``local_epochs=1``). The seeds of a
+cell are the repetitions that :mod:`fedaug.results.tables` aggregates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fedaug import registry
+from fedaug.engine.checkpoint import read_jsonl, summarize
+from fedaug.errors import FedaugError
+
+logger = logging.getLogger(__name__)
+
+IGNORED_KEYS = ("seed", "name", "out_dir", "compare", "data.data_dir")
+"""Config keys that never define a setting (``engine.*`` is ignored too: it does not change results)."""
+
+_PARTITION_FIXED = ("partition.name", "partition.num_clients", "partition.mean_local_size")
+_PARTITION_SHORT = {"quantity": "Qua", "dirichlet": "Dir", "iid": "IID", "shards": "Shards"}
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run directory.
+
+    Attributes:
+        path: the run dir.
+        config: the resolved config, flattened to dotted keys (``partition.alpha``); the method's options
+            are completed with the method's defaults when the method is registered.
+        summary: ``summary.json`` (or, for an unfinished run, the same numbers computed from its metrics).
+        finished: whether ``summary.json`` exists and covers the configured number of rounds.
+        method_options: the options given to the method that differ from its defaults.
+    """
+
+    path: Path
+    config: dict[str, Any]
+    summary: dict[str, Any]
+    finished: bool
+    method_options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def method(self) -> str:
+        """The method's registry name."""
+        return str(self.config["method.name"])
+
+    @property
+    def seed(self) -> int:
+        """The run seed."""
+        return int(self.config["seed"])
+
+    def metrics(self) -> list[dict[str, Any]]:
+        """The per-round records of ``metrics.jsonl``."""
+        return read_jsonl(self.path / "metrics.jsonl")
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested mapping as ``{"a.b.c": value}`` (lists stay values)."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, Mapping) and value:
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def method_defaults(name: str) -> dict[str, Any]:
+    """Defaults of the registered method's config fields (empty for an unknown method)."""
+    try:
+        cls = registry.get("method", name).config_cls
+    except (FedaugError, AttributeError):
+        return {}
+    defaults = {}
+    for item in dataclasses.fields(cls):
+        if item.default is not dataclasses.MISSING:
+            defaults[item.name] = item.default
+        elif item.default_factory is not dataclasses.MISSING:
+            defaults[item.name] = item.default_factory()
+    return defaults
+
+
+def load_run(path: Path, *, include_unfinished: bool = False) -> Run | None:
+    """Reads one run dir; None when it has no results to report (unfinished, unless included)."""
+    config = flatten(_resolved(yaml.safe_load((path / "config.yaml").read_text()) or {}))
+    summary_path = path / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    finished = bool(summary) and summary.get("rounds") == config.get("train.rounds")
+    if not finished:
+        if not include_unfinished:
+            return None
+        summary = summarize(read_jsonl(path / "metrics.jsonl"))
+    if "best_acc" not in summary:
+        return None
+    name = str(config.get("method.name"))
+    given = {k.removeprefix("method."): v for k, v in config.items() if k.startswith("method.")}
+    given.pop("name", None)
+    defaults = method_defaults(name)
+    changed = {k: v for k, v in given.items() if defaults.get(k, _MISSING) != v}
+    config.update({f"method.{k}": v for k, v in defaults.items() if f"method.{k}" not in config})
+    return Run(path=path, config=config, summary=summary, finished=finished, method_options=changed)
+
+
+def _resolved(raw: dict[str, Any]) -> dict[str, Any]:
+    """The saved config re-read through the loader, so keys added since then get their defaults."""
+    from fedaug.experiments.load import config_from_dict, config_to_dict
+
+    try:
+        return config_to_dict(config_from_dict(raw))
+    except FedaugError:  # a key removed since: compare what was saved
+        return raw
+
+
+def load_runs(root: Path, *, include_unfinished: bool = False) -> list[Run]:
+    """Every run dir under ``root`` (any depth), sorted by path; unfinished runs are skipped unless included.
+
+    Raises:
+        FedaugError: if ``root`` does not exist.
+    """
+    if not root.is_dir():
+        raise FedaugError(f"runs dir {str(root)!r} does not exist")
+    runs, skipped = [], 0
+    for config_path in sorted(root.rglob("config.yaml")):
+        run = load_run(config_path.parent, include_unfinished=include_unfinished)
+        if run is None:
+            skipped += 1
+        else:
+            runs.append(run)
+    if skipped:
+        logger.info(
+            "skipped %d run dirs without results (unfinished; --include-unfinished uses them)", skipped
+        )
+    return runs
+
+
+@dataclass(frozen=True)
+class Stat:
+    """Mean and sample standard deviation (ddof = 1; NaN for one seed) of ``n`` values."""
+
+    mean: float
+    std: float
+    n: int
+
+
+def aggregate(values: Sequence[float]) -> Stat:
+    """:class:`Stat` of ``values`` (at least one)."""
+    if not values:
+        raise ValueError("aggregate needs at least one value")
+    std = statistics.stdev(values) if len(values) > 1 else math.nan
+    return Stat(mean=math.fsum(values) / len(values), std=std, n=len(values))
+
+
+@dataclass
+class Grouping:
+    """Runs arranged as rows (methods) x columns (settings).
+
+    Attributes:
+        rows: row labels in display order.
+        columns: column labels in display order.
+        cells: the runs of each (row, column), one per seed.
+        row_info: per row, the method name and its non-default options.
+        column_config: per column, the config values shared by all its runs.
+    """
+
+    rows: list[str]
+    columns: list[str]
+    cells: dict[tuple[str, str], list[Run]]
+    row_info: dict[str, tuple[str, dict[str, Any]]]
+    column_config: dict[str, dict[str, Any]]
+
+
+METHOD_ORDER = (
+    *("fedavg", "fedprox", "feddecorr", "fedlc", "fedntd", "fedrs", "moon", "qffl", "fedbr", "ccvr"),
+    *("fedgen", "fedmix", "feddata", "fedzdac", "fedzdas", "augmix", "flea", "flea_official"),
+)
+"""Row order (the papers' Table 1 order); other methods follow alphabetically."""
+
+
+def row_label(run: Run) -> str:
+    """``method`` or ``method (key=value, ...)`` for options that differ from the defaults."""
+    if not run.method_options:
+        return run.method
+    options = ", ".join(f"{k}={v}" for k, v in sorted(run.method_options.items()))
+    return f"{run.method} ({options})"
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def setting_label(config: Mapping[str, Any], extra_keys: Iterable[str] = ()) -> str:
+    """E.g. ``uci_har Dir(0.3) K=75`` (+ ``, key=value`` for each extra key)."""
+    name = str(config.get("partition.name"))
+    params = [
+        _fmt(v)
+        for k, v in config.items()
+        if k.startswith("partition.") and k not in _PARTITION_FIXED and k != "partition.local_test_fraction"
+    ]
+    partition = _PARTITION_SHORT.get(name, name) + (f"({', '.join(params)})" if params else "")
+    clients = config.get("partition.num_clients")
+    size = f"K={clients}" if clients is not None else f"n={_fmt(config.get('partition.mean_local_size'))}"
+    extras = "".join(f", {k.split('.', 1)[-1]}={_fmt(config.get(k))}" for k in extra_keys)
+    return f"{config.get('data.name')} {partition} {size}{extras}"
+
+
+def _setting_keys(run: Run) -> dict[str, Any]:
+    return {
+        k: v
+        for k, v in run.config.items()
+        if k not in IGNORED_KEYS and not k.startswith(("engine.", "method."))
+    }
+
+
+def _varying(runs: Sequence[Run]) -> list[str]:
+    """Setting keys not in the dataset/partition label whose values differ between runs."""
+    keys = sorted({k for run in runs for k in _setting_keys(run)})
+    return [k for k in keys if not _in_label(k) and len({repr(_setting_keys(r).get(k)) for r in runs}) > 1]
+
+
+def _in_label(key: str) -> bool:
+    return key == "data.name" or (key.startswith("partition.") and key != "partition.local_test_fraction")
+
+
+def group_runs(runs: Sequence[Run]) -> Grouping:
+    """Arranges ``runs`` into rows and columns; a repeated (row, column, seed) keeps the first run dir."""
+    extra = _varying(runs)
+    cells: dict[tuple[str, str], list[Run]] = {}
+    row_info: dict[str, tuple[str, dict[str, Any]]] = {}
+    members: dict[str, list[Run]] = {}
+    for run in runs:
+        row, column = row_label(run), setting_label(_setting_keys(run), extra)
+        cell = cells.setdefault((row, column), [])
+        duplicate = next((r for r in cell if r.seed == run.seed), None)
+        if duplicate is not None:
+            logger.warning("%s repeats seed %d of %s; ignoring it", run.path, run.seed, duplicate.path)
+            continue
+        cell.append(run)
+        row_info[row] = (run.method, run.method_options)
+        members.setdefault(column, []).append(run)
+    column_config = {col: _common(rs) for col, rs in members.items()}
+    rows = sorted(row_info, key=lambda r: _row_key(row_info[r][0], r))
+    columns = sorted(column_config, key=lambda c: _column_key(column_config[c], c))
+    return Grouping(rows, columns, cells, row_info, column_config)
+
+
+def _common(runs: Sequence[Run]) -> dict[str, Any]:
+    first = _setting_keys(runs[0])
+    return {k: v for k, v in first.items() if all(_setting_keys(r).get(k, _MISSING) == v for r in runs)}
+
+
+def _row_key(method: str, label: str) -> tuple[int, str, str]:
+    rank = METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER)
+    return (rank, method, label)
+
+
+def _column_key(config: Mapping[str, Any], label: str) -> tuple[Any, ...]:
+    clients = config.get("partition.num_clients")
+    size = -float(config.get("partition.mean_local_size") or 0) if clients is None else float(clients)
+    order = ("iid", "quantity", "shards", "multimodal", "dirichlet")
+    name = str(config.get("partition.name"))
+    rank = order.index(name) if name in order else len(order)
+    params = [
+        -v
+        for k, v in config.items()
+        if k.startswith("partition.") and k not in _PARTITION_FIXED
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    ]
+    return (str(config.get("data.name")), size, rank, params, label)

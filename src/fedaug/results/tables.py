@@ -1,0 +1,271 @@
+"""Result tables like the papers' Table 1: methods as rows, settings as columns, mean ± std over seeds.
+
+One :class:`Table` per metric (``best_acc``: best test accuracy over rounds, the papers' number;
+``last10_acc``: mean of the last 10 rounds, steadier). The best mean of each column is bold; with a
+highlighted method, its relative improvement over the best *other* method (``exclude`` left out, FedData by
+default, as the papers do) is shown with the papers' arrows: ↑ above 5 %, ↑↑ above 10 %. Published numbers
+(:mod:`fedaug.results.reference`) go in a column beside each setting they match.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from fedaug.results.reference import ReferenceTable, lookup
+from fedaug.results.store import Grouping, Stat, aggregate
+
+METRICS = {"best_acc": "Best test accuracy (%)", "last10_acc": "Mean test accuracy of the last 10 rounds (%)"}
+
+
+@dataclass(frozen=True)
+class Improvement:
+    """Relative improvement (%) of the highlighted method's mean over the best other row of a column."""
+
+    percent: float
+    other: str
+
+    @property
+    def arrows(self) -> str:
+        """``↑↑`` above 10 %, ``↑`` above 5 %, else ''."""
+        return "↑↑" if self.percent > 10 else "↑" if self.percent > 5 else ""
+
+
+@dataclass
+class Table:
+    """The numbers of one table; rendering is left to :func:`to_markdown`, :func:`to_latex`, :func:`to_csv`.
+
+    Attributes:
+        metric: the summary key (``best_acc`` or ``last10_acc``).
+        rows: row labels (methods); columns: column labels (settings).
+        stats: mean ± std (%) over seeds per (row, column) that has runs.
+        best: per column, the rows with the highest mean.
+        highlight: the highlighted row (None: no comparison).
+        improvements: per column, the highlighted row's improvement over the best other row.
+        reference: per (row, column), the published number and the table it comes from.
+        unfinished: cells that include unfinished runs (marked ``†``).
+    """
+
+    metric: str
+    rows: list[str]
+    columns: list[str]
+    stats: dict[tuple[str, str], Stat]
+    best: dict[str, set[str]] = field(default_factory=dict)
+    highlight: str | None = None
+    improvements: dict[str, Improvement] = field(default_factory=dict)
+    reference: dict[tuple[str, str], tuple[Stat, ReferenceTable]] = field(default_factory=dict)
+    unfinished: set[tuple[str, str]] = field(default_factory=set)
+
+    @property
+    def title(self) -> str:
+        """A human title of the metric."""
+        return METRICS.get(self.metric, self.metric)
+
+    def reference_columns(self) -> list[str]:
+        """Columns that have at least one published number."""
+        return [c for c in self.columns if any((r, c) in self.reference for r in self.rows)]
+
+
+def build_table(
+    grouping: Grouping,
+    metric: str,
+    *,
+    highlight: str | None = None,
+    exclude: Sequence[str] = ("feddata",),
+    reference: Sequence[ReferenceTable] = (),
+) -> Table:
+    """Aggregates ``metric`` (a fraction in summary.json) over the seeds of every cell, in percent."""
+    stats = {
+        key: aggregate([100 * run.summary[metric] for run in runs])
+        for key, runs in grouping.cells.items()
+        if runs
+    }
+    table = Table(metric, list(grouping.rows), list(grouping.columns), stats)
+    table.unfinished = {key for key, runs in grouping.cells.items() if any(not r.finished for r in runs)}
+    for column in table.columns:
+        means = {r: stats[(r, column)].mean for r in table.rows if (r, column) in stats}
+        top = max(means.values(), default=math.nan)
+        table.best[column] = {r for r, m in means.items() if m == top}
+    if highlight is not None:
+        table.highlight = _resolve_row(grouping, highlight)
+        table.improvements = _improvements(table, grouping, exclude)
+    for row, column in stats:
+        method, options = grouping.row_info[row]
+        config = grouping.column_config[column]
+        # a published row is keyed by the row label ("ccvr (variant=shared_features)"), or by the method
+        # name for its default settings
+        found = lookup(reference, metric, row, config)
+        if found is None and not options:
+            found = lookup(reference, metric, method, config)
+        if found is not None:
+            table.reference[(row, column)] = found
+    return table
+
+
+def _resolve_row(grouping: Grouping, highlight: str) -> str | None:
+    if highlight in grouping.rows:
+        return highlight
+    return next((r for r in grouping.rows if grouping.row_info[r][0] == highlight), None)
+
+
+def _improvements(table: Table, grouping: Grouping, exclude: Sequence[str]) -> dict[str, Improvement]:
+    found: dict[str, Improvement] = {}
+    target = table.highlight
+    if target is None:
+        return found
+    skip = {*exclude, grouping.row_info[target][0]}  # variants of the highlighted method are not "others"
+    for column in table.columns:
+        if (target, column) not in table.stats:
+            continue
+        others = [r for r in table.rows if (r, column) in table.stats and grouping.row_info[r][0] not in skip]
+        if not others:
+            continue
+        best_other = max(others, key=lambda r: table.stats[(r, column)].mean)
+        base = table.stats[(best_other, column)].mean
+        if base > 0:
+            percent = 100 * (table.stats[(target, column)].mean - base) / base
+            found[column] = Improvement(percent, best_other)
+    return found
+
+
+def format_stat(stat: Stat, *, pm: str = "±", seeds: bool = True) -> str:
+    """``75.17 ± 0.42 (n=5)``; one seed has no std: ``75.17 (n=1)``."""
+    text = f"{stat.mean:.2f}" if math.isnan(stat.std) else f"{stat.mean:.2f} {pm} {stat.std:.2f}"
+    return f"{text} (n={stat.n})" if seeds and stat.n else text
+
+
+def _cells(table: Table, row: str, *, bold: str, pm: str, arrow: dict[str, str]) -> list[str]:
+    cells = []
+    ref_columns = set(table.reference_columns())
+    for column in table.columns:
+        stat = table.stats.get((row, column))
+        text = "–" if stat is None else format_stat(stat, pm=pm)
+        if stat is not None and row in table.best.get(column, set()):
+            text = bold.format(text)
+        if (row, column) in table.unfinished:
+            text += arrow["†"]
+        improvement = table.improvements.get(column)
+        if row == table.highlight and improvement is not None and improvement.arrows:
+            text += " " + arrow[improvement.arrows]
+        cells.append(text)
+        if column in ref_columns:
+            ref = table.reference.get((row, column))
+            cells.append("–" if ref is None else format_stat(ref[0], pm=pm, seeds=False))
+    return cells
+
+
+def _header(table: Table) -> list[str]:
+    ref_columns = set(table.reference_columns())
+    header = ["method"]
+    for column in table.columns:
+        header.append(column)
+        if column in ref_columns:
+            ids = sorted({t.id for (_, c), (_, t) in table.reference.items() if c == column})
+            header.append(f"paper ({', '.join(ids)})")
+    return header
+
+
+def _improvement_row(table: Table) -> list[str] | None:
+    if table.highlight is None or not table.improvements:
+        return None
+    ref_columns = set(table.reference_columns())
+    cells = [f"{table.highlight} vs best other"]
+    for column in table.columns:
+        found = table.improvements.get(column)
+        cells.append("–" if found is None else f"{found.percent:+.1f}% vs {found.other}")
+        if column in ref_columns:
+            cells.append("")
+    return cells
+
+
+def to_markdown(table: Table) -> str:
+    """A GitHub Markdown table (best per column in bold, arrows on the highlighted row)."""
+    header = _header(table)
+    lines = [f"**{table.title}**, mean ± std over seeds (n = seeds)", ""]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+    arrows = {"↑": "↑", "↑↑": "↑↑", "†": "†"}
+    for row in table.rows:
+        lines.append(
+            "| " + " | ".join([row, *_cells(table, row, bold="**{}**", pm="±", arrow=arrows)]) + " |"
+        )
+    extra = _improvement_row(table)
+    if extra is not None:
+        lines.append("| " + " | ".join(extra) + " |")
+        lines += ["", "↑: relative improvement over the best other method > 5 %; ↑↑: > 10 %."]
+    if table.unfinished:
+        lines += ["", "† includes unfinished runs (their numbers so far)."]
+    return "\n".join(lines) + "\n"
+
+
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$"}
+_LATEX_SPECIAL |= {"{": r"\{", "}": r"\}"}
+
+
+def _latex_escape(text: str) -> str:
+    escaped = "".join(_LATEX_SPECIAL.get(char, char) for char in text)
+    return escaped.replace("–", "--").replace("±", r"$\pm$")
+
+
+def to_latex(table: Table) -> str:
+    """A ``tabular`` (booktabs) with ``\\textbf`` for the best per column and ``$\\uparrow$`` arrows."""
+    header = [_latex_escape(h) for h in _header(table)]
+    arrows = {"↑": r"$\uparrow$", "↑↑": r"$\uparrow\uparrow$", "†": r"$^\dagger$"}
+    lines = [
+        f"% {table.title}, mean $\\pm$ std over seeds (n = seeds)",
+        r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}",
+        r"\toprule",
+        " & ".join(header) + r" \\",
+        r"\midrule",
+    ]
+    for row in table.rows:
+        cells = _cells(table, row, bold="\\textbf{{{}}}", pm="$\\pm$", arrow=arrows)
+        escaped = [c.replace("–", "--").replace("(n=", "($n$=") for c in cells]
+        lines.append(" & ".join([_latex_escape(row), *escaped]) + r" \\")
+    extra = _improvement_row(table)
+    if extra is not None:
+        lines.append(r"\midrule")
+        lines.append(" & ".join(_latex_escape(c) for c in extra) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+CSV_FIELDS = (
+    *("metric", "method", "setting", "mean", "std", "n", "is_best", "rel_improvement_pct", "vs"),
+    *("paper_mean", "paper_std", "paper_source"),
+)
+
+
+def to_csv(tables: Sequence[Table]) -> str:
+    """One line per (metric, method, setting) with raw numbers (long format, easy to load in pandas)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_FIELDS)
+    for table in tables:
+        for row in table.rows:
+            for column in table.columns:
+                stat = table.stats.get((row, column))
+                if stat is None:
+                    continue
+                found = table.improvements.get(column) if row == table.highlight else None
+                ref = table.reference.get((row, column))
+                writer.writerow(
+                    [
+                        table.metric,
+                        row,
+                        column,
+                        f"{stat.mean:.4f}",
+                        "" if math.isnan(stat.std) else f"{stat.std:.4f}",
+                        stat.n,
+                        int(row in table.best.get(column, set())),
+                        "" if found is None else f"{found.percent:.2f}",
+                        "" if found is None else found.other,
+                        "" if ref is None else f"{ref[0].mean:.2f}",
+                        "" if ref is None or math.isnan(ref[0].std) else f"{ref[0].std:.2f}",
+                        "" if ref is None else ref[1].source,
+                    ]
+                )
+    return out.getvalue()

@@ -1,0 +1,110 @@
+"""Tiny sweeps on synthetic data: crash + rerun == no crash, 2 workers == serial, sweep -> report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fedaug.cli import main
+from fedaug.engine.checkpoint import RunStore
+from fedaug.experiments.sweep import expand_sweep, run_sweep
+from fedaug.results.report import build_tables, render
+from fedaug.results.store import group_runs, load_runs
+from tests.conftest import REPO_ROOT
+
+SMOKE = REPO_ROOT / "configs" / "smoke.yaml"
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEDAUG_CACHE", str(tmp_path / "cache"))  # inherited by worker processes
+
+
+def _sweep_file(tmp_path: Path, grid: str, rounds: int = 3) -> Path:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(f"extends: {SMOKE}\nname: sw\ntrain: {{rounds: {rounds}}}\ngrid:\n{grid}")
+    return path
+
+
+def _files(root: Path, name: str) -> dict[Path, str]:
+    return {p.relative_to(root): p.read_text() for p in sorted(root.rglob(name))}
+
+
+def _report(root: Path) -> str:
+    return render(build_tables(group_runs(load_runs(root)), highlight="flea"), "md")
+
+
+def test_failed_run_is_reported_then_resumed_and_finished_runs_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Prepare: a reference sweep, and a crash after round 2 of seed 1 in a second one
+    path = _sweep_file(tmp_path, "  method: [fedavg]\n  seed: [0, 1]\n", rounds=4)
+    assert main(["sweep", str(path), "--out-dir", str(tmp_path / "ref")]) == 0
+    save = RunStore.save_checkpoint
+
+    def crash(store: RunStore, ckpt: dict) -> None:
+        save(store, ckpt)
+        if store.run_dir.name == "seed1" and ckpt["round_num"] == 2:
+            raise RuntimeError("simulated crash")
+
+    monkeypatch.setattr(RunStore, "save_checkpoint", crash)
+    # Execute: the crash fails one run, the sweep goes on and exits 1 with the failure listed
+    assert main(["sweep", str(path), "--out-dir", str(tmp_path / "cut")]) == 1
+    out = capsys.readouterr().out
+    assert "1 finished now, 0 already finished, 1 failed" in out
+    assert "FAILED" in out and "seed1: RuntimeError: simulated crash" in out
+    monkeypatch.setattr(RunStore, "save_checkpoint", save)
+    cut = tmp_path / "cut" / "sw"
+    timings = _files(cut, "timings.jsonl")
+    result = run_sweep(expand_sweep(path, [f"out_dir={tmp_path / 'cut'}"]))
+    # Assert: seed 0 skipped (its timings untouched), seed 1 resumed; every file and the report as uncut
+    assert [p.name for p in result.skipped] == ["seed0"] and [p.name for p in result.finished] == ["seed1"]
+    seed0 = next(p for p in timings if p.parts[-2] == "seed0")
+    assert _files(cut, "timings.jsonl")[seed0] == timings[seed0]
+    for name in ("metrics.jsonl", "summary.json"):
+        assert _files(cut, name) == _files(tmp_path / "ref" / "sw", name)
+    assert _report(cut) == _report(tmp_path / "ref" / "sw")
+
+
+def test_two_workers_give_the_serial_results(tmp_path: Path) -> None:
+    path = _sweep_file(tmp_path, "  - {method: [fedavg], seed: [0, 1]}\n  - {method: [flea], seed: [0]}\n")
+    serial = run_sweep(expand_sweep(path, [f"out_dir={tmp_path / 'serial'}"]))
+    parallel = run_sweep(expand_sweep(path, [f"out_dir={tmp_path / 'parallel'}"]), workers=2)
+    assert len(serial.finished) == len(parallel.finished) == 3 and not parallel.failures
+    metrics = _files(tmp_path / "serial", "metrics.jsonl")
+    assert len(metrics) == 3
+    assert _files(tmp_path / "parallel", "metrics.jsonl") == metrics
+
+
+def test_sweep_then_report_with_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    grid = (
+        "  - {method: [fedavg, flea], seed: [0, 1]}\n"
+        "  - {method: [flea], method.decor_weight: [0.0], seed: [0]}\n"
+    )
+    path = _sweep_file(tmp_path, grid)
+    runs = tmp_path / "runs"
+    assert main(["sweep", str(path), "--out-dir", str(runs)]) == 0
+    out = tmp_path / "report"
+    argv = [
+        "report",
+        str(runs),
+        "--format",
+        "md,csv,tex",
+        "--out",
+        str(out),
+        "--highlight",
+        "flea",
+        "--plots",
+    ]
+    assert main(argv) == 0
+    markdown = (out / "report.md").read_text()
+    assert "| flea (decor_weight=0.0) |" in markdown and "(n=2)" in markdown
+    assert "flea vs best other" in markdown
+    assert (out / "report.tex").read_text().count("\\begin{tabular}") == 2
+    assert (out / "report.csv").read_text().startswith("metric,method,setting,mean,std,n")
+    pngs = sorted(p.name for p in (out / "plots").glob("*.png"))
+    assert "beta_density.png" in pngs and "hparam_flea_decor_weight.png" in pngs
+    assert any(name.startswith("flea_privacy_") for name in pngs)
+    assert main(["report", str(runs)]) == 0
+    assert "**Best test accuracy (%)**" in capsys.readouterr().out

@@ -1,0 +1,165 @@
+"""Sweep files: grid expansion, options dropped on renames, run dir names, --grid, dry runs (no training)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fedaug.cli import main
+from fedaug.errors import ConfigError
+from fedaug.experiments.sweep import expand_grid, expand_sweep, name_suffix, point_patch, read_sweep
+from tests.conftest import REPO_ROOT
+
+SMOKE = REPO_ROOT / "configs" / "smoke.yaml"
+
+
+def _sweep(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(f"extends: {SMOKE}\nname: sw\nout_dir: {tmp_path / 'runs'}\n{body}")
+    return path
+
+
+def test_cartesian_product_and_concatenated_blocks() -> None:
+    blocks = [{"method": ["fedavg", "flea"], "seed": [0, 1, 2]}, {"method": ["fedprox"]}]
+    points = expand_grid(blocks)
+    assert len(points) == 2 * 3 + 1
+    assert points[:2] == [{"method": "fedavg", "seed": 0}, {"method": "fedavg", "seed": 1}]
+    assert points[-1] == {"method": "fedprox"}
+
+
+def test_point_patch_is_like_set() -> None:
+    assert point_patch("method", "flea") == {"method": {"name": "flea"}}
+    assert point_patch("method.decor_weight", 0) == {"method": {"decor_weight": 0}}
+    assert point_patch("partition", {"name": "iid"}) == {"partition": {"name": "iid"}}
+    assert point_patch("seed", 3) == {"seed": 3}
+
+
+def test_counts_and_run_dirs(tmp_path: Path) -> None:
+    path = _sweep(
+        tmp_path,
+        "grid:\n"
+        "  partition: [{name: quantity, classes_per_client: 2}, {name: dirichlet, alpha: 0.3}]\n"
+        "  method: [fedavg, flea]\n"
+        "  seed: [0, 1, 2]\n",
+    )
+    points = expand_sweep(path)
+    assert len(points) == 2 * 2 * 3
+    assert len({p.run_dir for p in points}) == len(points)
+    root = tmp_path / "runs" / "sw"
+    assert points[0].run_dir == root / "synthetic-quantity2-K6" / "fedavg" / "seed0"
+    assert points[-1].run_dir == root / "synthetic-dirichlet0.3_2-K6" / "flea" / "seed2"
+    assert all(p.config.engine.num_threads == 1 for p in points)  # fixed, so --workers cannot change results
+
+
+def test_renaming_drops_the_previous_options(tmp_path: Path) -> None:
+    path = _sweep(
+        tmp_path,
+        "method: {name: flea, decor_weight: 0.0}\n"
+        "grid:\n"
+        "  partition: [{name: quantity, classes_per_client: 2}]\n"
+        "  method: [fedavg, flea]\n",
+    )
+    fedavg, flea = expand_sweep(path)
+    assert fedavg.config.partition.options == {"classes_per_client": 2}  # smoke's alpha/min_size dropped
+    assert fedavg.config.method.options == {}  # flea's decor_weight dropped on the rename
+    assert flea.config.method.options == {"decor_weight": 0.0}  # same name: kept
+
+
+def test_keys_not_in_the_run_dir_name_the_experiment(tmp_path: Path) -> None:
+    path = _sweep(
+        tmp_path, "grid:\n  method: [flea]\n  method.decor_weight: [0.0, 3.0]\n  train.lr: [0.001]\n"
+    )
+    points = expand_sweep(path)
+    assert [p.config.name for p in points] == [
+        "sw/method.decor_weight=0.0,train.lr=0.001",
+        "sw/method.decor_weight=3.0,train.lr=0.001",
+    ]
+    assert points[0].run_dir.parts[-5:-3] == ("sw", "method.decor_weight=0.0,train.lr=0.001")
+    assert name_suffix({"method": {"name": "flea", "mix_beta": 5.0}, "seed": 1}) == "method.mix_beta=5.0"
+    assert name_suffix({"partition": {"name": "dirichlet", "alpha": 0.1}, "partition.num_clients": 9}) == ""
+
+
+def test_one_at_a_time_blocks(tmp_path: Path) -> None:
+    path = _sweep(
+        tmp_path,
+        "grid:\n"
+        "  - {method: [fedavg, flea], seed: [0]}\n"
+        "  - {method: [flea], method.mix_beta: [0.5, 5.0], seed: [0]}\n",
+    )
+    points = expand_sweep(path)
+    assert [(p.config.method.name, p.config.method.options) for p in points] == [
+        ("fedavg", {}),
+        ("flea", {}),
+        ("flea", {"mix_beta": 0.5}),
+        ("flea", {"mix_beta": 5.0}),
+    ]
+
+
+def test_grid_overrides_and_base_overrides(tmp_path: Path) -> None:
+    path = _sweep(tmp_path, "grid:\n  method: [fedavg, flea]\n  seed: [0, 1, 2]\n")
+    points = expand_sweep(path, ["train.rounds=1"], ["seed=[4]", "partition.num_clients=[3, 4]"])
+    assert [(p.config.seed, p.config.partition.num_clients) for p in points] == [(4, 3), (4, 4)] * 2
+    assert all(p.config.train.rounds == 1 for p in points)
+
+
+def test_compare_becomes_the_method_axis(tmp_path: Path) -> None:
+    path = _sweep(tmp_path, "compare: [fedavg, flea]\ngrid:\n  seed: [0]\n")
+    tree, blocks = read_sweep(path)
+    assert blocks == [{"method": ["fedavg", "flea"], "seed": [0]}]
+    assert tree["compare"] == []
+
+
+def test_duplicates_are_run_once_and_clashes_refused(tmp_path: Path) -> None:
+    assert len(expand_sweep(_sweep(tmp_path, "grid:\n  seed: [0, 0]\n"))) == 1
+    clash = _sweep(tmp_path, "grid:\n  method: [flea]\n  method.decor_weight: [1, '1']\n")
+    with pytest.raises(ConfigError, match="share the run dir"):
+        expand_sweep(clash)
+
+
+@pytest.mark.parametrize(
+    ("grid", "message"),
+    [
+        ("grid: [3]\n", "must be a mapping"),
+        ("grid:\n  seed: 3\n", "grid.seed .* must be a non-empty list"),
+        ("grid:\n  seed: []\n", "non-empty list"),
+        ("grid:\n  train.roundz: [1]\n", "unknown config key 'train.roundz'"),
+    ],
+)
+def test_bad_grids(tmp_path: Path, grid: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        expand_sweep(_sweep(tmp_path, grid))
+
+
+def test_bad_grid_override(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--grid"):
+        expand_sweep(_sweep(tmp_path, "grid:\n  seed: [0]\n"), grid_overrides=["seed=3"])
+
+
+def test_dry_run_lists_run_dirs_and_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _sweep(tmp_path, "grid:\n  method: [fedavg, flea]\n")
+    finished = tmp_path / "runs" / "sw" / "synthetic-dirichlet0.5_2-K6" / "fedavg" / "seed0"
+    finished.mkdir(parents=True)
+    (finished / "summary.json").write_text('{"rounds": 3}')
+    assert main(["sweep", str(path), "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["finished", str(finished)]
+    assert lines[1].split()[0] == "new" and lines[1].endswith("flea/seed0")
+    assert lines[-1] == "2 runs"
+    assert not (tmp_path / "runs" / "sw" / "synthetic-dirichlet0.5_2-K6" / "flea").exists()
+
+
+def test_presets_expand(capsys: pytest.CaptureFixture[str]) -> None:
+    counts = {
+        "flea_table1_har": 300,
+        "flea_table1_cifar10": 300,
+        "flea_table1_us8k": 300,
+        "flea_hparams_har": 54,
+        "scarcity_cifar10": 54,
+    }
+    for name, count in counts.items():
+        points = expand_sweep(REPO_ROOT / "configs" / "experiments" / f"{name}.yaml")
+        assert len(points) == count, name
+    table1 = expand_sweep(REPO_ROOT / "configs" / "experiments" / "flea_table1_har.yaml")
+    assert {p.config.partition.num_clients for p in table1} == {75, 150}
+    assert {p.config.method.name for p in table1} >= {"fedavg", "fedprox", "feddecorr", "fedlc", "flea"}

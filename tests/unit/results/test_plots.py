@@ -1,0 +1,85 @@
+"""Plots: every figure is written as a non-empty PNG and PDF; the numbers behind them are checked directly."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedaug.results import plots
+from fedaug.results.report import write_plots
+from fedaug.results.store import Grouping, group_runs, load_runs
+
+pytest.importorskip("matplotlib")
+
+FLEA_METRICS = {
+    "flea/dcor": [0.99, 0.98, 0.97],
+    "flea/dcor_u": [0.6, 0.5, 0.4],
+    "flea/exposure": [0.0, 0.3, 0.6],
+}
+
+
+@pytest.fixture
+def grouping(tmp_path: Path, make_run: Callable[..., Path]) -> Grouping:
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        make_run(runs, method="fedavg", seed=seed, accs=[0.3, 0.4 + 0.1 * seed, 0.5])
+        make_run(runs, method="flea", seed=seed, accs=[0.3, 0.5, 0.6], extra_metrics=FLEA_METRICS)
+        for weight in (0.0, 1.0):
+            options = {"decor_weight": weight}
+            make_run(runs, method="flea", seed=seed, accs=[0.3, 0.5, 0.55], options=options)
+    return group_runs(load_runs(runs))
+
+
+def _assert_figures(paths: list[Path]) -> None:
+    assert paths
+    for path in paths:
+        data = path.read_bytes()
+        assert len(data) > 1000, path
+        assert data.startswith(b"\x89PNG" if path.suffix == ".png" else b"%PDF"), path
+
+
+def test_curve_mean_and_std_over_seeds(grouping: Grouping) -> None:
+    runs = grouping.cells[("fedavg", grouping.columns[0])]
+    rounds, mean, std = plots.curve(runs, "test/acc", 100.0)
+    assert rounds.tolist() == [1, 2, 3]
+    assert mean == pytest.approx([30.0, 45.0, 50.0])
+    assert std == pytest.approx([0.0, math.sqrt(50.0), 0.0])  # 40 and 50: sample std sqrt(50)
+
+
+def test_beta_density_integrates_to_one() -> None:
+    x = np.linspace(1e-6, 1 - 1e-6, 200001)
+    for a in (1.0, 2.0, 5.0):
+        assert np.trapezoid(plots.beta_pdf(x, a), x) == pytest.approx(1.0, abs=1e-3)
+    assert plots.beta_pdf(np.array([0.5]), 2.0)[0] == pytest.approx(1.5)  # 6 x (1 - x) at 0.5
+
+
+def test_hparam_series_uses_the_default_row(grouping: Grouping) -> None:
+    series = plots.hparam_series(grouping)
+    (points,) = series[("flea", "decor_weight")].values()
+    values = sorted((value, stat.mean) for value, stat in points)
+    assert values == [(0.0, pytest.approx(55.0)), (1.0, pytest.approx(55.0)), (3.0, pytest.approx(60.0))]
+
+
+def test_every_plot_is_written(tmp_path: Path, grouping: Grouping) -> None:
+    paths = write_plots(grouping, tmp_path / "plots")
+    names = {p.name for p in paths}
+    assert {
+        "curves_uci_har_Qua2_K75.png",
+        "curves_uci_har_Qua2_K75.pdf",
+        "flea_privacy_uci_har_Qua2_K75.png",
+        "beta_density.pdf",
+        "hparam_flea_decor_weight.png",
+        "hparam_flea_decor_weight.pdf",
+    } <= names
+    _assert_figures(paths)
+
+
+def test_no_flea_metrics_no_privacy_plot(tmp_path: Path, make_run: Callable[..., Path]) -> None:
+    make_run(tmp_path / "runs", accs=[0.2, 0.3])
+    grouping = group_runs(load_runs(tmp_path / "runs"))
+    assert plots.plot_flea_curves(grouping, tmp_path / "plots") == []
+    _assert_figures(plots.plot_learning_curves(grouping, tmp_path / "plots"))

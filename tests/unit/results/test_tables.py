@@ -1,0 +1,170 @@
+"""Markdown, LaTeX and CSV tables: bold best per column, the papers' arrows, published numbers beside ours."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from fedaug.results.reference import load_reference
+from fedaug.results.report import build_tables, render, write_report
+from fedaug.results.store import Grouping, group_runs, load_runs
+from fedaug.results.tables import Improvement, to_csv, to_latex, to_markdown
+from tests.conftest import REPO_ROOT
+
+# best accuracy per (method, partition); fedavg has two seeds on qua2 (0.59 and 0.61)
+BEST = {
+    "qua2": {"fedavg": [0.59, 0.61], "fedlc": [0.65], "feddata": [0.80], "flea": [0.72]},
+    "dir0.3": {"fedavg": [0.60], "fedlc": [0.66], "feddata": [0.70], "flea": [0.70]},
+    "dir0.1": {"fedavg": [0.50], "fedlc": [0.52], "flea": [0.53]},
+}
+
+
+@pytest.fixture
+def grouping(tmp_path: Path, make_run: Callable[..., Path]) -> Grouping:
+    for partition, methods in BEST.items():
+        for method, values in methods.items():
+            for seed, value in enumerate(values):
+                make_run(tmp_path, method=method, partition=partition, seed=seed, accs=[value])
+    return group_runs(load_runs(tmp_path))
+
+
+def _line(markdown: str, first_cell: str) -> str:
+    return next(line for line in markdown.splitlines() if line.startswith(f"| {first_cell} |"))
+
+
+def test_markdown_bold_best_and_arrows(grouping: Grouping) -> None:
+    best, _ = build_tables(grouping, highlight="flea")
+    text = to_markdown(best)
+    assert _line(text, "method") == (
+        "| method | uci_har Qua(2) K=75 | uci_har Dir(0.3) K=75 | uci_har Dir(0.1) K=75 |"
+    )
+    assert _line(text, "fedavg") == "| fedavg | 60.00 ± 1.41 (n=2) | 60.00 (n=1) | 50.00 (n=1) |"
+    assert _line(text, "feddata") == "| feddata | **80.00 (n=1)** | **70.00 (n=1)** | – |"
+    # (72 - 65) / 65 = +10.8 % (feddata excluded, as in the papers): two arrows; (70 - 66) / 66 = +6.1 %: one
+    assert _line(text, "flea") == "| flea | 72.00 (n=1) ↑↑ | **70.00 (n=1)** ↑ | **53.00 (n=1)** |"
+    assert _line(text, "flea vs best other") == (
+        "| flea vs best other | +10.8% vs fedlc | +6.1% vs fedlc | +1.9% vs fedlc |"
+    )
+
+
+def test_rows_follow_the_papers_order(grouping: Grouping) -> None:
+    assert grouping.rows == ["fedavg", "fedlc", "feddata", "flea"]
+
+
+def test_improvement_arrows_thresholds() -> None:
+    assert Improvement(10.01, "x").arrows == "↑↑"
+    assert Improvement(7.0, "x").arrows == "↑"
+    assert Improvement(5.0, "x").arrows == ""
+    assert Improvement(-12.0, "x").arrows == ""
+
+
+def test_without_exclusion_feddata_is_the_best_other(grouping: Grouping) -> None:
+    best, _ = build_tables(grouping, highlight="flea", exclude=())
+    assert best.improvements["uci_har Qua(2) K=75"] == Improvement(pytest.approx(-10.0), "feddata")
+    assert "↑" not in _line(to_markdown(best), "flea").split("|")[2]
+
+
+def test_last10_table_uses_last10_acc(grouping: Grouping) -> None:
+    _, last10 = build_tables(grouping)
+    assert last10.metric == "last10_acc"
+    assert last10.stats[("fedavg", "uci_har Qua(2) K=75")].mean == pytest.approx(60.0)
+    assert last10.highlight is None and "vs best other" not in to_markdown(last10)
+
+
+def test_latex(grouping: Grouping) -> None:
+    best, _ = build_tables(grouping, highlight="flea")
+    text = to_latex(best)
+    assert text.splitlines()[1] == "\\begin{tabular}{lrrr}"
+    assert "method & uci\\_har Qua(2) K=75 & uci\\_har Dir(0.3) K=75 & uci\\_har Dir(0.1) K=75 \\\\" in text
+    assert "fedavg & 60.00 $\\pm$ 1.41 ($n$=2) & 60.00 ($n$=1) & 50.00 ($n$=1) \\\\" in text
+    assert "flea & 72.00 ($n$=1) $\\uparrow\\uparrow$ & \\textbf{70.00 ($n$=1)} $\\uparrow$" in text
+    assert "feddata & \\textbf{80.00 ($n$=1)} & \\textbf{70.00 ($n$=1)} & -- \\\\" in text
+    assert "+10.8\\% vs fedlc" in text
+    assert text.rstrip().endswith("\\end{tabular}")
+
+
+def test_csv_long_format(grouping: Grouping) -> None:
+    rows = list(csv.DictReader(io.StringIO(to_csv(build_tables(grouping, highlight="flea")))))
+    assert len(rows) == 2 * 11  # two metrics x 11 filled cells
+    flea = next(
+        r for r in rows if r["metric"] == "best_acc" and r["method"] == "flea" and "Qua" in r["setting"]
+    )
+    assert flea["mean"] == "72.0000" and flea["n"] == "1" and flea["is_best"] == "0"
+    assert (flea["rel_improvement_pct"], flea["vs"]) == ("10.77", "fedlc")
+    fedavg = next(
+        r for r in rows if r["metric"] == "best_acc" and r["method"] == "fedavg" and "Qua" in r["setting"]
+    )
+    assert (fedavg["mean"], fedavg["std"], fedavg["n"]) == ("60.0000", "1.4142", "2")
+
+
+def test_reference_column_from_a_file(tmp_path: Path, grouping: Grouping) -> None:
+    path = tmp_path / "ref.yaml"
+    path.write_text(
+        "tables:\n"
+        "  - id: tiny\n"
+        "    source: a paper\n"
+        "    metric: best_acc\n"
+        "    seeds: 5\n"
+        "    settings:\n"
+        "      q2: {data.name: uci_har, partition.name: quantity, partition.classes_per_client: 2,\n"
+        "           partition.num_clients: 75}\n"
+        "    results:\n"
+        "      fedavg: {q2: 66.99 ± 0.87}\n"
+        "      flea: {q2: '75.17 +- 0.42'}\n"
+    )
+    best, last10 = build_tables(grouping, highlight="flea", reference=load_reference(path))
+    text = to_markdown(best)
+    assert _line(text, "method").startswith(
+        "| method | uci_har Qua(2) K=75 | paper (tiny) | uci_har Dir(0.3)"
+    )
+    assert (
+        _line(text, "fedavg") == "| fedavg | 60.00 ± 1.41 (n=2) | 66.99 ± 0.87 | 60.00 (n=1) | 50.00 (n=1) |"
+    )
+    assert _line(text, "fedlc").split(" | ")[2] == "–"
+    assert _line(text, "flea").split(" | ")[2] == "75.17 ± 0.42"
+    assert not last10.reference  # the paper reports best accuracy only
+    rows = list(csv.DictReader(io.StringIO(to_csv([best]))))
+    fedavg = next(r for r in rows if r["method"] == "fedavg" and "Qua" in r["setting"])
+    assert (fedavg["paper_mean"], fedavg["paper_std"], fedavg["paper_source"]) == ("66.99", "0.87", "a paper")
+
+
+def test_published_numbers_file_matches_our_settings(tmp_path: Path, make_run: Callable[..., Path]) -> None:
+    make_run(tmp_path, method="flea", partition="dir0.1", num_clients=75)
+    make_run(tmp_path, method="fedavg", partition="qua2", num_clients=150)
+    make_run(tmp_path, method="fedrs", partition="qua2", num_clients=150)  # not in the paper
+    make_run(tmp_path, method="flea", partition="qua2", num_clients=150, options={"decor_weight": 0.0})
+    make_run(
+        tmp_path, method="ccvr", partition="qua2", num_clients=150, options={"variant": "shared_features"}
+    )
+    reference = load_reference(REPO_ROOT / "docs" / "published_numbers.yaml")
+    best, _ = build_tables(group_runs(load_runs(tmp_path)), reference=reference)
+    found = {(row, col): stat for (row, col), (stat, _) in best.reference.items()}
+    assert found[("flea", "uci_har Dir(0.1) K=75")].mean == 71.68
+    assert found[("flea", "uci_har Dir(0.1) K=75")].std == 0.51
+    assert found[("fedavg", "uci_har Qua(2) K=150")].mean == 65.77
+    assert ("fedrs", "uci_har Qua(2) K=150") not in found
+    assert ("flea (decor_weight=0.0)", "uci_har Qua(2) K=150") not in found  # not the paper's setting
+    assert (
+        found[("ccvr (variant=shared_features)", "uci_har Qua(2) K=150")].mean == 65.24
+    )  # keyed by row label
+
+
+def test_write_report_files_and_printing(tmp_path: Path, grouping: Grouping) -> None:
+    runs_dir = grouping.cells[("fedavg", grouping.columns[0])][0].path.parents[3]
+    printed = write_report(runs_dir, formats=["md"], highlight="flea")
+    assert printed.files == [] and printed.printed[0].startswith("# 12 runs from")
+    out = write_report(runs_dir, formats=["md", "csv", "tex"], out_dir=tmp_path / "out", highlight="flea")
+    assert [p.name for p in out.files] == ["report.md", "report.csv", "report.tex"]
+    tables = build_tables(group_runs(load_runs(runs_dir)), highlight="flea")
+    assert (tmp_path / "out" / "report.csv").read_text() == render(tables, "csv")
+
+
+def test_bad_format_is_rejected(tmp_path: Path) -> None:
+    from fedaug.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--format"):
+        write_report(tmp_path, formats=["html"])
