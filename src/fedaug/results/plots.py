@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 FLEA_CURVES = (
     ("flea/dcor", "dCor (V-statistic)", 1.0),
-    ("flea/dcor_u", "dCor (bias-corrected)", 1.0),
+    ("flea/dcor_u", "squared dCor (bias-corrected U-statistic)", 1.0),
     ("flea/exposure", "feature exposure (%)", 100.0),
 )
 
