@@ -232,15 +232,16 @@ def write_env(run_dir: Path, extra: dict[str, Any] | None = None) -> None:
     import fedaug
 
     try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
+        done = subprocess.run(
+            ["git", "rev-parse", "--verify", "HEAD"],
             capture_output=True,
             text=True,
             timeout=5,
             cwd=Path(fedaug.__file__).parent,
             check=False,
-        ).stdout.strip()
-    except OSError:
+        )
+        sha = done.stdout.strip() if done.returncode == 0 else ""
+    except (OSError, subprocess.TimeoutExpired):
         sha = ""
     env = {
         "python": platform.python_version(),
