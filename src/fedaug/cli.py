@@ -56,7 +56,20 @@ def _load(args: argparse.Namespace):
     if getattr(args, "method", None):  # --method wins over the preset's and --set's method choice
         names = [m.strip() for m in args.method.split(",") if m.strip()]
         overrides += [f"method={names[0]}", f"compare=[{', '.join(names) if len(names) > 1 else ''}]"]
-    return load_config(args.configs, overrides)
+    return load_config(args.configs or default_presets(), overrides)
+
+
+def default_presets() -> list[Path]:
+    """``configs/default.yaml`` of the source tree (README installs with ``pip install -e .``).
+
+    Without a source tree (a plain wheel install) the built-in defaults of ExperimentConfig apply: the same
+    setting, but FedAvg alone instead of the FedAvg-vs-FLea comparison.
+    """
+    preset = Path(__file__).resolve().parents[2] / "configs" / "default.yaml"
+    if preset.is_file():
+        return [preset]
+    logger.warning("no configs/default.yaml next to the package; using the built-in defaults (FedAvg only)")
+    return []
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -157,3 +157,13 @@ def _table_methods(out: str) -> list[str]:
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("method "))
     return [line.split()[0] for line in lines[header + 1 :]]
+
+
+def test_no_config_means_the_default_preset_file() -> None:
+    from fedaug.cli import _load, build_parser
+
+    config = _load(build_parser().parse_args(["run"]))
+    assert config.compare == ["fedavg", "flea"]
+    assert config.data.options == {"channels": 3}
+    assert (config.partition.name, config.partition.num_clients) == ("quantity", 75)
+    assert _load(build_parser().parse_args(["run", "--method", "flea"])).compare == []
