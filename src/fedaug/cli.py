@@ -52,10 +52,12 @@ def _load(args: argparse.Namespace):
         overrides.append(f"out_dir={args.out_dir}")
     if args.seed is not None:
         overrides.append(f"seed={args.seed}")
+    names = [m.strip() for m in (getattr(args, "method", None) or "").split(",") if m.strip()]
+    if names:  # chosen before --set, so that --set method.<option>=... applies to the chosen method
+        overrides.append(f"method={names[0]}")
     overrides += args.overrides
-    if getattr(args, "method", None):  # --method wins over the preset's and --set's method choice
-        names = [m.strip() for m in args.method.split(",") if m.strip()]
-        overrides += [f"method={names[0]}", f"compare=[{', '.join(names) if len(names) > 1 else ''}]"]
+    if names:  # --method wins over the preset's and --set's comparison list
+        overrides.append(f"compare=[{', '.join(names) if len(names) > 1 else ''}]")
     return load_config(args.configs or default_presets(), overrides)
 
 

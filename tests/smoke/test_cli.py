@@ -167,3 +167,11 @@ def test_no_config_means_the_default_preset_file() -> None:
     assert config.data.options == {"channels": 3}
     assert (config.partition.name, config.partition.num_clients) == ("quantity", 75)
     assert _load(build_parser().parse_args(["run", "--method", "flea"])).compare == []
+
+
+def test_set_method_options_apply_to_the_method_chosen_with_method_flag() -> None:
+    from fedaug.cli import _load, build_parser
+
+    args = build_parser().parse_args(["run", "--method", "flea", "--set", "method.decor_weight=0"])
+    config = _load(args)
+    assert (config.method.name, config.method.options, config.compare) == ("flea", {"decor_weight": 0}, [])
