@@ -70,7 +70,6 @@ def main() -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "engine_vs_floor.json"))
     args = parser.parse_args()
-    torch.set_num_threads(torch.get_num_threads())
     with tempfile.TemporaryDirectory() as tmp:
         config = load_config(
             args.configs,

@@ -291,8 +291,8 @@ class FLea(FedAvg):
 
     def round_metrics(self, state: ServerState) -> Metrics:
         extra = state.extra
-        model_bytes = sum(t.numel() * t.element_size() for t in state.model_state.values())
-        buffer_bytes = extra["buffer_x"].numel() * 4 + extra["buffer_y"].numel() * 8
+        model_bytes = _nbytes(*state.model_state.values())
+        buffer_bytes = _nbytes(extra["buffer_x"], extra["buffer_y"])
         stats = extra.get("share_stats", {})
         metrics: Metrics = {
             "flea/buffer_size": float(extra["buffer_y"].numel()),
@@ -304,6 +304,11 @@ class FLea(FedAvg):
         }
         metrics.update({f"flea/{k}": v for k, v in stats.items() if k != "bytes_per_client"})
         return metrics
+
+
+def _nbytes(*tensors: Tensor) -> int:
+    """Bytes of the tensors' data, as they would travel (features float32, labels int64)."""
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def _expand(weights: Tensor, like: Tensor) -> Tensor:
@@ -337,7 +342,7 @@ def _share_stats(shares: Sequence[ClientShare]) -> dict[str, float]:
         values = [s.metrics[key] for s in shares if key in s.metrics and not math.isnan(s.metrics[key])]
         if values:
             stats[key] = sum(values) / len(values)
-    total = sum(s.extra["x"].numel() * 4 + s.extra["y"].numel() * 8 for s in shares)
+    total = sum(_nbytes(s.extra["x"], s.extra["y"]) for s in shares)
     stats["bytes_per_client"] = total / max(len(shares), 1)
     stats["shared_per_client"] = sum(s.metrics["num_shared"] for s in shares) / max(len(shares), 1)
     return stats
