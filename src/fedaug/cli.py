@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fedaug import registry
+from fedaug.cli_attack import add_attack_parser
 from fedaug.errors import FedaugError
 
 logger = logging.getLogger("fedaug")
@@ -224,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     part.set_defaults(func=cmd_partition)
     _add_sweep_parser(sub)
     _add_report_parser(sub)
+    add_attack_parser(sub)
     return parser
 
 

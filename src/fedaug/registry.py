@@ -28,7 +28,7 @@ _BUILTIN_MODULES: dict[str, tuple[str, ...]] = {
     "model": ("fedaug.models",),
     "dataset": ("fedaug.data.datasets",),
     "partitioner": ("fedaug.data.partition",),
-    "attack": (),
+    "attack": ("fedaug.attacks",),
 }
 
 _REGISTRY: dict[str, dict[str, Any]] = {kind: {} for kind in KINDS}
