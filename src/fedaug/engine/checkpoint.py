@@ -8,6 +8,7 @@ Layout::
     summary.json     best accuracy and its round, mean of the last 10 rounds, final accuracy
     env.json         versions, git sha, threads
     ckpt/latest.pt   server state and client states after the last finished round
+    ckpt/round_NNNN.pt  copies of latest.pt kept after the rounds listed in ``engine.keep_checkpoints``
 
 Every JSON/checkpoint write goes to a temporary file and is renamed into place, so a kill leaves either the
 old or the new file. On resume, ``metrics.jsonl`` is cut back to the checkpoint's round (a kill between the
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -66,13 +68,31 @@ class RunStore:
     def prepare(self) -> None:
         (self.run_dir / "ckpt").mkdir(parents=True, exist_ok=True)
 
-    def load_checkpoint(self) -> dict[str, Any] | None:
-        if not self.ckpt_path.exists():
+    def round_ckpt_path(self, round_num: int) -> Path:
+        """Where the checkpoint kept after ``round_num`` lives (``ckpt/round_0005.pt``)."""
+        return self.run_dir / "ckpt" / f"round_{round_num:04d}.pt"
+
+    def load_checkpoint(self, round_num: int | None = None) -> dict[str, Any] | None:
+        """The latest checkpoint, or the one kept after ``round_num``; None if that file does not exist."""
+        path = self.ckpt_path if round_num is None else self.round_ckpt_path(round_num)
+        if not path.exists():
             return None
-        ckpt: dict[str, Any] = torch.load(self.ckpt_path, weights_only=True)
+        ckpt: dict[str, Any] = torch.load(path, weights_only=True)
         if ckpt.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"unsupported checkpoint format in {self.ckpt_path}: {ckpt.get('format')}")
+            raise ValueError(f"unsupported checkpoint format in {path}: {ckpt.get('format')}")
         return ckpt
+
+    def kept_rounds(self) -> list[int]:
+        """Rounds with a kept checkpoint (``ckpt/round_NNNN.pt``), ascending."""
+        names = (p.stem.removeprefix("round_") for p in (self.run_dir / "ckpt").glob("round_*.pt"))
+        return sorted(int(n) for n in names if n.isdigit())
+
+    def keep_checkpoint(self, round_num: int) -> None:
+        """Copies ``latest.pt`` (just written for ``round_num``) to ``round_NNNN.pt``, atomically."""
+        target = self.round_ckpt_path(round_num)
+        tmp = target.with_name(f".{target.name}.tmp")
+        shutil.copyfile(self.ckpt_path, tmp)
+        os.replace(tmp, target)
 
     def save_checkpoint(self, ckpt: dict[str, Any]) -> None:
         tmp = self.ckpt_path.with_name(".latest.pt.tmp")

@@ -53,6 +53,7 @@ class SimulationSpec:
     run_dir: Path
     eval_batch_size: int = 1024
     progress: bool = True
+    keep_checkpoints: tuple[int, ...] = ()
 
 
 class Simulation:
@@ -86,6 +87,8 @@ class Simulation:
             store.save_checkpoint(
                 {"state": vars(state), "client_states": self.client_states, "round_num": round_num}
             )
+            if round_num in spec.keep_checkpoints:
+                store.keep_checkpoint(round_num)
             timing["checkpoint"] = time.perf_counter() - tick
             timing["round_time"] = time.perf_counter() - start
             store.append(store.timings_path, {"round": round_num, **timing})

@@ -164,12 +164,15 @@ class EngineConfig:
         num_threads: torch intra-op threads (None: torch's default).
         eval_batch_size: test-set batch size.
         progress: show a progress bar / per-round log lines.
+        keep_checkpoints: rounds whose checkpoint is also kept as ``ckpt/round_NNNN.pt`` (besides
+            ``latest.pt``), e.g. ``[1, 30]`` for attacks on an early and a late global model (default: none).
     """
 
     name: str = "simulation"
     num_threads: int | None = None
     eval_batch_size: int = 1024
     progress: bool = True
+    keep_checkpoints: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.name != "simulation":
@@ -177,6 +180,9 @@ class EngineConfig:
         if self.num_threads is not None and self.num_threads < 1:
             raise ConfigError(f"engine.num_threads must be >= 1, got {self.num_threads}")
         _check_positive("engine", eval_batch_size=self.eval_batch_size)
+        bad = [r for r in self.keep_checkpoints if isinstance(r, bool) or not isinstance(r, int) or r < 1]
+        if bad:
+            raise ConfigError(f"engine.keep_checkpoints must list rounds >= 1, got {self.keep_checkpoints!r}")
 
 
 @dataclass(frozen=True)

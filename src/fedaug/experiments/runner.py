@@ -127,6 +127,7 @@ def prepare(config: ExperimentConfig, run_dir: Path) -> Prepared:
         run_dir=run_dir,
         eval_batch_size=config.engine.eval_batch_size,
         progress=config.engine.progress,
+        keep_checkpoints=tuple(config.engine.keep_checkpoints),
     )
     return Prepared(dataset=dataset, partition=partition, method=method, spec=spec)
 
