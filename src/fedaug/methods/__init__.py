@@ -3,6 +3,7 @@
 from fedaug.methods import (
     ccvr,  # noqa: F401  (registers "ccvr")
     fedavg,  # noqa: F401  (registers "fedavg")
+    fedbr,  # noqa: F401  (registers "fedbr")
     feddata,  # noqa: F401  (registers "feddata")
     feddecorr,  # noqa: F401  (registers "feddecorr")
     fedlc,  # noqa: F401  (registers "fedlc")
