@@ -46,6 +46,8 @@ class TrainSettings:
         weight_decay: L2 weight decay.
         reset_optimizer_every_step: rebuild the optimizer before every step, as the official FLea code does
             (which turns Adam into sign-SGD); off by default.
+        precision: ``"float32"`` (default) or ``"bf16"`` (forward and loss under bfloat16 autocast, float32
+            weights and optimizer; see :mod:`fedaug.precision`). Set from ``engine.precision``.
     """
 
     local_epochs: int = 5
@@ -55,6 +57,7 @@ class TrainSettings:
     momentum: float = 0.0
     weight_decay: float = 0.0
     reset_optimizer_every_step: bool = False
+    precision: str = "float32"
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from fedaug.api import ClientData, TrainSettings
 from fedaug.errors import ConfigError
+from fedaug.precision import autocast
 from fedaug.types import Metrics, StateDict
 
 
@@ -85,7 +86,7 @@ def train_local(
         model: the model to train (already holding the starting weights).
         data: the client's local data.
         loss_fn: the mini-batch objective.
-        settings: optimizer, lr, epochs and batch size for this round.
+        settings: optimizer, lr, epochs, batch size and precision for this round.
         generator: source of the batch order (and of any randomness the hooks draw).
         batch_transform: optional change of each batch before the loss.
 
@@ -105,9 +106,11 @@ def train_local(
                 x, y = batch_transform(x, y, generator)
             if settings.reset_optimizer_every_step:
                 optimizer = make_optimizer(params, settings)  # official FLea code: Adam without memory
-            out = loss_fn(model, x, y)
+            with autocast(model, settings.precision):  # float32: no context at all
+                out = loss_fn(model, x, y)
+            loss = out.loss if settings.precision == "float32" else out.loss.float()
             optimizer.zero_grad(set_to_none=True)
-            out.loss.backward()  # type: ignore[no-untyped-call]
+            loss.backward()  # type: ignore[no-untyped-call]
             optimizer.step()
             for name, value in {"loss": out.loss.detach(), **out.logs}.items():
                 sums[name] = sums[name] + value if name in sums else value.clone()

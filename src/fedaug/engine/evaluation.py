@@ -6,12 +6,23 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from fedaug.precision import autocast
 from fedaug.types import Metrics
 
 
 @torch.inference_mode()
-def evaluate(model: nn.Module, x: Tensor, y: Tensor, *, num_classes: int, batch_size: int = 1024) -> Metrics:
+def evaluate(
+    model: nn.Module,
+    x: Tensor,
+    y: Tensor,
+    *,
+    num_classes: int,
+    batch_size: int = 1024,
+    precision: str = "float32",
+) -> Metrics:
     """Accuracy, mean cross-entropy and per-class accuracy of ``model`` on ``(x, y)``.
+
+    ``precision="bf16"`` runs the forward pass under bfloat16 autocast (float32 logits and loss).
 
     Returns:
         ``{"acc", "loss", "class_acc_var"}`` plus ``"class_acc/<c>"`` for every class present in y.
@@ -21,7 +32,8 @@ def evaluate(model: nn.Module, x: Tensor, y: Tensor, *, num_classes: int, batch_
     correct = torch.zeros(num_classes, dtype=torch.float64)
     total_loss = 0.0
     for start in range(0, y.shape[0], batch_size):
-        logits = model(x[start : start + batch_size])
+        with autocast(model, precision):
+            logits = model(x[start : start + batch_size])
         target = y[start : start + batch_size]
         total_loss += float(F.cross_entropy(logits.float(), target, reduction="sum"))
         hits = (logits.argmax(dim=1) == target).to(torch.float64)

@@ -54,6 +54,7 @@ class SimulationSpec:
     eval_batch_size: int = 1024
     progress: bool = True
     keep_checkpoints: tuple[int, ...] = ()
+    precision: str = "float32"
 
 
 class Simulation:
@@ -193,6 +194,7 @@ class Simulation:
             self.spec.test_y,
             num_classes=self.spec.run.num_classes,
             batch_size=self.spec.eval_batch_size,
+            precision=self.spec.precision,
         )
 
     def _use_bar(self) -> bool:

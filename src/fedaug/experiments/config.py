@@ -15,6 +15,7 @@ from typing import Any
 from fedaug.api import TrainSettings
 from fedaug.errors import ConfigError
 from fedaug.local_training import OPTIMIZERS
+from fedaug.precision import PRECISIONS
 
 LR_SCHEDULES = ("exponential", "official_flea")
 
@@ -157,13 +158,17 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """How the run is executed (none of this changes the results, except ``num_threads`` in the last bits).
+    """How the run is executed (none of this changes the results, except ``num_threads`` in the last bits
+    and ``precision``).
 
     Attributes:
         name: ``simulation`` (in-process) for now.
         num_threads: torch intra-op threads (None: torch's default).
         eval_batch_size: test-set batch size.
         progress: show a progress bar / per-round log lines.
+        precision: ``float32`` (default) or ``bf16``: local training and evaluation forward passes under
+            bfloat16 autocast with float32 weights, optimizer and loss (faster on CPUs with AVX-512 BF16 /
+            AMX; changes results slightly, see :mod:`fedaug.precision`).
         keep_checkpoints: rounds whose checkpoint is also kept as ``ckpt/round_NNNN.pt`` (besides
             ``latest.pt``), e.g. ``[1, 30]`` for attacks on an early and a late global model (default: none).
     """
@@ -172,6 +177,7 @@ class EngineConfig:
     num_threads: int | None = None
     eval_batch_size: int = 1024
     progress: bool = True
+    precision: str = "float32"
     keep_checkpoints: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -183,6 +189,10 @@ class EngineConfig:
         bad = [r for r in self.keep_checkpoints if isinstance(r, bool) or not isinstance(r, int) or r < 1]
         if bad:
             raise ConfigError(f"engine.keep_checkpoints must list rounds >= 1, got {self.keep_checkpoints!r}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(
+                f"engine.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"
+            )
 
 
 @dataclass(frozen=True)

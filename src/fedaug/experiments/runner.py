@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import shutil
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import torch
 import yaml
 
 from fedaug import registry
-from fedaug.api import Method, RunContext
+from fedaug.api import Method, RunContext, TrainSettings
 from fedaug.data.datasets import Dataset, load_dataset
 from fedaug.data.partition import Partition, make_partition
 from fedaug.engine.checkpoint import write_json
@@ -58,6 +59,11 @@ def build_method(config: ExperimentConfig) -> Method:
     method_config = build_dataclass(cls.config_cls, config.method.options, path="method")
     method: Method = cls(method_config)
     return method
+
+
+def round_settings(config: ExperimentConfig, round_num: int) -> TrainSettings:
+    """The local training settings of ``round_num``, with the engine's precision."""
+    return replace(config.train.settings(round_num), precision=config.engine.precision)
 
 
 @dataclass
@@ -122,11 +128,12 @@ def prepare(config: ExperimentConfig, run_dir: Path) -> Prepared:
         test_y=dataset.y_test,
         client_indices=[torch.as_tensor(i, dtype=torch.long) for i in partition.train_indices],
         run=run,
-        train_settings=config.train.settings,
+        train_settings=partial(round_settings, config),
         clients_per_round=min(per_round, num_clients),
         run_dir=run_dir,
         eval_batch_size=config.engine.eval_batch_size,
         progress=config.engine.progress,
+        precision=config.engine.precision,
         keep_checkpoints=tuple(config.engine.keep_checkpoints),
     )
     return Prepared(dataset=dataset, partition=partition, method=method, spec=spec)
@@ -139,10 +146,11 @@ def _check_existing(run_dir: Path, config: ExperimentConfig) -> None:
     # Saved configs are re-read through the loader, so keys added since (with their defaults) compare equal.
     saved = config_to_dict(config_from_dict(yaml.safe_load(saved_path.read_text())))
     current = config_to_dict(config)
-    # engine settings do not change results (threads only in the last bits); compare lists sibling runs
-    for key in ("engine", "compare"):
-        saved.pop(key, None)
-        current.pop(key, None)
+    # engine settings do not change results (threads only in the last bits), except precision, which stays
+    # in the comparison; compare lists sibling runs
+    for tree in (saved, current):
+        tree.pop("compare", None)
+        tree["engine"] = {"precision": (tree.get("engine") or {}).get("precision", "float32")}
     if saved != current:
         diffs = sorted(_diff_keys(saved, current))
         raise ConfigError(

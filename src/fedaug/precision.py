@@ -1,0 +1,57 @@
+"""Numeric precision of local training and evaluation: float32 (default) or opt-in bfloat16 autocast.
+
+``bf16`` runs the forward pass (and the method's loss, which calls the model) under
+``torch.autocast("cpu", dtype=torch.bfloat16)``: convolutions and matrix products run in bfloat16 (AVX-512
+BF16 / AMX on recent Xeons), while the master weights, gradients and optimizer state stay float32 (autocast
+casts copies of the weights per op). Two guards keep the objective in float32:
+
+* the logits are cast back to float32 by a forward hook on the model's ``classifier``, so softmax,
+  log-softmax, KL and cross-entropy on logits run in float32 for every method (FedAvg, FLea's mixed loss,
+  distillation terms);
+* the loss is cast to float32 before ``backward`` (CPU autocast already runs cross-entropy, NLL and KL in
+  float32).
+
+Intermediate features (e.g. the ones FLea decorrelates or shares) are bfloat16 inside the context.
+``float32`` enters no context and registers no hook: results are bit-identical to a build without this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch import nn
+
+from fedaug.errors import ConfigError
+
+PRECISIONS = ("float32", "bf16")
+
+
+def check_precision(precision: str) -> str:
+    """Returns ``precision`` if it is in :data:`PRECISIONS`, else raises ConfigError naming the choices."""
+    if precision not in PRECISIONS:
+        raise ConfigError(f"unknown precision {precision!r}; valid choices: {', '.join(PRECISIONS)}")
+    return precision
+
+
+def _float_output(module: nn.Module, inputs: Any, output: torch.Tensor) -> torch.Tensor:
+    del module, inputs
+    return output.float()
+
+
+@contextmanager
+def autocast(model: nn.Module, precision: str) -> Iterator[None]:
+    """Runs the body in ``precision``; for ``bf16``, with float32 logits from ``model``'s classifier."""
+    if check_precision(precision) == "float32":
+        yield
+        return
+    head = getattr(model, "classifier", None)
+    handle = head.register_forward_hook(_float_output) if isinstance(head, nn.Module) else None
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            yield
+    finally:
+        if handle is not None:
+            handle.remove()
