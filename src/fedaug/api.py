@@ -62,7 +62,14 @@ class TrainSettings:
 
 @dataclass(frozen=True)
 class RunContext:
-    """Facts about the run that every method may read."""
+    """Facts about the run that every method may read.
+
+    ``workspace`` gives server-side code (e.g. FedGen's generator training, Fed-ZDAS) a model of the run's
+    architecture by key, built once and reused; it is set by the engine (None where the engine has none) and
+    is not part of the run's identity (excluded from comparison). ``input_mean`` / ``input_std`` are the
+    per-channel normalisation of the inputs (None: not normalised), for augmentations that work on pixels
+    (AugMix de-normalises with them).
+    """
 
     num_clients: int
     num_classes: int
@@ -70,6 +77,9 @@ class RunContext:
     seed: int
     num_rounds: int
     client_sizes: tuple[int, ...] = ()
+    input_mean: tuple[float, ...] | None = None
+    input_std: tuple[float, ...] | None = None
+    workspace: Callable[[str], SplitModel] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass

@@ -13,7 +13,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -61,7 +61,7 @@ class Simulation:
     """Runs (or resumes) one federated run and writes its run directory."""
 
     def __init__(self, spec: SimulationSpec) -> None:
-        self.spec = spec
+        self.spec = replace(spec, run=replace(spec.run, workspace=self.workspace))
         self.store = RunStore(spec.run_dir)
         self._workspaces: dict[str, SplitModel] = {}
         self.client_states: dict[ClientId, Any] = {}
