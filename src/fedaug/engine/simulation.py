@@ -22,7 +22,18 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from fedaug.api import ClientContext, ClientData, ClientUpdate, Method, RunContext, ServerState, TrainSettings
+from fedaug.api import (
+    ClientContext,
+    ClientData,
+    ClientShare,
+    ClientUpdate,
+    Method,
+    Payload,
+    RunContext,
+    ServerState,
+    ShareRequest,
+    TrainSettings,
+)
 from fedaug.engine.checkpoint import RunStore, summarize, write_json
 from fedaug.engine.evaluation import evaluate
 from fedaug.engine.sampling import sample_clients
@@ -121,12 +132,7 @@ class Simulation:
         timing: Metrics = {}
         tick = time.perf_counter()
         payload = method.payload(state, round_num, train)
-        updates: list[ClientUpdate] = []
-        for client_id in participants:
-            ctx = self._client_context(client_id, round_num, "client")
-            updates.append(self._guard(partial(method.client_update, payload, ctx), round_num, client_id))
-            if updates[-1].client_state is not None:
-                self.client_states[client_id] = updates[-1].client_state
+        updates = self.run_client_updates(payload, participants, round_num)
         timing["train"] = time.perf_counter() - tick
         tick = time.perf_counter()
         state = method.server_update(state, updates, spec.run)
@@ -151,25 +157,39 @@ class Simulation:
         )
         if request is None:
             return state
+        shares = self.run_client_shares(request, round_num)
+        return method.receive_shares(state, shares, self.spec.run)
+
+    def run_client_updates(
+        self, payload: Payload, participants: list[ClientId], round_num: int
+    ) -> list[ClientUpdate]:
+        """``client_update`` on every participant, in order (the Flower engine sends them to its nodes)."""
+        updates: list[ClientUpdate] = []
+        for client_id in participants:
+            ctx = self._client_context(client_id, round_num, "client")
+            call = partial(self.spec.method.client_update, payload, ctx)
+            updates.append(self._guard(call, round_num, client_id))
+            if updates[-1].client_state is not None:
+                self.client_states[client_id] = updates[-1].client_state
+        return updates
+
+    def run_client_shares(self, request: ShareRequest, round_num: int) -> list[ClientShare]:
+        """``client_share`` on every client of ``request``, in order (overridden by the Flower engine)."""
         shares = []
         for client_id in request.client_ids:
             ctx = self._client_context(client_id, round_num, "share")
-            shares.append(self._guard(partial(method.client_share, request, ctx), round_num, client_id))
-        return method.receive_shares(state, shares, self.spec.run)
+            call = partial(self.spec.method.client_share, request, ctx)
+            shares.append(self._guard(call, round_num, client_id))
+        return shares
 
     def _client_context(self, client_id: ClientId, round_num: int, phase: str) -> ClientContext:
-        spec = self.spec
-        idx = spec.client_indices[client_id]
-        data = ClientData(client_id, spec.train_x[idx], spec.train_y[idx], spec.run.num_classes)
-        return ClientContext(
-            client_id=client_id,
-            round_num=round_num,
-            data=data,
-            model=self.workspace("client"),
-            generator=torch_generator(spec.run.seed, phase, round_num, client_id),
-            run=spec.run,
-            client_state=self.client_states.get(client_id),
+        return client_context(
+            self.spec,
+            client_id,
+            round_num,
+            phase,
             workspace=self.workspace,
+            client_state=self.client_states.get(client_id),
         )
 
     def _guard(self, call: Callable[[], T], round_num: int, client_id: ClientId) -> T:
@@ -218,6 +238,30 @@ class Simulation:
                 record.get("train/loss", float("nan")),
                 timing["round_time"],
             )
+
+
+def client_context(
+    spec: SimulationSpec,
+    client_id: ClientId,
+    round_num: int,
+    phase: str,
+    *,
+    workspace: Callable[[str], SplitModel],
+    client_state: Any,
+) -> ClientContext:
+    """The context of one client call (``phase``: ``"client"`` or ``"share"``); Flower's ClientApp uses it."""
+    idx = spec.client_indices[client_id]
+    data = ClientData(client_id, spec.train_x[idx], spec.train_y[idx], spec.run.num_classes)
+    return ClientContext(
+        client_id=client_id,
+        round_num=round_num,
+        data=data,
+        model=workspace("client"),
+        generator=torch_generator(spec.run.seed, phase, round_num, client_id),
+        run=spec.run,
+        client_state=client_state,
+        workspace=workspace,
+    )
 
 
 def _mean_metrics(updates: list[ClientUpdate]) -> Metrics:
