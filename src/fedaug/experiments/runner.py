@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -166,8 +167,17 @@ def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
     return [] if a == b else [prefix.rstrip(".")]
 
 
-def run_experiment(config: ExperimentConfig, *, fresh: bool = False) -> dict[str, Any]:
-    """Runs ``config`` to completion (resuming or skipping as needed) and returns its summary."""
+def run_experiment(
+    config: ExperimentConfig,
+    *,
+    fresh: bool = False,
+    engine: Callable[[SimulationSpec], Simulation] = Simulation,
+) -> dict[str, Any]:
+    """Runs ``config`` to completion (resuming or skipping as needed) and returns its summary.
+
+    ``engine`` builds the round loop from the resolved spec: the in-process :class:`Simulation` by default,
+    or the Flower adapter's subclass, which sends the client calls to Flower nodes.
+    """
     run_dir = run_dir_for(config)
     if fresh and run_dir.exists():
         shutil.rmtree(run_dir)
@@ -193,7 +203,7 @@ def run_experiment(config: ExperimentConfig, *, fresh: bool = False) -> dict[str
         prepared.spec.clients_per_round,
         config.train.rounds,
     )
-    summary = Simulation(prepared.spec).run()
+    summary = engine(prepared.spec).run()
     write_json(run_dir / "summary.json", summary)
     return summary
 
