@@ -119,6 +119,8 @@ def prepare(config: ExperimentConfig, run_dir: Path) -> Prepared:
         seed=config.seed,
         num_rounds=config.train.rounds,
         client_sizes=tuple(len(i) for i in partition.train_indices),
+        input_mean=dataset.mean,
+        input_std=dataset.std,
     )
     spec = SimulationSpec(
         method=method,

@@ -13,6 +13,7 @@ over them in their ``loss_fn``. The one-line formulas:
 * :func:`not_true_distillation`: ``T^2 KL(softmax(g_nt / T) || softmax(l_nt / T))`` (FedNTD).
 * :func:`model_contrastive_loss`: MOON's ``-log(e^{s(z, z_g)/t} / (e^{s(z, z_g)/t} + e^{s(z, z_p)/t}))``
   with s the cosine similarity, z_g the global and z_p the previous local model's features.
+* :func:`jensen_shannon`: ``mean_i KL(p_i || M)``, ``M = clamp(mean_i p_i, 1e-7, 1)`` (Fed-AugMix).
 """
 
 from __future__ import annotations
@@ -166,3 +167,20 @@ def kl_divergence(p_logits: Tensor, q_logits: Tensor) -> Tensor:
     log_p = F.log_softmax(p_logits, dim=1)
     log_q = F.log_softmax(q_logits, dim=1)
     return (log_p.exp() * (log_p - log_q)).sum(dim=1).mean()
+
+
+def jensen_shannon(*logits: Tensor) -> Tensor:
+    """Jensen-Shannon divergence of the softmax distributions of ``logits``, averaged over the batch.
+
+    ``JS = mean_i KL(p_i || M)`` with ``p_i = softmax(logits_i)`` and the mixture ``M = mean_i p_i``
+    clamped to [1e-7, 1] before its log (the AugMix reference code; Fed-AugMix Eq. 6). Identical inputs
+    give 0 (up to float rounding of the mean).
+
+    Args:
+        logits: two or more ``[B, C]`` tensors (Fed-AugMix: the original and two AugMix views).
+    """
+    if len(logits) < 2:
+        raise ValueError(f"jensen_shannon needs at least two distributions, got {len(logits)}")
+    probs = [F.softmax(z, dim=1) for z in logits]
+    log_mixture = torch.clamp(torch.stack(probs).mean(dim=0), 1e-7, 1).log()
+    return torch.stack([F.kl_div(log_mixture, p, reduction="batchmean") for p in probs]).mean()
