@@ -8,9 +8,11 @@ what an uninterrupted run would have drawn, whatever happened before.
 from __future__ import annotations
 
 import hashlib
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
+from torch import nn
 
 
 def _key_to_int(key: int | str) -> int:
@@ -36,3 +38,16 @@ def torch_generator(run_seed: int, *keys: int | str) -> torch.Generator:
 def numpy_rng(run_seed: int, *keys: int | str) -> np.random.Generator:
     """A ``np.random.Generator`` seeded by :func:`seed_for`."""
     return np.random.default_rng(seed_for(run_seed, *keys))
+
+
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
+
+
+def uninitialised(cls: type[ModuleT], *args: Any, **kwargs: Any) -> ModuleT:
+    """``cls(*args, **kwargs)`` allocated without its default initialisation.
+
+    Default initialisers draw from torch's global RNG; methods that build modules during a run (FedBR's
+    discriminator, FedGen's generator) allocate them with this and fill the weights from a keyed generator.
+    """
+    module: ModuleT = nn.utils.skip_init(cls, *args, **kwargs)  # type: ignore[no-untyped-call]
+    return module

@@ -7,6 +7,7 @@ from fedaug.methods import (
     fedbr,  # noqa: F401  (registers "fedbr")
     feddata,  # noqa: F401  (registers "feddata")
     feddecorr,  # noqa: F401  (registers "feddecorr")
+    fedgen,  # noqa: F401  (registers "fedgen")
     fedlc,  # noqa: F401  (registers "fedlc")
     fedmix,  # noqa: F401  (registers "fedmix")
     fedntd,  # noqa: F401  (registers "fedntd")

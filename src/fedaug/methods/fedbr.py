@@ -51,7 +51,7 @@ from fedaug.methods.fedmix import group_means
 from fedaug.methods.flea_buffer import BufferStream
 from fedaug.methods.losses import features_and_logits, frozen_model, soft_cross_entropy
 from fedaug.registry import register
-from fedaug.seeding import torch_generator
+from fedaug.seeding import torch_generator, uninitialised
 from fedaug.types import ClientId, Metrics
 
 
@@ -173,7 +173,8 @@ class FedBR(FedAvg):
                 h_global = teacher.penultimate(pseudo)
             # Max step: the discriminator minimises mean l on detached features.
             disc_opt.zero_grad(set_to_none=True)
-            contrast_log_ratio(disc, h_p.detach(), h_global, h_x.detach(), cfg.temperature).backward()
+            disc_loss = contrast_log_ratio(disc, h_p.detach(), h_global, h_x.detach(), cfg.temperature)
+            disc_loss.backward()  # type: ignore[no-untyped-call]
             disc_opt.step()
             disc.zero_grad(set_to_none=True)
             ce = F.cross_entropy(logits_x, y)
@@ -192,14 +193,13 @@ def discriminator(in_features: int, width: int, generator: torch.Generator) -> n
     PyTorch's default Linear init (uniform in +-1/sqrt(fan_in)), drawn from the given stream so the global
     RNG is never touched.
     """
-    skip = nn.utils.skip_init  # allocate without the default init (it would draw from the global RNG)
-    net = nn.Sequential(skip(nn.Linear, in_features, width), nn.ReLU(), skip(nn.Linear, width, width))
+    layers = (uninitialised(nn.Linear, in_features, width), uninitialised(nn.Linear, width, width))
     with torch.no_grad():
-        for layer in (net[0], net[2]):
+        for layer in layers:
             bound = 1.0 / math.sqrt(layer.in_features)
             layer.weight.uniform_(-bound, bound, generator=generator)
             layer.bias.uniform_(-bound, bound, generator=generator)
-    return net
+    return nn.Sequential(layers[0], nn.ReLU(), layers[1])
 
 
 def contrast_log_ratio(

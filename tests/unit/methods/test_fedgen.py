@@ -1,0 +1,95 @@
+"""FedGen: FedAvg during warm-up, generator shapes, server training against the global model, determinism."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from fedaug.api import ClientUpdate, RunContext, ServerState
+from fedaug.engine.checkpoint import read_jsonl
+from fedaug.errors import ConfigError, IncompatibleModelError
+from fedaug.methods.fedgen import ConditionalGenerator, FedGen, FedGenConfig, diversity_loss
+from tests.unit.methods.helpers import assert_equals_fedavg, initial_state, mlp_fn, run_sim
+
+
+def test_warmup_longer_than_the_run_is_fedavg_exactly(tmp_path: Path) -> None:
+    assert_equals_fedavg(tmp_path, FedGen(FedGenConfig(warmup_rounds=5)), rounds=2, per_round=2)
+
+
+@pytest.mark.parametrize("shape", [(1, 128, 3), (3, 32, 32), (1, 28, 28), (8,), (2, 64, 344)])
+def test_generator_output_has_the_input_shape(shape: tuple[int, ...]) -> None:
+    gen = ConditionalGenerator(shape, 6, 4, 8, torch.Generator().manual_seed(0))
+    out = gen(torch.tensor([0, 5]), torch.randn(2, 4))
+    assert out.shape == (2, *shape)
+
+
+def test_generator_rejects_other_shapes_and_leaves_the_global_rng_alone() -> None:
+    with pytest.raises(IncompatibleModelError, match=r"\[C, H, W\] or \[D\].*\[4, 4\]"):
+        ConditionalGenerator((4, 4), 3, 4, 8, torch.Generator())
+    state = torch.random.get_rng_state()
+    a = ConditionalGenerator((8,), 3, 4, 8, torch.Generator().manual_seed(3))
+    b = ConditionalGenerator((8,), 3, 4, 8, torch.Generator().manual_seed(3))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+
+
+def test_diversity_loss_by_hand() -> None:
+    # Two samples at L1 distance 2 (mean over 2 dims: 1), noises at squared distance 4 (mean over 1 dim: 4):
+    # pairs (0,1) and (1,0) give 4 each, the diagonal 0, so the mean is 2 and the loss exp(-2).
+    samples = torch.tensor([[0.0, 0.0], [1.0, 1.0]])
+    noise = torch.tensor([[0.0], [2.0]])
+    assert diversity_loss(samples, noise).item() == pytest.approx(torch.exp(torch.tensor(-2.0)).item())
+
+
+def test_server_trains_the_generator_to_fool_the_global_model() -> None:
+    # Prepare: a global MLP and FedGen without warm-up; one aggregation triggers generator training.
+    model_fn = mlp_fn()
+    state = initial_state(model_fn)
+    workspaces: dict[str, torch.nn.Module] = {}
+    run = RunContext(
+        num_clients=1,
+        num_classes=3,
+        input_shape=(8,),
+        seed=0,
+        num_rounds=1,
+        workspace=lambda key: workspaces.setdefault(key, model_fn()),  # type: ignore[arg-type,return-value]
+    )
+    method = FedGen(FedGenConfig(warmup_rounds=0, generator_steps=150, diversity_weight=0.0))
+    server = method.init_server(state, run)
+    # Execute
+    after = method.server_update(server, [ClientUpdate(0, 1, state)], run)
+    # Assert: the global model assigns generated samples to their conditioning class.
+    metrics = method.round_metrics(after)
+    assert metrics["fedgen/gen_acc"] == 1.0
+    assert metrics["fedgen/gen_ce"] < 0.1
+    assert (
+        after.extra["generator"].keys()
+        == ConditionalGenerator((8,), 3, 32, 64, torch.Generator()).state_dict().keys()
+    )
+
+
+def test_needs_a_server_workspace() -> None:
+    run = RunContext(num_clients=1, num_classes=3, input_shape=(8,), seed=0, num_rounds=1)
+    method = FedGen(FedGenConfig(warmup_rounds=0))
+    state = initial_state(mlp_fn())
+    with pytest.raises(IncompatibleModelError, match="server"):
+        method.server_update(ServerState(0, state), [ClientUpdate(0, 1, state)], run)
+
+
+def test_generated_samples_join_local_training_deterministically(tmp_path: Path) -> None:
+    method = FedGen(FedGenConfig(warmup_rounds=1, generator_steps=5))
+    first, _ = run_sim(tmp_path / "a", method, rounds=3, per_round=2)
+    second, _ = run_sim(tmp_path / "b", method, rounds=3, per_round=2)
+    assert first == second
+    records = read_jsonl(tmp_path / "a" / "metrics.jsonl")
+    assert "train/gen_ce" not in records[0] and "train/gen_ce" in records[1]
+    assert records[0]["fedgen/bytes_down_extra"] > 0  # the generator is trained after round 1 already
+
+
+def test_config_validation_names_the_field() -> None:
+    with pytest.raises(ConfigError, match=r"method\.noise_dim must be >= 1, got 0"):
+        FedGenConfig(noise_dim=0)
+    with pytest.raises(ConfigError, match=r"method\.gen_weight"):
+        FedGenConfig(gen_weight=-1.0)
