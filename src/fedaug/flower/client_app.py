@@ -1,0 +1,144 @@
+"""The Flower ClientApp: our method's client side on one node, holding one client's partition.
+
+Every message carries a header (``"fedaug.run"``: the experiment config as YAML, the client id and the round),
+so the app is generic: the node loads the dataset, makes the same partition as the server (seeded, cached)
+and keeps its own part. It answers three message types:
+
+* ``query.partition``: its ``partition-id`` (node config), so the server can address clients by id;
+* ``train``: ``method.client_update(payload, ctx)`` -> ClientUpdate;
+* ``query.share``: ``method.client_share(request, ctx)`` -> ClientShare.
+
+The :class:`~fedaug.api.ClientContext` is built by the engine's own :func:`client_context` (same data,
+same keyed generator, same workspace models), so a client computes exactly what it computes in-process.
+Flower rebuilds ClientApps per message (a new process per message in a deployment), so a client's persistent
+state (``ClientUpdate.client_state``, e.g. MOON's previous model) is kept in ``context.state`` instead of
+being sent to the server; the loaded data and models are cached per process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from flwr.app import ConfigRecord, Context, Message, RecordDict
+from flwr.clientapp import ClientApp
+
+from fedaug.api import Method
+from fedaug.engine.simulation import SimulationSpec, client_context
+from fedaug.errors import ConfigError
+from fedaug.experiments.load import config_from_dict
+from fedaug.flower.records import decode, encode
+from fedaug.models.base import SplitModel
+
+HEADER = "fedaug.run"
+STATE_PREFIX = "fedaug.client_state/"
+
+app = ClientApp()
+
+
+@dataclasses.dataclass
+class ClientHost:
+    """One experiment's resolved pieces on a node: spec (data, partition, run), method, workspace models."""
+
+    spec: SimulationSpec
+    method: Method
+    workspaces: dict[str, SplitModel] = dataclasses.field(default_factory=dict)
+
+    def workspace(self, key: str) -> SplitModel:
+        if key not in self.workspaces:
+            self.workspaces[key] = self.spec.model_fn()
+        return self.workspaces[key]
+
+
+@functools.lru_cache(maxsize=2)
+def client_host(config_text: str, data_dir: str | None) -> ClientHost:
+    """The host of the experiment ``config_text`` (cached: Flower rebuilds the app for every message)."""
+    from fedaug.experiments.runner import prepare
+
+    config = config_from_dict(yaml.safe_load(config_text))
+    if data_dir:
+        config = dataclasses.replace(config, data=dataclasses.replace(config.data, data_dir=data_dir))
+    if config.engine.num_threads is not None:
+        torch.set_num_threads(config.engine.num_threads)
+    prepared = prepare(config, Path(config.out_dir))
+    host = ClientHost(spec=prepared.spec, method=prepared.method)
+    host.spec = dataclasses.replace(
+        prepared.spec, run=dataclasses.replace(prepared.spec.run, workspace=host.workspace)
+    )
+    return host
+
+
+def partition_id(context: Context) -> int:
+    """This node's client id: ``partition-id`` of its node config (set by Flower's simulation or by hand)."""
+    if "partition-id" not in context.node_config:
+        raise ConfigError(
+            "this SuperNode has no partition-id; start it with --node-config 'partition-id=<i>' "
+            "(fedaug flower client --partition-id <i>)"
+        )
+    return int(context.node_config["partition-id"])
+
+
+def _open(msg: Message, context: Context) -> tuple[ClientHost, int, int]:
+    header = msg.content.config_records[HEADER]
+    client_id, round_num = int(header["client-id"]), int(header["round"])
+    if client_id != partition_id(context):
+        raise ConfigError(f"a message for client {client_id} reached partition {partition_id(context)}")
+    data_dir = context.node_config.get("data-dir")
+    host = client_host(str(header["config"]), str(data_dir) if data_dir else None)
+    return host, client_id, round_num
+
+
+def load_client_state(context: Context) -> Any:
+    """The client state saved by :func:`save_client_state` (None before the first one)."""
+    records = {k[len(STATE_PREFIX) :]: v for k, v in context.state.items() if k.startswith(STATE_PREFIX)}
+    return decode(RecordDict(records)) if records else None
+
+
+def save_client_state(context: Context, state: Any) -> None:
+    for key in [k for k in context.state if k.startswith(STATE_PREFIX)]:
+        del context.state[key]
+    for key, record in encode(state).items():
+        context.state[STATE_PREFIX + key] = record
+
+
+@app.query("partition")
+def query_partition(msg: Message, context: Context) -> Message:
+    """Tells the server which client this node holds."""
+    return Message(RecordDict({HEADER: ConfigRecord({"partition-id": partition_id(context)})}), reply_to=msg)
+
+
+@app.train()
+def train(msg: Message, context: Context) -> Message:
+    """Local training: ``method.client_update`` on this node's partition."""
+    host, client_id, round_num = _open(msg, context)
+    ctx = client_context(
+        host.spec,
+        client_id,
+        round_num,
+        "client",
+        workspace=host.workspace,
+        client_state=load_client_state(context),
+    )
+    update = host.method.client_update(decode(msg.content), ctx)
+    if update.client_state is not None:
+        save_client_state(context, update.client_state)
+    return Message(encode(dataclasses.replace(update, client_state=None)), reply_to=msg)
+
+
+@app.query("share")
+def share(msg: Message, context: Context) -> Message:
+    """The share phase: ``method.client_share`` on this node's partition."""
+    host, client_id, round_num = _open(msg, context)
+    ctx = client_context(
+        host.spec,
+        client_id,
+        round_num,
+        "share",
+        workspace=host.workspace,
+        client_state=load_client_state(context),
+    )
+    return Message(encode(host.method.client_share(decode(msg.content), ctx)), reply_to=msg)
