@@ -150,9 +150,11 @@ def _check_existing(run_dir: Path, config: ExperimentConfig) -> None:
     saved = config_to_dict(config_from_dict(yaml.safe_load(saved_path.read_text())))
     current = config_to_dict(config)
     # engine settings do not change results (threads only in the last bits), except precision, which stays
-    # in the comparison; compare lists sibling runs
+    # in the comparison; compare lists sibling runs; name and out_dir only say where the run dir is (a run
+    # moved into a sweep's tree is that sweep's run)
     for tree in (saved, current):
-        tree.pop("compare", None)
+        for key in ("compare", "name", "out_dir"):
+            tree.pop(key, None)
         tree["engine"] = {"precision": (tree.get("engine") or {}).get("precision", "float32")}
     if saved != current:
         diffs = sorted(_diff_keys(saved, current))

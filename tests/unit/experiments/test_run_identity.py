@@ -1,0 +1,39 @@
+"""A run dir's identity: moving it under another name/out_dir keeps it; a different setting is refused."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fedaug.errors import ConfigError
+from fedaug.experiments.config import ExperimentConfig
+from fedaug.experiments.load import load_config
+from fedaug.experiments.runner import run_dir_for, run_experiment
+from tests.conftest import REPO_ROOT
+
+
+def _config(out_dir: Path, *overrides: str) -> ExperimentConfig:
+    sets = [f"out_dir={out_dir}", "train.rounds=2", "engine.progress=false", *overrides]
+    return load_config([REPO_ROOT / "configs" / "smoke.yaml"], sets)
+
+
+def test_a_run_moved_into_another_tree_is_that_trees_finished_run(tmp_path: Path) -> None:
+    # Prepare: a finished run under name "smoke", moved to where a sweep named "table" would put it.
+    first = _config(tmp_path)
+    summary = run_experiment(first)
+    moved = _config(tmp_path / "elsewhere", "name=table")
+    shutil.move(run_dir_for(first), run_dir_for(moved))
+    metrics = (run_dir_for(moved) / "metrics.jsonl").read_text()
+    # Execute: the same experiment under the new name
+    again = run_experiment(moved)
+    # Assert: skipped as finished, nothing rewritten
+    assert again == summary
+    assert (run_dir_for(moved) / "metrics.jsonl").read_text() == metrics
+
+
+def test_a_different_setting_in_the_same_run_dir_is_refused(tmp_path: Path) -> None:
+    run_experiment(_config(tmp_path))
+    with pytest.raises(ConfigError, match=r"differs in: train\.lr"):
+        run_experiment(_config(tmp_path, "train.lr=0.5"))
