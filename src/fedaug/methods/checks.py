@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,3 +13,19 @@ def check_choice(field: str, value: Any, choices: Sequence[Any]) -> None:
     """Raises ConfigError unless ``value`` is one of ``choices``."""
     if value not in choices:
         raise ConfigError(f"method.{field} must be one of {', '.join(map(str, choices))}, got {value!r}")
+
+
+def check_at_least(config: object, fields: Sequence[str], minimum: int) -> None:
+    """Raises ConfigError naming the first of ``fields`` whose value is below ``minimum``."""
+    for field in fields:
+        value = getattr(config, field)
+        if value < minimum:
+            raise ConfigError(f"method.{field} must be >= {minimum}, got {value}")
+
+
+def check_nonnegative(config: object, fields: Sequence[str]) -> None:
+    """Raises ConfigError naming the first of ``fields`` that is not a finite number >= 0."""
+    for field in fields:
+        value = getattr(config, field)
+        if not (math.isfinite(value) and value >= 0):
+            raise ConfigError(f"method.{field} must be a finite number >= 0, got {value}")

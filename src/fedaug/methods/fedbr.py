@@ -43,9 +43,9 @@ from fedaug.api import (
     ShareRequest,
     TrainSettings,
 )
-from fedaug.errors import ConfigError
 from fedaug.local_training import LossFn, LossOutput, cross_entropy_loss
 from fedaug.methods import data_pool
+from fedaug.methods.checks import check_at_least, check_nonnegative
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.fedmix import group_means
 from fedaug.methods.flea_buffer import BufferStream
@@ -81,13 +81,8 @@ class FedBRConfig(MethodConfig):
     mix_with_local: bool = False
 
     def __post_init__(self) -> None:
-        for key in ("num_pseudo", "average_size", "disc_width"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"method.{key} must be >= 1, got {getattr(self, key)}")
-        for key in ("contrastive_mu", "uniform_lambda", "temperature"):
-            value = getattr(self, key)
-            if not (math.isfinite(value) and value >= 0):
-                raise ConfigError(f"method.{key} must be a finite number >= 0, got {value}")
+        check_at_least(self, ("num_pseudo", "average_size", "disc_width"), 1)
+        check_nonnegative(self, ("contrastive_mu", "uniform_lambda", "temperature"))
 
 
 @register("method", "fedbr")

@@ -37,8 +37,9 @@ from fedaug.api import (
     ServerState,
     TrainSettings,
 )
-from fedaug.errors import ConfigError, IncompatibleModelError
+from fedaug.errors import IncompatibleModelError
 from fedaug.local_training import LossFn, LossOutput, cross_entropy_loss
+from fedaug.methods.checks import check_at_least, check_nonnegative
 from fedaug.methods.fedavg import FedAvg
 from fedaug.registry import register
 from fedaug.seeding import torch_generator, uninitialised
@@ -70,16 +71,9 @@ class FedGenConfig(MethodConfig):
     gen_weight: float = 1.0
 
     def __post_init__(self) -> None:
-        for key in ("noise_dim", "generator_width", "generator_batch"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"method.{key} must be >= 1, got {getattr(self, key)}")
-        for key in ("warmup_rounds", "generator_steps"):
-            if getattr(self, key) < 0:
-                raise ConfigError(f"method.{key} must be >= 0, got {getattr(self, key)}")
-        for key in ("generator_lr", "diversity_weight", "gen_weight"):
-            value = getattr(self, key)
-            if not (math.isfinite(value) and value >= 0):
-                raise ConfigError(f"method.{key} must be a finite number >= 0, got {value}")
+        check_at_least(self, ("noise_dim", "generator_width", "generator_batch"), 1)
+        check_at_least(self, ("warmup_rounds", "generator_steps"), 0)
+        check_nonnegative(self, ("generator_lr", "diversity_weight", "gen_weight"))
 
 
 class ConditionalGenerator(nn.Module):
