@@ -3,22 +3,33 @@
 Runs a preset for a few rounds with the real engine, then replays exactly the same mini-batch sizes
 (same clients, epochs and batch splits) in a bare ``forward -> CE -> backward -> Adam`` loop on one model, and
 times a bare evaluation of the test set. Both are measured in the same process, one after the other, so
-their ratio is meaningful on a shared, noisy machine. Writes JSON.
+their ratio is meaningful on a shared, noisy machine. The bare loop runs in the run's ``engine.precision``.
+
+The round is split into the engine's phases (``timings.jsonl``: local training, aggregation, share phase,
+evaluation, checkpoint) and into the overhead over the floor: ``train - floor_train`` is the engine plus the
+method's extra work inside local training (FLea's mixed loss and buffer), ``eval - floor_eval`` the
+evaluation overhead, and aggregation + share + checkpoint the rest. Runs per hour are
+``3600 / (round_time * the preset's rounds)``. Peak memory is the process's maximum resident set size after
+the engine run (``resource.getrusage``; tracemalloc does not see torch's tensor memory).
+Medians skip round 1 (allocator and oneDNN warm-up) when there are at least 3 rounds. Writes JSON.
 
 Usage::
 
     python benchmarks/engine_vs_floor.py                       # default preset, 5 rounds
-    python benchmarks/engine_vs_floor.py --rounds 3 --set model.name=harnet --out benchmarks/results/x.json
+    python benchmarks/engine_vs_floor.py --rounds 3 --set method.name=flea --out benchmarks/results/x.json
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import resource
 import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -30,6 +41,7 @@ from fedaug.experiments.runner import prepare, run_experiment
 from fedaug.local_training import batch_indices
 
 REPO = Path(__file__).resolve().parents[1]
+PHASES = ("train", "aggregate", "share", "eval", "checkpoint", "round_time")
 
 
 def replay_batch_sizes(
@@ -47,20 +59,110 @@ def replay_batch_sizes(
 
 
 def bare_train(
-    model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, sizes: list[int], lr: float
+    model: torch.nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    sizes: list[int],
+    lr: float,
+    precision: str = "float32",
 ) -> float:
     """Seconds for the given mini-batches in the barest loop (one Adam for the whole round)."""
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(0)
+    bf16 = precision == "bf16"
     start = time.perf_counter()
     for size in sizes:
         idx = torch.randint(0, x.shape[0], (size,), generator=gen)
-        loss = F.cross_entropy(model(x[idx]), y[idx])
+        with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
+            logits = model(x[idx])
+        loss = F.cross_entropy(logits.float(), y[idx])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
     return time.perf_counter() - start
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process so far, in MiB (``ru_maxrss`` is KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values[1:] if len(values) >= 3 else values)
+
+
+def measure(configs: list[str], overrides: list[str], rounds: int) -> dict[str, Any]:
+    """Runs ``configs`` + ``overrides`` for ``rounds`` rounds and its bare floor; returns the result dict."""
+    full_rounds = load_config(configs, overrides).train.rounds
+    with tempfile.TemporaryDirectory() as tmp:
+        config = load_config(
+            configs, [*overrides, f"train.rounds={rounds}", f"out_dir={tmp}", "engine.progress=false"]
+        )
+        start = time.perf_counter()
+        run_experiment(config)
+        wall = time.perf_counter() - start
+        peak_engine = peak_rss_mib()
+        run_dir = next(Path(tmp).rglob("metrics.jsonl")).parent
+        records = read_jsonl(run_dir / "metrics.jsonl")
+        timings = read_jsonl(run_dir / "timings.jsonl")
+        prepared = prepare(config, run_dir)
+    spec, precision = prepared.spec, config.engine.precision
+    tensors = (spec.train_x, spec.train_y, spec.test_x, spec.test_y)
+    data_mib = sum(t.numel() * t.element_size() for t in tensors) / 2**20
+    sizes = replay_batch_sizes(
+        records, spec.run.client_sizes, config.train.local_epochs, config.train.batch_size
+    )
+    model = spec.model_fn()
+    bare = [bare_train(model, spec.train_x, spec.train_y, s, config.train.lr, precision) for s in sizes]
+    eval_times = []
+    for _ in range(len(records)):
+        tick = time.perf_counter()
+        evaluate(
+            model,
+            spec.test_x,
+            spec.test_y,
+            num_classes=spec.run.num_classes,
+            batch_size=config.engine.eval_batch_size,
+            precision=precision,
+        )
+        eval_times.append(time.perf_counter() - tick)
+    engine = {phase: _median([t[phase] for t in timings]) for phase in PHASES}
+    floor_train, floor_eval = _median(bare), _median(eval_times)
+    floor = floor_train + floor_eval
+    phases = ("train", "aggregate", "share", "eval", "checkpoint")
+    overhead = {
+        "local_training": engine["train"] - floor_train,
+        "evaluation": engine["eval"] - floor_eval,
+        "aggregation": engine["aggregate"],
+        "share": engine["share"],
+        "checkpoint": engine["checkpoint"],
+        "other": engine["round_time"] - sum(engine[p] for p in phases),
+    }
+    return {
+        "preset": [str(c) for c in configs],
+        "overrides": overrides,
+        "method": config.method.name,
+        "model": config.model.name,
+        "dataset": config.data.name,
+        "dataset_source": prepared.dataset.source,
+        "num_clients": spec.run.num_clients,
+        "clients_per_round": spec.clients_per_round,
+        "precision": precision,
+        "rounds": len(records),
+        "threads": torch.get_num_threads(),
+        "steps_per_round": statistics.median(len(s) for s in sizes),
+        "engine": engine,
+        "floor": {"train": floor_train, "eval": floor_eval, "train_plus_eval": floor},
+        "overhead": overhead,
+        "overhead_fraction_of_floor": (engine["round_time"] - floor) / floor,
+        "ratio_train": engine["train"] / floor_train,
+        "ratio_round": engine["round_time"] / floor,
+        "memory_mib": {"peak_rss": peak_engine, "dataset_tensors": data_mib},
+        "wall_s": wall,
+        "preset_rounds": full_rounds,
+        "runs_per_hour": 3600 / (engine["round_time"] * full_rounds),
+    }
 
 
 def main() -> None:
@@ -70,53 +172,7 @@ def main() -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "engine_vs_floor.json"))
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        config = load_config(
-            args.configs,
-            [*args.overrides, f"train.rounds={args.rounds}", f"out_dir={tmp}", "engine.progress=false"],
-        )
-        run_experiment(config)
-        run_dir = next(Path(tmp).rglob("metrics.jsonl")).parent
-        records = read_jsonl(run_dir / "metrics.jsonl")
-        timings = read_jsonl(run_dir / "timings.jsonl")
-        prepared = prepare(config, run_dir)
-    spec = prepared.spec
-    sizes = replay_batch_sizes(
-        records, spec.run.client_sizes, config.train.local_epochs, config.train.batch_size
-    )
-    model = spec.model_fn()
-    bare = [bare_train(model, spec.train_x, spec.train_y, s, config.train.lr) for s in sizes]
-    eval_times = []
-    for _ in range(len(records)):
-        start = time.perf_counter()
-        evaluate(
-            model,
-            spec.test_x,
-            spec.test_y,
-            num_classes=spec.run.num_classes,
-            batch_size=config.engine.eval_batch_size,
-        )
-        eval_times.append(time.perf_counter() - start)
-    # Round 1 warms up allocators and oneDNN kernels in both loops: report medians over the rounds.
-    engine_train = statistics.median(t["train"] for t in timings)
-    engine_round = statistics.median(t["round_time"] for t in timings)
-    floor_train = statistics.median(bare)
-    floor_eval = statistics.median(eval_times)
-    result = {
-        "preset": [str(c) for c in args.configs],
-        "overrides": args.overrides,
-        "rounds": len(records),
-        "threads": torch.get_num_threads(),
-        "steps_per_round": statistics.median(len(s) for s in sizes),
-        "engine": {
-            phase: statistics.median(t[phase] for t in timings)
-            for phase in ("train", "aggregate", "share", "eval", "checkpoint", "round_time")
-        },
-        "floor": {"train": floor_train, "eval": floor_eval, "train_plus_eval": floor_train + floor_eval},
-        "ratio_train": engine_train / floor_train,
-        "ratio_round": engine_round / (floor_train + floor_eval),
-        "runs_per_hour_100_rounds": 3600 / (engine_round * 100),
-    }
+    result = measure(args.configs, args.overrides, args.rounds)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

@@ -1,0 +1,159 @@
+"""The speed benchmark suite: one command, one JSON file (``benchmarks/results/run_all.json``).
+
+For every case (preset x method x precision) it runs ``benchmarks/engine_vs_floor.py`` in a fresh
+subprocess (so that peak memory is per case), a few rounds each:
+
+* ``default``: the default preset (configs/default.yaml: HARNet on UCI-HAR, Qua(2), K = 75) for FedAvg and
+  FLea in float32, and FedAvg in bf16;
+* ``small``: benchmarks/presets/fmnist_bncnn.yaml (the BN CNN on Fashion-MNIST, 100 shard clients) for
+  FedAvg and FLea. Without Fashion-MNIST files (../shared/data or the Debian package) it uses synthetic data
+  of the same shape and says so in the JSON (``dataset_source``, ``notes``).
+
+Each case reports time per round split into local training, evaluation, aggregation, share phase and
+checkpoint, the bare compute floor of the same steps, the overhead over it, peak memory and runs per hour
+(for the preset's full number of rounds). Not part of the test suite.
+
+Usage::
+
+    python benchmarks/run_all.py                        # everything (about 15-25 min on 1 loaded core)
+    python benchmarks/run_all.py --only default/fedavg --rounds 3 --out /tmp/x.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+DEBIAN_FMNIST = Path("/usr/share/datasets/fashion-mnist")
+SYNTHETIC_FMNIST = [
+    "data.name=synthetic",
+    "data.shape=[1, 28, 28]",
+    "data.num_classes=10",
+    "data.num_train=60000",
+    "data.num_test=10000",
+]
+
+
+def small_data_overrides() -> tuple[list[str], str]:
+    """Overrides that point the small preset at Fashion-MNIST, or at same-shape synthetic data."""
+    if (SHARED_DATA / "fashion_mnist").is_dir():
+        return [f"data.data_dir={SHARED_DATA}"], "Fashion-MNIST from ../shared/data"
+    if DEBIAN_FMNIST.is_dir():
+        return [], "Fashion-MNIST from the Debian package"
+    return SYNTHETIC_FMNIST, "no Fashion-MNIST files: synthetic data of the same shape (60000/10000, 1x28x28)"
+
+
+def cases(threads: int) -> list[dict[str, Any]]:
+    """Every benchmark case: name, preset files and overrides."""
+    default = [str(REPO / "configs" / "default.yaml")]
+    small = [str(REPO / "benchmarks" / "presets" / "fmnist_bncnn.yaml")]
+    small_data, small_note = small_data_overrides()
+    common = [f"engine.num_threads={threads}", "compare=[]"]
+    return [
+        {"name": "default/fedavg", "configs": default, "overrides": [*common, "method=fedavg"]},
+        {"name": "default/flea", "configs": default, "overrides": [*common, "method=flea"]},
+        {
+            "name": "default/fedavg-bf16",
+            "configs": default,
+            "overrides": [*common, "method=fedavg", "engine.precision=bf16"],
+        },
+        {
+            "name": "small/fedavg",
+            "configs": small,
+            "overrides": [*common, *small_data, "method=fedavg"],
+            "note": small_note,
+        },
+        {
+            "name": "small/flea",
+            "configs": small,
+            "overrides": [*common, *small_data, "method=flea"],
+            "note": small_note,
+        },
+    ]
+
+
+def run_case(case: dict[str, Any], rounds: int, threads: int, timeout: float) -> dict[str, Any]:
+    """Runs one case in a subprocess and returns its result (or the error)."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "case.json"
+        command = [sys.executable, str(REPO / "benchmarks" / "engine_vs_floor.py"), *case["configs"]]
+        command += ["--rounds", str(rounds), "--out", str(out)]
+        for override in case["overrides"]:
+            command += ["--set", override]
+        start = time.perf_counter()
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+        if done.returncode != 0:
+            return {"error": done.stderr.strip().splitlines()[-1:], "returncode": done.returncode}
+        result: dict[str, Any] = json.loads(out.read_text())
+    result["case_wall_s"] = time.perf_counter() - start
+    if "note" in case:
+        result["note"] = case["note"]
+    return result
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    """A Markdown table of the cases."""
+    lines = [
+        "| case | s/round | train | eval | aggr+share+ckpt | floor | ratio to floor | peak MiB | runs/h |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in results.items():
+        if "error" in r:
+            lines.append(f"| {name} | error: {r['error']} |  |  |  |  |  |  |  |")
+            continue
+        e = r["engine"]
+        rest = e["aggregate"] + e["share"] + e["checkpoint"]
+        lines.append(
+            f"| {name} | {e['round_time']:.2f} | {e['train']:.2f} | {e['eval']:.2f} | {rest:.3f} | "
+            f"{r['floor']['train_plus_eval']:.2f} | {r['ratio_round']:.3f} | "
+            f"{r['memory_mib']['peak_rss']:.0f} | {r['runs_per_hour']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per case (medians skip round 1)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--only", action="append", default=[], help="case name(s) to run, e.g. small/fedavg")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per case")
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "run_all.json"))
+    args = parser.parse_args()
+    selected = [c for c in cases(args.threads) if not args.only or c["name"] in args.only]
+    load_before = os.getloadavg()
+    results = {}
+    for case in selected:
+        print(f"running {case['name']} ...", file=sys.stderr, flush=True)
+        results[case["name"]] = run_case(case, args.rounds, args.threads, args.timeout)
+    report = {
+        "rounds": args.rounds,
+        "threads": args.threads,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+        "notes": "timings on a shared machine; floor and engine of a case run in one process one after the "
+        "other, so their ratio is meaningful, absolute seconds are not",
+        "cases": results,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
