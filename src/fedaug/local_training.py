@@ -109,6 +109,12 @@ def train_local(
             with autocast(model, settings.precision):  # float32: no context at all
                 out = loss_fn(model, x, y)
             loss = out.loss if settings.precision == "float32" else out.loss.float()
+            if not torch.isfinite(loss):
+                # A NaN/inf update would silently poison the global model for every later round.
+                raise FloatingPointError(
+                    f"non-finite training loss ({float(loss)}) at local step {num_steps + 1}: the model "
+                    "diverged (lower the lr or the method's loss weights)"
+                )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()  # type: ignore[no-untyped-call]
             optimizer.step()

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 import torch.nn.functional as F
 
 from fedaug.api import ClientContext, ClientData, Payload, RunContext, TrainSettings
-from fedaug.local_training import batch_indices, cross_entropy_loss, snapshot_state, train_local
+from fedaug.local_training import (
+    LossOutput,
+    batch_indices,
+    cross_entropy_loss,
+    snapshot_state,
+    train_local,
+)
 from fedaug.methods.fedavg import FedAvg
 from fedaug.models import build_model
 from tests.conftest import make_blobs
@@ -79,3 +86,22 @@ def test_train_local_reduces_loss_and_is_deterministic() -> None:
     for key in results[0][1]:
         assert torch.equal(results[0][1][key], results[1][1][key])
     assert results[0][0]["train/steps"] == 20.0
+
+
+def test_a_non_finite_loss_stops_training_with_the_step_named() -> None:
+    # A loss that turns NaN at the third step: training stops there instead of returning NaN weights.
+    x, y = make_blobs(48)
+    calls = []
+
+    def loss_fn(model: torch.nn.Module, xb: torch.Tensor, yb: torch.Tensor) -> LossOutput:
+        calls.append(1)
+        loss = F.cross_entropy(model(xb), yb)
+        return LossOutput(loss * float("nan") if len(calls) == 3 else loss, {})
+
+    model = build_model("mlp", num_classes=3, input_shape=(8,))
+    settings = TrainSettings(local_epochs=1, batch_size=8)
+    with pytest.raises(FloatingPointError, match=r"non-finite training loss \(nan\) at local step 3"):
+        train_local(
+            model, ClientData(0, x, y, 3), loss_fn=loss_fn, settings=settings, generator=torch.Generator()
+        )
+    assert all(torch.isfinite(p).all() for p in model.parameters())

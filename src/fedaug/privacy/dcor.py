@@ -47,8 +47,16 @@ def _dcov2_terms(x: Tensor, f: Tensor, clamp: float) -> tuple[Tensor, Tensor, Te
 
 
 def distance_correlation_sqr(x: Tensor, f: Tensor, *, clamp: float = 0.0) -> Tensor:
-    """Squared distance correlation (V-statistic) of the flattened rows of ``x`` and ``f``."""
+    """Squared distance correlation (V-statistic) of the flattened rows of ``x`` and ``f``.
+
+    With ``clamp > 0`` (the loss) the denominator is ``sqrt(nu^2(X,X) nu^2(F,F) + clamp^2)``: the same value
+    whenever the features vary (clamp^2 = 1e-14 is far below float32 resolution of typical products), and a
+    finite gradient when a batch's features are constant (nu^2(F,F) = 0: a batch of one sample, or features
+    collapsed by the decorrelation pressure), where sqrt'(0) = inf used to turn the whole update into NaN.
+    """
     xy, xx, yy = _dcov2_terms(x, f, clamp)
+    if clamp > 0:
+        return xy / torch.sqrt(xx * yy + clamp * clamp)
     denom = torch.sqrt(xx * yy)
     return torch.where(denom > 0, xy / denom.clamp_min(torch.finfo(denom.dtype).tiny), torch.zeros_like(xy))
 
@@ -96,8 +104,9 @@ def trace_correlation(x: Tensor, f: Tensor) -> Tensor:
     xc = x.flatten(1) - x.flatten(1).mean(dim=0, keepdim=True)
     fc = f.flatten(1) - f.flatten(1).mean(dim=0, keepdim=True)
     kx, kf = xc @ xc.T, fc @ fc.T
-    denom = torch.linalg.matrix_norm(kx) * torch.linalg.matrix_norm(kf)
-    return (kx * kf).sum() / denom.clamp_min(LOSS_EPS)
+    # The epsilon sits inside the square root: a Frobenius norm's gradient at 0 is NaN (constant features).
+    denom = torch.sqrt((kx * kx).sum() * (kf * kf).sum() + LOSS_EPS * LOSS_EPS)
+    return (kx * kf).sum() / denom
 
 
 def official_dcor(x: Tensor, f: Tensor) -> Tensor:

@@ -64,6 +64,24 @@ def test_gradients_are_finite_even_with_duplicate_rows(form: str) -> None:
     assert f.grad.abs().sum() > 0
 
 
+@pytest.mark.parametrize("form", DECOR_FORMS)
+@pytest.mark.parametrize("case", ["constant features", "one sample", "tiny features"])
+def test_gradients_are_finite_when_the_features_carry_no_spread(form: str, case: str) -> None:
+    # The degenerate batches a long run meets: features collapsed to a constant, a batch of one sample, and
+    # features scaled towards zero by the decorrelation pressure. A NaN here poisons the global model.
+    gen = torch.Generator().manual_seed(3)
+    n = 1 if case == "one sample" else 8
+    x = torch.randn(n, 10, generator=gen)
+    f = torch.ones(n, 6) if case == "constant features" else torch.randn(n, 6, generator=gen)
+    if case == "tiny features":
+        f = f * 1e-4
+    f.requires_grad_(True)
+    loss = decorrelation_loss(x, f, form=form)
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert f.grad is not None and torch.isfinite(f.grad).all()
+
+
 def test_official_form_is_the_square_root_of_the_paper_form() -> None:
     gen = torch.Generator().manual_seed(3)
     x, f = torch.randn(32, 6, generator=gen), torch.randn(32, 9, generator=gen) + 0.0
