@@ -1,0 +1,172 @@
+"""ZSDG: samples are recognised by their source model, BN loss by hand, no-BN error, determinism, oracle."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from fedaug.api import ClientData, TrainSettings
+from fedaug.errors import ConfigError, IncompatibleModelError
+from fedaug.local_training import cross_entropy_loss, snapshot_state, train_local
+from fedaug.methods.zsdg import BNStatLoss, ZSDGSettings, class_accuracy, generate, total_variation
+from fedaug.models import build_model
+from fedaug.models.base import FlattenPool, SplitModel
+from tests.conftest import make_blobs
+
+
+def bn_mlp(num_classes: int = 3, dim: int = 8, seed: int = 0) -> SplitModel:
+    """Linear -> BN -> ReLU -> Linear: the smallest model ZSDG can invert."""
+    torch.manual_seed(seed)
+    block = nn.Sequential(nn.Linear(dim, 16), nn.BatchNorm1d(16), nn.ReLU())
+    return SplitModel([block], FlattenPool(), nn.Linear(16, num_classes))
+
+
+def trained_bn_mlp(seed: int = 0) -> SplitModel:
+    model = bn_mlp(seed=seed)
+    x, y = make_blobs(300, seed=1)
+    settings = TrainSettings(local_epochs=5, batch_size=32, lr=0.05, optimizer="sgd", momentum=0.9)
+    train_local(
+        model,
+        ClientData(0, x, y, 3),
+        loss_fn=cross_entropy_loss,
+        settings=settings,
+        generator=torch.Generator().manual_seed(seed),
+    )
+    return model
+
+
+def test_samples_are_classified_as_their_target_far_above_chance() -> None:
+    # Prepare: a small BN model trained on 3 Gaussian blobs (chance = 1/3).
+    model = trained_bn_mlp()
+    # Execute
+    synthetic = generate(
+        model,
+        classes=range(3),
+        per_class=20,
+        input_shape=(8,),
+        generator=torch.Generator().manual_seed(0),
+        settings=ZSDGSettings(iterations=150, lr=0.1),
+    )
+    # Assert: balanced labels, and the source model labels most samples as their target (measured: 0.82).
+    assert synthetic.x.shape == (60, 8)
+    assert torch.equal(synthetic.y, torch.arange(3).repeat_interleave(20))
+    with torch.no_grad():
+        model.eval()
+        acc = float((model(synthetic.x).argmax(dim=1) == synthetic.y).float().mean())
+    assert acc >= 0.75
+    assert synthetic.logs["acc"] == pytest.approx(acc)
+
+
+def test_image_model_samples_match_bn_statistics_better_than_noise() -> None:
+    # Prepare: the Fed-ZDA MNIST CNN on 8x8 inputs (untrained: its running stats are the init values).
+    torch.manual_seed(0)
+    model = build_model("bn_cnn_mnist", num_classes=4, input_shape=(1, 8, 8))
+    gen = torch.Generator().manual_seed(0)
+    start = generate(
+        model,
+        classes=range(4),
+        per_class=4,
+        input_shape=(1, 8, 8),
+        generator=gen,
+        settings=ZSDGSettings(iterations=0),
+    )
+    # Execute
+    out = generate(
+        model,
+        classes=range(4),
+        per_class=4,
+        input_shape=(1, 8, 8),
+        generator=torch.Generator().manual_seed(0),
+        settings=ZSDGSettings(iterations=60, lr=0.1),
+    )
+    # Assert: optimisation lowered the BN mismatch, and most samples are classified as their target.
+    with BNStatLoss(model) as bn:
+        model.eval()
+        with torch.no_grad():
+            model(start.x)
+        bn_start = float(bn.value)
+    assert out.logs["bn"] < 0.8 * bn_start  # measured: 6.75 vs 9.71
+    assert out.logs["acc"] >= 0.5  # chance 0.25; measured 0.75
+
+
+def test_bn_loss_by_hand() -> None:
+    # Prepare: one BatchNorm1d with running mean (1, 0) and variance (1, 4); a batch with per-feature
+    # means (2, 0) and (biased) variances (1, 1).
+    model = nn.Sequential(nn.BatchNorm1d(2))
+    model[0].running_mean.copy_(torch.tensor([1.0, 0.0]))
+    model[0].running_var.copy_(torch.tensor([1.0, 4.0]))
+    x = torch.tensor([[1.0, -1.0], [3.0, 1.0]])
+    # Execute
+    with BNStatLoss(model, "squared") as squared, BNStatLoss(model, "l2") as plain:
+        model.eval()
+        model(x)
+    # Assert: squared (paper Eq. 3) (2-1)^2 + 0 + (1-1)^2 + (1-4)^2 = 10; l2 (DeepInversion) 1 + 3 = 4.
+    assert float(squared.value) == pytest.approx(10.0)
+    assert float(plain.value) == pytest.approx(4.0)
+
+
+def test_total_variation_by_hand() -> None:
+    x = torch.tensor([[[[0.0, 1.0], [2.0, 3.0]]]])
+    # vertical differences (2, 2): mean of squares 4; horizontal (1, 1): 1.
+    assert float(total_variation(x)) == pytest.approx(5.0)
+
+
+def test_model_without_batch_norm_is_a_clear_error() -> None:
+    mlp = build_model("mlp", num_classes=3, input_shape=(8,))
+    with pytest.raises(IncompatibleModelError, match=r"BatchNorm.*MLP has none"):
+        generate(mlp, classes=range(3), per_class=2, input_shape=(8,), generator=torch.Generator())
+
+
+def test_model_is_left_unchanged_and_runs_are_deterministic() -> None:
+    model = trained_bn_mlp()
+    model.train()
+    before = snapshot_state(model)
+    grads = [p.grad.clone() for p in model.parameters()]  # left over from training
+    settings = ZSDGSettings(iterations=20)
+    first = generate(
+        model,
+        classes=range(3),
+        per_class=3,
+        input_shape=(8,),
+        generator=torch.Generator().manual_seed(5),
+        settings=settings,
+    )
+    second = generate(
+        model,
+        classes=range(3),
+        per_class=3,
+        input_shape=(8,),
+        generator=torch.Generator().manual_seed(5),
+        settings=settings,
+    )
+    assert torch.equal(first.x, second.x)
+    assert model.training
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), grads, strict=True))
+
+
+def test_zero_samples_and_bad_settings() -> None:
+    model = bn_mlp()
+    empty = generate(model, classes=range(3), per_class=0, input_shape=(8,), generator=torch.Generator())
+    assert empty.x.shape == (0, 8) and empty.y.numel() == 0
+    with pytest.raises(ConfigError, match="lr"):
+        ZSDGSettings(lr=0.0)
+    with pytest.raises(ConfigError, match="two spatial axes"):
+        total_variation(torch.zeros(2, 8))
+
+
+def test_class_accuracy_on_hand_made_predictions() -> None:
+    # Prepare: an "oracle" that predicts the first input entry as the class.
+    class Oracle(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return nn.functional.one_hot(x[:, 0].long(), 3).float()
+
+    y = torch.tensor([0, 0, 0, 0, 1, 1])
+    pred = torch.tensor([0, 0, 0, 1, 1, 2])  # class 0: 3/4, class 1: 1/2, class 2: absent
+    # Execute
+    acc = class_accuracy(Oracle(), pred[:, None].float(), y, num_classes=3, batch_size=4)
+    # Assert
+    assert acc[0].item() == 0.75 and acc[1].item() == 0.5 and math.isnan(acc[2].item())
