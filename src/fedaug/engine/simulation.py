@@ -36,6 +36,7 @@ from fedaug.api import (
 )
 from fedaug.engine.checkpoint import RunStore, summarize, write_json
 from fedaug.engine.evaluation import evaluate
+from fedaug.engine.fairness import client_accuracies, fairness_summary, local_metrics
 from fedaug.engine.sampling import sample_clients
 from fedaug.errors import ClientError, FedaugError
 from fedaug.local_training import snapshot_state
@@ -66,6 +67,10 @@ class SimulationSpec:
     progress: bool = True
     keep_checkpoints: tuple[int, ...] = ()
     precision: str = "float32"
+    # Per-client local test sets (indices into train_x) for client-level fairness, evaluated every
+    # local_eval_every rounds and at the last round (engine/fairness.py).
+    local_test_indices: list[Tensor] | None = None
+    local_eval_every: int = 1
 
 
 class Simulation:
@@ -106,7 +111,7 @@ class Simulation:
             store.append(store.timings_path, {"round": round_num, **timing})
             self._report(bar, record, timing, records)
         bar.close()
-        summary = summarize(records)
+        summary = {**summarize(records), **fairness_summary(records)}
         write_json(store.summary_path, summary)
         return summary
 
@@ -142,11 +147,15 @@ class Simulation:
         timing["share"] = time.perf_counter() - tick
         tick = time.perf_counter()
         test = self._evaluate(state)
+        local = self._evaluate_local(round_num)
         timing["eval"] = time.perf_counter() - tick
         record = {"round": round_num, "lr": train.lr, "clients": participants}
         record.update(_mean_metrics(updates))
         record.update({f"test/{k}": v for k, v in test.items() if not k.startswith("class_acc/")})
         record["test/class_acc"] = [v for k, v in test.items() if k.startswith("class_acc/")]
+        if local is not None:
+            record.update(local_metrics(local))
+            record["local/acc"] = local.tolist()
         record.update(method.round_metrics(state))
         return state, record, timing
 
@@ -215,6 +224,21 @@ class Simulation:
             num_classes=self.spec.run.num_classes,
             batch_size=self.spec.eval_batch_size,
             precision=self.spec.precision,
+        )
+
+    def _evaluate_local(self, round_num: int) -> Tensor | None:
+        """Every client's local test accuracy with the model :meth:`_evaluate` just loaded, when due."""
+        spec = self.spec
+        due = round_num % spec.local_eval_every == 0 or round_num == spec.run.num_rounds
+        if spec.local_test_indices is None or not due:
+            return None
+        return client_accuracies(
+            self.workspace("eval"),
+            spec.train_x,
+            spec.train_y,
+            spec.local_test_indices,
+            batch_size=spec.eval_batch_size,
+            precision=spec.precision,
         )
 
     def _use_bar(self) -> bool:

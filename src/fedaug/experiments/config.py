@@ -171,6 +171,9 @@ class EngineConfig:
             AMX; changes results slightly, see :mod:`fedaug.precision`).
         keep_checkpoints: rounds whose checkpoint is also kept as ``ckpt/round_NNNN.pt`` (besides
             ``latest.pt``), e.g. ``[1, 30]`` for attacks on an early and a late global model (default: none).
+        local_eval_every: evaluate the global model on every client's local test set (client-level
+            fairness; needs ``partition.local_test_fraction`` > 0) every this many rounds and at the last
+            round (default 1).
     """
 
     name: str = "simulation"
@@ -179,13 +182,16 @@ class EngineConfig:
     progress: bool = True
     precision: str = "float32"
     keep_checkpoints: list[int] = field(default_factory=list)
+    local_eval_every: int = 1
 
     def __post_init__(self) -> None:
         if self.name != "simulation":
             raise ConfigError(f"engine.name must be 'simulation', got {self.name!r}")
         if self.num_threads is not None and self.num_threads < 1:
             raise ConfigError(f"engine.num_threads must be >= 1, got {self.num_threads}")
-        _check_positive("engine", eval_batch_size=self.eval_batch_size)
+        _check_positive(
+            "engine", eval_batch_size=self.eval_batch_size, local_eval_every=self.local_eval_every
+        )
         bad = [r for r in self.keep_checkpoints if isinstance(r, bool) or not isinstance(r, int) or r < 1]
         if bad:
             raise ConfigError(f"engine.keep_checkpoints must list rounds >= 1, got {self.keep_checkpoints!r}")

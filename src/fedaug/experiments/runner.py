@@ -138,6 +138,10 @@ def prepare(config: ExperimentConfig, run_dir: Path) -> Prepared:
         progress=config.engine.progress,
         precision=config.engine.precision,
         keep_checkpoints=tuple(config.engine.keep_checkpoints),
+        local_test_indices=None
+        if partition.test_indices is None
+        else [torch.as_tensor(i, dtype=torch.long) for i in partition.test_indices],
+        local_eval_every=config.engine.local_eval_every,
     )
     return Prepared(dataset=dataset, partition=partition, method=method, spec=spec)
 

@@ -1,0 +1,95 @@
+"""Fairness metrics (Fed-ZDA, Sections 4.2-4.3; q-FFL's variance of client accuracies).
+
+* Client level: the global model is evaluated on every client's local test set (``partition.local_test_
+  fraction``); the mean and the variance across **all** clients of these accuracies. Lower variance = fairer.
+* Class level: accuracy on the (balanced) global test set and the variance across its per-class accuracies
+  (``test/class_acc_var``, computed by :func:`fedaug.engine.evaluation.evaluate`).
+
+Variances are population variances (divide by the number of clients or classes) of accuracies as fractions;
+the paper's tables report accuracy in % and variance in %^2 (multiply ours by 10^4).
+Per round the engine logs ``local/acc_mean``, ``local/acc_var`` and ``local/acc`` (every client's accuracy);
+:func:`fairness_summary` adds the final and last-10-evaluations values to ``summary.json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from fedaug.precision import autocast
+from fedaug.types import Metrics
+
+
+@torch.inference_mode()
+def client_accuracies(
+    model: nn.Module,
+    x: Tensor,
+    y: Tensor,
+    client_indices: Sequence[Tensor],
+    *,
+    batch_size: int = 1024,
+    precision: str = "float32",
+) -> Tensor:
+    """Accuracy of ``model`` on each client's samples ``x[idx], y[idx]``, shape ``[K]`` (float64).
+
+    All clients' samples are predicted in one pass (concatenated), then split back; a client without
+    samples gets NaN.
+    """
+    model.eval()
+    sizes = [int(idx.numel()) for idx in client_indices]
+    if sum(sizes) == 0:
+        return torch.full((len(sizes),), float("nan"), dtype=torch.float64)
+    order = torch.cat([idx.to(torch.long) for idx in client_indices])
+    hits = []
+    for start in range(0, order.numel(), batch_size):
+        chunk = order[start : start + batch_size]
+        with autocast(model, precision):
+            logits = model(x[chunk])
+        hits.append((logits.argmax(dim=1) == y[chunk]).to(torch.float64))
+    correct = torch.cat(hits).split(sizes)
+    return torch.tensor(
+        [float(c.mean()) if c.numel() else float("nan") for c in correct], dtype=torch.float64
+    )
+
+
+def spread(values: Tensor) -> tuple[float, float]:
+    """Mean and population variance of the finite entries of ``values`` (NaN entries are skipped)."""
+    finite = values[torch.isfinite(values)].to(torch.float64)
+    if finite.numel() == 0:
+        return float("nan"), float("nan")
+    return float(finite.mean()), float(finite.var(unbiased=False)) if finite.numel() > 1 else 0.0
+
+
+def local_metrics(accuracies: Tensor) -> Metrics:
+    """``local/acc_mean`` and ``local/acc_var`` (client-level fairness) of per-client accuracies."""
+    mean, var = spread(accuracies)
+    return {"local/acc_mean": mean, "local/acc_var": var}
+
+
+FAIRNESS_KEYS = {
+    "local_acc_mean": "local/acc_mean",
+    "local_acc_var": "local/acc_var",
+    "global_acc": "test/acc",
+    "class_acc_var": "test/class_acc_var",
+}
+
+
+def fairness_summary(records: Sequence[dict[str, Any]], *, last: int = 10) -> dict[str, float]:
+    """The fairness numbers of a run: final value and mean over the last ``last`` evaluations of each.
+
+    Keys: ``local_acc_mean``, ``local_acc_var``, ``global_acc``, ``class_acc_var`` (final round that has the
+    metric) and the same with ``_last10`` (mean over the last ``last`` rounds that have it). Client-level keys
+    are absent when the run has no local test sets.
+    """
+    summary: dict[str, float] = {}
+    for name, key in FAIRNESS_KEYS.items():
+        values = [float(r[key]) for r in records if key in r]
+        if not values:
+            continue
+        tail = values[-last:]
+        summary[f"{name}_final"] = values[-1]
+        summary[f"{name}_last10"] = sum(tail) / len(tail)
+    return summary
