@@ -13,6 +13,8 @@ from fedaug.methods import (
     fedntd,  # noqa: F401  (registers "fedntd")
     fedprox,  # noqa: F401  (registers "fedprox")
     fedrs,  # noqa: F401  (registers "fedrs")
+    fedzda,  # noqa: F401  (registers "fedzdac" and "fedzdas")
     flea,  # noqa: F401  (registers "flea" and "flea_official")
     moon,  # noqa: F401  (registers "moon")
+    qffl,  # noqa: F401  (registers "qffl")
 )
