@@ -11,7 +11,7 @@ from fedaug.errors import ConfigError, FedaugError
 from fedaug.results import plots as figures
 from fedaug.results.reference import ReferenceTable, load_reference
 from fedaug.results.store import Grouping, group_runs, load_runs
-from fedaug.results.tables import Table, build_table, to_csv, to_latex, to_markdown
+from fedaug.results.tables import FAIRNESS_METRICS, Table, build_table, to_csv, to_latex, to_markdown
 
 logger = logging.getLogger(__name__)
 
@@ -33,10 +33,16 @@ def build_tables(
     exclude: Sequence[str] = ("feddata",),
     reference: Sequence[ReferenceTable] = (),
 ) -> list[Table]:
-    """The best-accuracy and last-10 tables of ``grouping``."""
+    """The best-accuracy and last-10 tables of ``grouping``, plus Fed-ZDA's fairness tables (local test mean
+    and variance across clients, global accuracy and variance across classes) when runs have local test sets.
+    """
+    metrics = ["best_acc", "last10_acc"]
+    runs = [run for cell in grouping.cells.values() for run in cell]
+    if any("local_acc_mean_final" in run.summary for run in runs):
+        metrics += FAIRNESS_METRICS
     return [
         build_table(grouping, metric, highlight=highlight, exclude=exclude, reference=reference)
-        for metric in ("best_acc", "last10_acc")
+        for metric in metrics
     ]
 
 

@@ -18,7 +18,19 @@ from dataclasses import dataclass, field
 from fedaug.results.reference import ReferenceTable, lookup
 from fedaug.results.store import Grouping, Stat, aggregate
 
-METRICS = {"best_acc": "Best test accuracy (%)", "last10_acc": "Mean test accuracy of the last 10 rounds (%)"}
+METRICS = {
+    "best_acc": "Best test accuracy (%)",
+    "last10_acc": "Mean test accuracy of the last 10 rounds (%)",
+    # Fed-ZDA's fairness tables (engine/fairness.py), values of the final round
+    "local_acc_mean_final": "Local test accuracy, mean over clients (%), final round",
+    "local_acc_var_final": "Variance of local test accuracy over clients (%^2; lower is fairer), final round",
+    "global_acc_final": "Global test accuracy (%), final round",
+    "class_acc_var_final": "Variance of accuracy across classes (%^2; lower is fairer), final round",
+}
+FAIRNESS_METRICS = ("local_acc_mean_final", "local_acc_var_final", "global_acc_final", "class_acc_var_final")
+LOWER_IS_BETTER = {"local_acc_var_final", "class_acc_var_final"}
+SCALE = {"local_acc_var_final": 1e4, "class_acc_var_final": 1e4}  # fraction^2 -> %^2; the rest: x100
+REFERENCE_METRIC = {m: m.removesuffix("_final") for m in FAIRNESS_METRICS}  # published tables' metric names
 
 
 @dataclass(frozen=True)
@@ -77,19 +89,25 @@ def build_table(
     exclude: Sequence[str] = ("feddata",),
     reference: Sequence[ReferenceTable] = (),
 ) -> Table:
-    """Aggregates ``metric`` (a fraction in summary.json) over the seeds of every cell, in percent."""
+    """Aggregates ``metric`` (a fraction in summary.json) over the seeds of every cell, in percent.
+
+    Variances (``*_var_*``) are shown in %^2 and their best is the lowest; cells whose runs lack the metric
+    are left empty.
+    """
+    scale = SCALE.get(metric, 100.0)
     stats = {
-        key: aggregate([100 * run.summary[metric] for run in runs])
+        key: aggregate([scale * run.summary[metric] for run in runs])
         for key, runs in grouping.cells.items()
-        if runs
+        if runs and all(metric in run.summary for run in runs)
     }
     table = Table(metric, list(grouping.rows), list(grouping.columns), stats)
     table.unfinished = {key for key, runs in grouping.cells.items() if any(not r.finished for r in runs)}
     for column in table.columns:
         means = {r: stats[(r, column)].mean for r in table.rows if (r, column) in stats}
-        top = max(means.values(), default=math.nan)
+        pick = min if metric in LOWER_IS_BETTER else max
+        top = pick(means.values(), default=math.nan)
         table.best[column] = {r for r, m in means.items() if m == top}
-    if highlight is not None:
+    if highlight is not None and metric not in LOWER_IS_BETTER:  # improvements assume higher is better
         table.highlight = _resolve_row(grouping, highlight)
         table.improvements = _improvements(table, grouping, exclude)
     for row, column in stats:
@@ -97,9 +115,10 @@ def build_table(
         config = grouping.column_config[column]
         # a published row is keyed by the row label ("ccvr (variant=shared_features)"), or by the method
         # name for its default settings
-        found = lookup(reference, metric, row, config)
+        ref_metric = REFERENCE_METRIC.get(metric, metric)
+        found = lookup(reference, ref_metric, row, config)
         if found is None and not options:
-            found = lookup(reference, metric, method, config)
+            found = lookup(reference, ref_metric, method, config)
         if found is not None:
             table.reference[(row, column)] = found
     return table

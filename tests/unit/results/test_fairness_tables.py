@@ -1,0 +1,76 @@
+"""Fed-ZDA fairness tables in `fedaug report`: only with local tests, variances in %^2, lowest is best."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from fedaug.experiments.sweep import expand_sweep
+from fedaug.results.reference import load_reference
+from fedaug.results.report import build_tables
+from fedaug.results.store import group_runs, load_runs
+from tests.conftest import REPO_ROOT
+
+
+def _with_fairness(run_dir: Path, local_mean: float, local_var: float, class_var: float) -> None:
+    path = run_dir / "summary.json"
+    summary = json.loads(path.read_text())
+    summary.update(
+        local_acc_mean_final=local_mean,
+        local_acc_var_final=local_var,
+        global_acc_final=summary["final_acc"],
+        class_acc_var_final=class_var,
+    )
+    path.write_text(json.dumps(summary))
+
+
+def test_fairness_tables_scale_and_pick_the_lowest_variance(
+    tmp_path: Path, make_run: Callable[..., Path]
+) -> None:
+    # Prepare: FedAvg (local variance 0.0368 = 368 %^2) and Fed-ZDAS (0.0188 = 188 %^2).
+    _with_fairness(make_run(tmp_path, method="fedavg", accs=[0.5, 0.8]), 0.853, 0.0368, 0.0435)
+    _with_fairness(make_run(tmp_path, method="fedzdas", accs=[0.5, 0.7]), 0.8623, 0.0188, 0.0260)
+    reference = tmp_path / "ref.yaml"
+    reference.write_text(
+        "tables:\n  - id: zda\n    metric: local_acc_var\n    settings: {s: {data.name: uci_har}}\n"
+        "    results: {fedavg: {s: 368 ± 222}}\n"
+    )
+    # Execute
+    tables = build_tables(group_runs(load_runs(tmp_path)), reference=load_reference(reference))
+    by_metric = {t.metric: t for t in tables}
+    # Assert
+    assert list(by_metric)[2:] == [
+        "local_acc_mean_final",
+        "local_acc_var_final",
+        "global_acc_final",
+        "class_acc_var_final",
+    ]
+    var = by_metric["local_acc_var_final"]
+    column = var.columns[0]
+    assert var.stats[("fedavg", column)].mean == pytest.approx(368.0)
+    assert var.best[column] == {"fedzdas"}  # lower variance is fairer
+    assert by_metric["local_acc_mean_final"].stats[("fedzdas", column)].mean == pytest.approx(86.23)
+    assert by_metric["local_acc_mean_final"].best[column] == {"fedzdas"}
+    assert var.reference[("fedavg", column)][0].mean == 368.0
+
+
+def test_no_fairness_tables_without_local_tests(tmp_path: Path, make_run: Callable[..., Path]) -> None:
+    make_run(tmp_path, method="fedavg")
+    assert [t.metric for t in build_tables(group_runs(load_runs(tmp_path)))] == ["best_acc", "last10_acc"]
+
+
+def test_fedzda_preset_expands_to_the_papers_grid() -> None:
+    points = expand_sweep(REPO_ROOT / "configs" / "experiments" / "fedzda_tables.yaml")
+    assert len(points) == 60
+    configs = [p.config for p in points]
+    assert {c.method.name for c in configs} == {"fedavg", "fedprox", "qffl", "fedzdac", "fedzdas"}
+    assert {c.data.name for c in configs} == {"mnist", "fashion_mnist"}
+    assert {c.partition.name for c in configs} == {"shards", "multimodal"}
+    first = configs[0]
+    assert (first.partition.num_clients, first.partition.local_test_fraction) == (100, 0.25)
+    assert (first.train.rounds, first.train.local_epochs, first.train.batch_size) == (100, 5, 10)
+    assert (first.train.optimizer, first.train.lr, first.train.lr_decay) == ("sgd", 0.02, 1.0)
+    assert first.model.name == "bn_cnn_mnist"
