@@ -4,8 +4,9 @@
 Qua(2), K = 75, FedAvg, 100 rounds). ``fedaug list`` shows what is registered. ``fedaug partition`` prints a
 partition's per-client class counts and saves its heat-map. ``fedaug sweep SWEEP.yaml`` runs a grid of
 experiments (``--workers N`` processes, ``--dry-run`` lists the run dirs); ``fedaug report RUNS_DIR`` turns
-finished run dirs into tables (Markdown, CSV, LaTeX) and plots. Every user error is one line on stderr and
-exit code 2; an interrupted run or sweep resumes when the same command is run again.
+finished run dirs into tables (Markdown, CSV, LaTeX) and plots; ``fedaug flower ...`` runs the same
+experiments on Flower (simulation, or a SuperLink with SuperNodes over TLS). Every user error is one line on
+stderr and exit code 2; an interrupted run or sweep resumes when the same command is run again.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from fedaug import registry
 from fedaug.cli_attack import add_attack_parser
+from fedaug.cli_flower import add_flower_parser
 from fedaug.errors import FedaugError
 
 logger = logging.getLogger("fedaug")
@@ -226,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sweep_parser(sub)
     _add_report_parser(sub)
     add_attack_parser(sub)
+    add_flower_parser(sub, _add_config_args)
     return parser
 
 

@@ -1,0 +1,254 @@
+"""``fedaug flower serve`` / ``fedaug flower client``: a Flower 1.41 deployment, TLS by default.
+
+Flower 1.41's deployment has three parts, all started here with Flower's own executables:
+
+* the SuperLink (``flower-superlink``): serves the Fleet, Control and Runtime APIs on one HTTPS port
+  (``--ssl-ca-certfile/--ssl-certfile/--ssl-keyfile``). Flower 1.41 moved these APIs from gRPC to HTTP(S);
+  its gRPC Fleet API is a deprecated compatibility server that 1.41's SuperNode no longer speaks;
+* one SuperNode per client (``flower-supernode --root-certificates ca.crt --node-config partition-id=<i>``),
+  which runs our ClientApp in a fresh ``flwr-clientapp`` process for every message;
+* the run, submitted with ``flwr run APP CONNECTION --stream``: APP is a generated Flower App directory whose
+  ``pyproject.toml`` names our ServerApp / ClientApp and carries the experiment config (YAML) in its run
+  config; CONNECTION is a SuperLink connection in ``$FLWR_HOME/config.toml`` (address + root certificate).
+
+``serve`` starts the SuperLink, submits the run, waits for its end and stops the SuperLink (with the
+``flower-superexec`` / ``flwr-serverapp`` processes it started); the ServerApp waits for the SuperNodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from fedaug.errors import FedaugError
+from fedaug.experiments.config import ExperimentConfig
+from fedaug.experiments.load import dump_yaml
+from fedaug.flower.certs import CertPaths
+from fedaug.flower.server_app import CONFIG_KEY, FRESH_KEY, NODE_TIMEOUT_KEY
+
+logger = logging.getLogger(__name__)
+
+CONNECTION = "fedaug"
+"""Name of the SuperLink connection ``serve`` writes into its own ``$FLWR_HOME/config.toml``."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise FedaugError(f"address must be HOST:PORT, got {address!r}")
+    return host, int(port)
+
+
+def superlink_command(host: str, port: int, tls: CertPaths | None) -> list[str]:
+    """``flower-superlink`` on ``host:port`` with TLS (or ``--insecure`` when ``tls`` is None)."""
+    command = ["flower-superlink", "--host", host, "--port", str(port)]
+    command.append("--disable-runtime-dependency-installation")  # never `uv sync` the app at run time
+    if tls is None:
+        return [*command, "--insecure"]
+    return [
+        *command,
+        *("--ssl-ca-certfile", str(tls.ca_cert)),
+        *("--ssl-certfile", str(tls.server_cert)),
+        *("--ssl-keyfile", str(tls.server_key)),
+    ]
+
+
+def supernode_command(
+    superlink: str,
+    partition_id: int,
+    *,
+    root_certificates: Path | None,
+    runtime_port: int,
+    data_dir: str | None = None,
+) -> list[str]:
+    """``flower-supernode`` holding client ``partition_id`` (``--insecure`` when no root certificate)."""
+    node_config = f"partition-id={partition_id}"
+    if data_dir:
+        node_config += f' data-dir="{Path(data_dir).resolve()}"'
+    command = ["flower-supernode", "--superlink", superlink, "--node-config", node_config]
+    command += ["--port", str(runtime_port)]  # the node's local Runtime API (its ClientApp processes)
+    if root_certificates is None:
+        return [*command, "--insecure"]
+    return [*command, "--root-certificates", str(root_certificates)]
+
+
+def write_app(app_dir: Path, config: ExperimentConfig, *, fresh: bool, node_timeout: float) -> Path:
+    """A Flower App directory (``pyproject.toml``) running ``config`` with our ServerApp and ClientApp."""
+    from fedaug import __version__
+
+    app_dir.mkdir(parents=True, exist_ok=True)
+    pyproject: dict[str, Any] = {
+        "build-system": {"requires": ["hatchling"], "build-backend": "hatchling.build"},
+        "project": {
+            "name": "fedaug-run",
+            "version": __version__,
+            "description": f"fedaug experiment {config.name!r} on Flower",
+            "license": "MIT",
+            "dependencies": [],
+        },
+        "tool": {
+            "flwr": {
+                "app": {
+                    "publisher": "fedaug",
+                    "components": {
+                        "serverapp": "fedaug.flower.server_app:app",
+                        "clientapp": "fedaug.flower.client_app:app",
+                    },
+                    "config": {
+                        CONFIG_KEY: dump_yaml(config),
+                        FRESH_KEY: fresh,
+                        NODE_TIMEOUT_KEY: node_timeout,
+                    },
+                }
+            }
+        },
+    }
+    (app_dir / "pyproject.toml").write_text(tomli_w.dumps(pyproject))
+    return app_dir
+
+
+def write_connection(flwr_home: Path, address: str, root_certificates: Path | None) -> None:
+    """``$FLWR_HOME/config.toml`` with the SuperLink connection :data:`CONNECTION` as the default."""
+    connection: dict[str, Any] = {"address": address}
+    if root_certificates is None:
+        connection["insecure"] = True
+    else:
+        connection["root-certificates"] = str(root_certificates.resolve())
+    flwr_home.mkdir(parents=True, exist_ok=True)
+    config = {"superlink": {"default": CONNECTION, CONNECTION: connection}}
+    (flwr_home / "config.toml").write_text(tomli_w.dumps(config))
+
+
+def wait_for_port(host: str, port: int, process: subprocess.Popen[bytes], timeout: float) -> None:
+    """Returns once ``host:port`` accepts connections; raises if ``process`` dies or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise FedaugError(f"{process.args[0]} exited with code {process.returncode}")  # type: ignore[index]
+        with socket.socket() as sock:
+            sock.settimeout(1.0)
+            if sock.connect_ex((host, port)) == 0:
+                return
+        time.sleep(0.5)
+    raise FedaugError(f"nothing listens on {host}:{port} after {timeout:g}s")
+
+
+def stop(process: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+    """Stops ``process`` and the processes it started (its own session): SIGTERM, then SIGKILL."""
+    if process.poll() is not None:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=timeout)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def sigterm_as_interrupt() -> None:
+    """SIGTERM raises KeyboardInterrupt, so ``finally`` blocks stop the Flower processes started here."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        del signum, frame
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+@dataclasses.dataclass(frozen=True)
+class ServeOptions:
+    """How ``serve`` runs the SuperLink.
+
+    Attributes:
+        address: HOST:PORT the SuperLink listens on (SuperNodes and the flwr CLI connect here).
+        tls: CA, server certificate and key (None: plain HTTP, ``--insecure``).
+        fresh: discard existing run directories.
+        node_timeout: seconds the ServerApp waits for all SuperNodes.
+        work_dir: where the app, ``$FLWR_HOME`` and ``superlink.log`` go (None: a temporary folder).
+    """
+
+    address: str = "127.0.0.1:9092"
+    tls: CertPaths | None = None
+    fresh: bool = False
+    node_timeout: float = 600.0
+    work_dir: Path | None = None
+
+
+def serve(config: ExperimentConfig, options: ServeOptions) -> int:
+    """Starts a SuperLink, runs ``config`` on the SuperNodes that connect, stops it; flwr's exit code."""
+    host, port = split_address(options.address)
+    config = dataclasses.replace(config, out_dir=str(Path(config.out_dir).resolve()))
+    work = options.work_dir or Path(tempfile.mkdtemp(prefix="fedaug-flower-"))
+    work.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "FLWR_HOME": str(work / "flwr-home")}
+    local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    write_connection(work / "flwr-home", f"{local}:{port}", options.tls.ca_cert if options.tls else None)
+    app_dir = write_app(work / "app", config, fresh=options.fresh, node_timeout=options.node_timeout)
+    log_path = work / "superlink.log"
+    logger.info("SuperLink on %s:%d (%s); log %s", host, port, "TLS" if options.tls else "no TLS", log_path)
+    sigterm_as_interrupt()
+    with open(log_path, "ab") as log:
+        superlink = subprocess.Popen(
+            superlink_command(host, port, options.tls), stdout=log, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True,
+        )  # fmt: skip
+    try:
+        wait_for_port(local, port, superlink, timeout=120)
+        flwr = shutil.which("flwr") or "flwr"
+        done = subprocess.run([flwr, "run", str(app_dir), CONNECTION, "--stream"], env=env, check=False)
+        return done.returncode
+    finally:
+        stop(superlink)
+        if options.work_dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run_client(
+    superlink: str,
+    partition_id: int,
+    *,
+    root_certificates: Path | None,
+    runtime_port: int | None = None,
+    data_dir: str | None = None,
+) -> int:
+    """Runs a SuperNode holding client ``partition_id`` until it is stopped (Ctrl-C); its exit code."""
+    command = supernode_command(
+        superlink,
+        partition_id,
+        root_certificates=root_certificates,
+        runtime_port=runtime_port or free_port(),
+        data_dir=data_dir,
+    )
+    logger.info("%s", " ".join(command))
+    sigterm_as_interrupt()
+    node = subprocess.Popen(command, start_new_session=True)
+    try:
+        return node.wait()
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        stop(node)
+        sys.stdout.flush()
