@@ -34,6 +34,7 @@ from fedaug.api import (
     ShareRequest,
     TrainSettings,
 )
+from fedaug.engine.batched import train_round_batched
 from fedaug.engine.checkpoint import RunStore, summarize, write_json
 from fedaug.engine.evaluation import evaluate
 from fedaug.engine.fairness import client_accuracies, fairness_summary, local_metrics
@@ -67,6 +68,7 @@ class SimulationSpec:
     progress: bool = True
     keep_checkpoints: tuple[int, ...] = ()
     precision: str = "float32"
+    batched_clients: bool = False
     # Per-client local test sets (indices into train_x) for client-level fairness, evaluated every
     # local_eval_every rounds and at the last round (engine/fairness.py).
     local_test_indices: list[Tensor] | None = None
@@ -173,6 +175,9 @@ class Simulation:
         self, payload: Payload, participants: list[ClientId], round_num: int
     ) -> list[ClientUpdate]:
         """``client_update`` on every participant, in order (the Flower engine sends them to its nodes)."""
+        if self.spec.batched_clients:  # all clients at once with stacked weights (engine/batched.py)
+            contexts = [self._client_context(c, round_num, "client") for c in participants]
+            return train_round_batched(self.spec.method, payload, contexts)
         updates: list[ClientUpdate] = []
         for client_id in participants:
             ctx = self._client_context(client_id, round_num, "client")

@@ -169,6 +169,9 @@ class EngineConfig:
         precision: ``float32`` (default) or ``bf16``: local training and evaluation forward passes under
             bfloat16 autocast with float32 weights, optimizer and loss (faster on CPUs with AVX-512 BF16 /
             AMX; changes results slightly, see :mod:`fedaug.precision`).
+        batched_clients: train all of a round's clients at once with stacked weights (torch.func.vmap; plain
+            cross-entropy methods with adam/sgd in float32 only, see :mod:`fedaug.engine.batched`); equal to
+            the sequential loop up to float rounding.
         keep_checkpoints: rounds whose checkpoint is also kept as ``ckpt/round_NNNN.pt`` (besides
             ``latest.pt``), e.g. ``[1, 30]`` for attacks on an early and a late global model (default: none).
         local_eval_every: evaluate the global model on every client's local test set (client-level
@@ -181,6 +184,7 @@ class EngineConfig:
     eval_batch_size: int = 1024
     progress: bool = True
     precision: str = "float32"
+    batched_clients: bool = False
     keep_checkpoints: list[int] = field(default_factory=list)
     local_eval_every: int = 1
 

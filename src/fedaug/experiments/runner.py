@@ -137,6 +137,7 @@ def prepare(config: ExperimentConfig, run_dir: Path) -> Prepared:
         eval_batch_size=config.engine.eval_batch_size,
         progress=config.engine.progress,
         precision=config.engine.precision,
+        batched_clients=config.engine.batched_clients,
         keep_checkpoints=tuple(config.engine.keep_checkpoints),
         local_test_indices=None
         if partition.test_indices is None
