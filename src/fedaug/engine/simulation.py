@@ -38,6 +38,7 @@ from fedaug.engine.batched import train_round_batched
 from fedaug.engine.checkpoint import RunStore, summarize, write_json
 from fedaug.engine.evaluation import evaluate
 from fedaug.engine.fairness import client_accuracies, fairness_summary, local_metrics
+from fedaug.engine.memory_format import apply_channels_last
 from fedaug.engine.sampling import sample_clients
 from fedaug.errors import ClientError, FedaugError
 from fedaug.local_training import snapshot_state
@@ -69,6 +70,7 @@ class SimulationSpec:
     keep_checkpoints: tuple[int, ...] = ()
     precision: str = "float32"
     batched_clients: bool = False
+    channels_last: str = "off"  # resolved engine.channels_last: off, eval or all (engine/memory_format.py)
     # Per-client local test sets (indices into train_x) for client-level fairness, evaluated every
     # local_eval_every rounds and at the last round (engine/fairness.py).
     local_test_indices: list[Tensor] | None = None
@@ -87,7 +89,7 @@ class Simulation:
     def workspace(self, key: str) -> SplitModel:
         """A model of the run's architecture, built once per key and reused by every client."""
         if key not in self._workspaces:
-            self._workspaces[key] = self.spec.model_fn()
+            self._workspaces[key] = apply_channels_last(self.spec.model_fn(), self.spec.channels_last, key)
         return self._workspaces[key]
 
     def run(self) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedaug.api import TrainSettings
+from fedaug.engine.memory_format import CHANNELS_LAST_MODES
 from fedaug.errors import ConfigError
 from fedaug.local_training import OPTIMIZERS
 from fedaug.precision import PRECISIONS
@@ -172,6 +173,9 @@ class EngineConfig:
         batched_clients: train all of a round's clients at once with stacked weights (torch.func.vmap; plain
             cross-entropy methods with adam/sgd in float32 only, see :mod:`fedaug.engine.batched`); equal to
             the sequential loop up to float rounding.
+        channels_last: channels-last memory format for conv models: ``auto`` (default: the evaluation model of
+            HARNet and the BN CNNs, where it was measured faster), ``off``, ``eval`` or ``all`` (training too;
+            see :mod:`fedaug.engine.memory_format`).
         keep_checkpoints: rounds whose checkpoint is also kept as ``ckpt/round_NNNN.pt`` (besides
             ``latest.pt``), e.g. ``[1, 30]`` for attacks on an early and a late global model (default: none).
         local_eval_every: evaluate the global model on every client's local test set (client-level
@@ -185,6 +189,7 @@ class EngineConfig:
     progress: bool = True
     precision: str = "float32"
     batched_clients: bool = False
+    channels_last: str = "auto"
     keep_checkpoints: list[int] = field(default_factory=list)
     local_eval_every: int = 1
 
@@ -199,6 +204,11 @@ class EngineConfig:
         bad = [r for r in self.keep_checkpoints if isinstance(r, bool) or not isinstance(r, int) or r < 1]
         if bad:
             raise ConfigError(f"engine.keep_checkpoints must list rounds >= 1, got {self.keep_checkpoints!r}")
+        if self.channels_last not in CHANNELS_LAST_MODES:
+            raise ConfigError(
+                f"engine.channels_last must be one of {', '.join(CHANNELS_LAST_MODES)}, "
+                f"got {self.channels_last!r}"
+            )
         if self.precision not in PRECISIONS:
             raise ConfigError(
                 f"engine.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"

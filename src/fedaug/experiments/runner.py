@@ -23,6 +23,7 @@ from fedaug.api import Method, RunContext, TrainSettings
 from fedaug.data.datasets import Dataset, load_dataset
 from fedaug.data.partition import Partition, make_partition
 from fedaug.engine.checkpoint import write_json
+from fedaug.engine.memory_format import resolve_channels_last
 from fedaug.engine.sampling import clients_per_round
 from fedaug.engine.simulation import Simulation, SimulationSpec, write_env
 from fedaug.errors import ConfigError
@@ -138,6 +139,7 @@ def prepare(config: ExperimentConfig, run_dir: Path) -> Prepared:
         progress=config.engine.progress,
         precision=config.engine.precision,
         batched_clients=config.engine.batched_clients,
+        channels_last=resolve_channels_last(config.engine.channels_last, config.model.name),
         keep_checkpoints=tuple(config.engine.keep_checkpoints),
         local_test_indices=None
         if partition.test_indices is None

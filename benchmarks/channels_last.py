@@ -1,0 +1,108 @@
+"""Channels-last memory format vs the default (contiguous NCHW), side by side in one process.
+
+For each model, one batch-32 training step (forward, CE, backward, Adam) and one evaluation pass of the
+test-set size are timed with the model and inputs in ``torch.contiguous_format`` and in
+``torch.channels_last``, alternating in interleaved repeats so that load from other processes hits both.
+Reports medians and the speed-up of channels-last (> 1 means faster). Writes JSON.
+
+Usage::
+
+    python benchmarks/channels_last.py                     # HARNet (UCI-HAR) and bn_cnn_mnist (Fashion-MNIST)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from fedaug.models import build_model
+
+REPO = Path(__file__).resolve().parents[1]
+MODELS = {"harnet": ((1, 128, 3), 6, 2947), "bn_cnn_mnist": ((1, 28, 28), 10, 10000)}
+FORMATS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
+
+
+def train_step_s(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, steps: int) -> float:
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model.train()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+@torch.inference_mode()
+def eval_s(model: torch.nn.Module, x: torch.Tensor) -> float:
+    model.eval()
+    start = time.perf_counter()
+    for i in range(0, x.shape[0], 1024):
+        model(x[i : i + 1024])
+    return time.perf_counter() - start
+
+
+def bench(name: str, repeats: int, steps: int) -> dict[str, Any]:
+    shape, classes, test_size = MODELS[name]
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(32, *shape, generator=gen), torch.arange(32) % classes
+    test_x = torch.randn(test_size, *shape, generator=gen)
+    torch.manual_seed(0)
+    base = build_model(name, num_classes=classes, input_shape=shape)
+    models = {}
+    for fmt, memory_format in FORMATS.items():
+        model = build_model(name, num_classes=classes, input_shape=shape)
+        model.load_state_dict(base.state_dict())
+        models[fmt] = model.to(memory_format=memory_format)
+    inputs = {fmt: (x.to(memory_format=mf), test_x.to(memory_format=mf)) for fmt, mf in FORMATS.items()}
+    for fmt in FORMATS:  # warm-up
+        train_step_s(models[fmt], inputs[fmt][0], y, 3)
+        eval_s(models[fmt], inputs[fmt][1])
+    step: dict[str, list[float]] = {f: [] for f in FORMATS}
+    ev: dict[str, list[float]] = {f: [] for f in FORMATS}
+    for _ in range(repeats):
+        for fmt in FORMATS:
+            step[fmt].append(train_step_s(models[fmt], inputs[fmt][0], y, steps))
+            ev[fmt].append(eval_s(models[fmt], inputs[fmt][1]))
+    med = {f: statistics.median(v) for f, v in step.items()}
+    med_eval = {f: statistics.median(v) for f, v in ev.items()}
+    return {
+        "input_shape": list(shape),
+        "step_ms": {f: 1000 * v for f, v in med.items()},
+        "eval_s": med_eval,
+        "speedup_step": med["contiguous"] / med["channels_last"],
+        "speedup_eval": med_eval["contiguous"] / med_eval["channels_last"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "channels_last.json"))
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    result = {
+        "threads": torch.get_num_threads(),
+        "note": "medians of interleaved repeats in one process; machine shared with other runs",
+        "models": {name: bench(name, args.repeats, args.steps) for name in args.models},
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
