@@ -22,6 +22,7 @@ from fedaug.errors import ConfigError, FedaugError
 
 if TYPE_CHECKING:
     from fedaug.experiments.config import ExperimentConfig
+    from fedaug.flower.certs import CertPaths
 
 SUFFIX = "-flower"
 
@@ -67,7 +68,7 @@ def cmd_certs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tls(args: argparse.Namespace):
+def _tls(args: argparse.Namespace) -> CertPaths | None:
     from fedaug.flower.certs import CertPaths
 
     if args.insecure:

@@ -84,7 +84,7 @@ def partition_id(context: Context) -> int:
 
 def _open(msg: Message, context: Context) -> tuple[ClientHost, int, int]:
     header = msg.content.config_records[HEADER]
-    client_id, round_num = int(header["client-id"]), int(header["round"])
+    client_id, round_num = int(str(header["client-id"])), int(str(header["round"]))
     if client_id != partition_id(context):
         raise ConfigError(f"a message for client {client_id} reached partition {partition_id(context)}")
     data_dir = context.node_config.get("data-dir")

@@ -143,7 +143,7 @@ def wait_for_port(host: str, port: int, process: subprocess.Popen[bytes], timeou
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise FedaugError(f"{process.args[0]} exited with code {process.returncode}")  # type: ignore[index]
+            raise FedaugError(f"the process serving {host}:{port} exited with code {process.returncode}")
         with socket.socket() as sock:
             sock.settimeout(1.0)
             if sock.connect_ex((host, port)) == 0:

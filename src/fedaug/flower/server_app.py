@@ -72,11 +72,11 @@ class NodeLink:
             replies[self.clients[reply.metadata.src_node_id]] = reply
         results = []
         for client_id in client_ids:
-            reply = replies.get(client_id)
-            if reply is None or reply.has_error():
-                reason = "no reply" if reply is None else reply.error.reason
+            answer = replies.get(client_id)
+            if answer is None or answer.has_error():
+                reason = "no reply" if answer is None else str(answer.error.reason)
                 raise ClientError(reason, round_num=round_num, client_id=client_id, method=self.method)
-            results.append(decode(reply.content))
+            results.append(decode(answer.content))
         return results
 
 
@@ -115,7 +115,7 @@ def discover_nodes(grid: Grid, num_clients: int, *, timeout: float) -> dict[Clie
     for reply in grid.send_and_receive(messages, timeout=timeout):
         if reply.has_error():
             raise FedaugError(f"node {reply.metadata.src_node_id} failed: {reply.error.reason}")
-        nodes[int(reply.content.config_records[HEADER]["partition-id"])] = reply.metadata.src_node_id
+        nodes[int(str(reply.content.config_records[HEADER]["partition-id"]))] = reply.metadata.src_node_id
     missing = sorted(set(range(num_clients)) - set(nodes))
     if missing:
         raise FedaugError(f"no SuperNode holds partition(s) {missing} (nodes hold {sorted(nodes)})")
