@@ -34,3 +34,4 @@ class AttackCommand(Protocol):
 
 
 # Attack modules (imported for their @register side effect); keep one line per module.
+from fedaug.attacks import invert as invert  # noqa: E402
