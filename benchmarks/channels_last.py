@@ -1,8 +1,8 @@
 """Channels-last memory format vs the default (contiguous NCHW), side by side in one process.
 
 For each model, one batch-32 training step (forward, CE, backward, Adam) and one evaluation pass of the
-test-set size are timed with the model and inputs in ``torch.contiguous_format`` and in
-``torch.channels_last``, alternating in interleaved repeats so that load from other processes hits both.
+test-set size are timed with the model in ``torch.contiguous_format`` and in ``torch.channels_last`` (inputs
+stay NCHW, as in the engine's ``engine.channels_last``), alternating in interleaved repeats so that load from other processes hits both.
 Reports medians and the speed-up of channels-last (> 1 means faster). Writes JSON.
 
 Usage::
@@ -64,7 +64,7 @@ def bench(name: str, repeats: int, steps: int) -> dict[str, Any]:
         model = build_model(name, num_classes=classes, input_shape=shape)
         model.load_state_dict(base.state_dict())
         models[fmt] = model.to(memory_format=memory_format)
-    inputs = {fmt: (x.to(memory_format=mf), test_x.to(memory_format=mf)) for fmt, mf in FORMATS.items()}
+    inputs = {fmt: (x, test_x) for fmt in FORMATS}  # inputs stay NCHW, as in the engine
     for fmt in FORMATS:  # warm-up
         train_step_s(models[fmt], inputs[fmt][0], y, 3)
         eval_s(models[fmt], inputs[fmt][1])

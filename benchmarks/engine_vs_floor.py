@@ -11,7 +11,10 @@ method's extra work inside local training (FLea's mixed loss and buffer), ``eval
 evaluation overhead, and aggregation + share + checkpoint the rest. Runs per hour are
 ``3600 / (round_time * the preset's rounds)``. Peak memory is the process's maximum resident set size after
 the engine run (``resource.getrusage``; tracemalloc does not see torch's tensor memory).
-Medians skip round 1 (allocator and oneDNN warm-up) when there are at least 3 rounds. Writes JSON.
+Medians skip round 1 (allocator and oneDNN warm-up) when there are at least 3 rounds; the floor replays only
+the rounds the medians use. The floor uses the engine's memory format per phase (``engine.channels_last``)
+and is always the sequential loop, also when the engine batches clients (``engine.batched_clients``), so a
+ratio below 1 there is a gain over the sequential floor. Writes JSON.
 
 Usage::
 
@@ -36,6 +39,7 @@ import torch.nn.functional as F
 
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.evaluation import evaluate
+from fedaug.engine.memory_format import apply_channels_last
 from fedaug.experiments.load import load_config
 from fedaug.experiments.runner import prepare, run_experiment
 from fedaug.local_training import batch_indices
@@ -113,13 +117,17 @@ def measure(configs: list[str], overrides: list[str], rounds: int) -> dict[str, 
     sizes = replay_batch_sizes(
         records, spec.run.client_sizes, config.train.local_epochs, config.train.batch_size
     )
-    model = spec.model_fn()
-    bare = [bare_train(model, spec.train_x, spec.train_y, s, config.train.lr, precision) for s in sizes]
+    # the floor computes what the engine computes: the same memory format per phase (engine.channels_last)
+    model = apply_channels_last(spec.model_fn(), spec.channels_last, "client")
+    eval_model = apply_channels_last(spec.model_fn(), spec.channels_last, "eval")
+    used = sizes[1:] if len(sizes) >= 3 else sizes  # the rounds the engine medians use
+    bare_train(model, spec.train_x, spec.train_y, sizes[0][:5], config.train.lr, precision)  # warm-up
+    bare = [bare_train(model, spec.train_x, spec.train_y, s, config.train.lr, precision) for s in used]
     eval_times = []
-    for _ in range(len(records)):
+    for _ in range(len(used)):
         tick = time.perf_counter()
         evaluate(
-            model,
+            eval_model,
             spec.test_x,
             spec.test_y,
             num_classes=spec.run.num_classes,
@@ -128,7 +136,7 @@ def measure(configs: list[str], overrides: list[str], rounds: int) -> dict[str, 
         )
         eval_times.append(time.perf_counter() - tick)
     engine = {phase: _median([t[phase] for t in timings]) for phase in PHASES}
-    floor_train, floor_eval = _median(bare), _median(eval_times)
+    floor_train, floor_eval = statistics.median(bare), statistics.median(eval_times)
     floor = floor_train + floor_eval
     phases = ("train", "aggregate", "share", "eval", "checkpoint")
     overhead = {
@@ -149,6 +157,8 @@ def measure(configs: list[str], overrides: list[str], rounds: int) -> dict[str, 
         "num_clients": spec.run.num_clients,
         "clients_per_round": spec.clients_per_round,
         "precision": precision,
+        "channels_last": spec.channels_last,
+        "batched_clients": spec.batched_clients,
         "rounds": len(records),
         "threads": torch.get_num_threads(),
         "steps_per_round": statistics.median(len(s) for s in sizes),

@@ -3,11 +3,12 @@
 For every case (preset x method x precision) it runs ``benchmarks/engine_vs_floor.py`` in a fresh
 subprocess (so that peak memory is per case), a few rounds each:
 
-* ``default``: the default preset (configs/default.yaml: HARNet on UCI-HAR, Qua(2), K = 75) for FedAvg and
-  FLea in float32, and FedAvg in bf16;
-* ``small``: benchmarks/presets/fmnist_bncnn.yaml (the BN CNN on Fashion-MNIST, 100 shard clients) for
-  FedAvg and FLea. Without Fashion-MNIST files (../shared/data or the Debian package) it uses synthetic data
-  of the same shape and says so in the JSON (``dataset_source``, ``notes``).
+* ``default``: the default preset (configs/default.yaml: HARNet on UCI-HAR, Qua(2), K = 75): FedAvg as
+  before this issue (``engine.channels_last=off``) and now, FLea, and FedAvg in bf16;
+* ``small``: benchmarks/presets/fmnist_bncnn.yaml (the BN CNN on Fashion-MNIST, 100 shard clients): FedAvg,
+  FedAvg with ``engine.batched_clients``, FLea; ``small-mlp``: the same with the MLP, FedAvg sequential and
+  batched. Without Fashion-MNIST files (../shared/data or the Debian package) they use synthetic data of the
+  same shape and say so in the JSON (``dataset_source``, ``note``).
 
 Each case reports time per round split into local training, evaluation, aggregation, share phase and
 checkpoint, the bare compute floor of the same steps, the overhead over it, peak memory and runs per hour
@@ -61,7 +62,24 @@ def cases(threads: int) -> list[dict[str, Any]]:
     small = [str(REPO / "benchmarks" / "presets" / "fmnist_bncnn.yaml")]
     small_data, small_note = small_data_overrides()
     common = [f"engine.num_threads={threads}", "compare=[]"]
+    cases = _cases(default, small, small_data, common)
+    for case in cases:
+        if case["name"].startswith("small"):
+            case["data_note"] = small_note
+    return cases
+
+
+def _cases(
+    default: list[str], small: list[str], small_data: list[str], common: list[str]
+) -> list[dict[str, Any]]:
+    mlp = [*small_data, "model.name=mlp"]
     return [
+        {
+            "name": "default/fedavg-before",
+            "configs": default,
+            "overrides": [*common, "method=fedavg", "engine.channels_last=off"],
+            "note": "the engine before this issue's changes (channels_last off)",
+        },
         {"name": "default/fedavg", "configs": default, "overrides": [*common, "method=fedavg"]},
         {"name": "default/flea", "configs": default, "overrides": [*common, "method=flea"]},
         {
@@ -69,17 +87,18 @@ def cases(threads: int) -> list[dict[str, Any]]:
             "configs": default,
             "overrides": [*common, "method=fedavg", "engine.precision=bf16"],
         },
+        {"name": "small/fedavg", "configs": small, "overrides": [*common, *small_data, "method=fedavg"]},
         {
-            "name": "small/fedavg",
+            "name": "small/fedavg-batched",
             "configs": small,
-            "overrides": [*common, *small_data, "method=fedavg"],
-            "note": small_note,
+            "overrides": [*common, *small_data, "method=fedavg", "engine.batched_clients=true"],
         },
+        {"name": "small/flea", "configs": small, "overrides": [*common, *small_data, "method=flea"]},
+        {"name": "small-mlp/fedavg", "configs": small, "overrides": [*common, *mlp, "method=fedavg"]},
         {
-            "name": "small/flea",
+            "name": "small-mlp/fedavg-batched",
             "configs": small,
-            "overrides": [*common, *small_data, "method=flea"],
-            "note": small_note,
+            "overrides": [*common, *mlp, "method=fedavg", "engine.batched_clients=true"],
         },
     ]
 
@@ -99,8 +118,7 @@ def run_case(case: dict[str, Any], rounds: int, threads: int, timeout: float) ->
             return {"error": done.stderr.strip().splitlines()[-1:], "returncode": done.returncode}
         result: dict[str, Any] = json.loads(out.read_text())
     result["case_wall_s"] = time.perf_counter() - start
-    if "note" in case:
-        result["note"] = case["note"]
+    result["note"] = " ".join(n for n in (case.get("note", ""), case.get("data_note", "")) if n)
     return result
 
 

@@ -1,0 +1,61 @@
+"""Evaluation batch size: :func:`fedaug.engine.evaluation.evaluate` with batch 256, 1024 and the whole set.
+
+``evaluate`` already runs under ``torch.inference_mode`` with ``engine.eval_batch_size`` (default 1024). This
+times it for a few batch sizes on the UCI-HAR test-set shape (HARNet, 2947 windows), interleaved in one
+process, contiguous and channels-last (the ``engine.channels_last: auto`` evaluation model). Writes JSON.
+
+Usage::
+
+    python benchmarks/eval_batch.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from fedaug.engine.evaluation import evaluate
+from fedaug.models import build_model
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batches", type=int, nargs="+", default=[256, 1024, 2947])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "eval_batch.json"))
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(2947, 1, 128, 3, generator=gen), torch.arange(2947) % 6
+    models = {"contiguous": build_model("harnet", num_classes=6, input_shape=(1, 128, 3))}
+    models["channels_last"] = build_model("harnet", num_classes=6, input_shape=(1, 128, 3))
+    models["channels_last"].load_state_dict(models["contiguous"].state_dict())
+    models["channels_last"].to(memory_format=torch.channels_last)
+    times: dict[str, list[float]] = {f"{m}/{b}": [] for m in models for b in args.batches}
+    for _ in range(args.repeats + 1):  # the first pass warms up and is dropped
+        for key in times:
+            name, batch = key.split("/")
+            start = time.perf_counter()
+            evaluate(models[name], x, y, num_classes=6, batch_size=int(batch))
+            times[key].append(time.perf_counter() - start)
+    result = {
+        "model": "harnet",
+        "test_size": 2947,
+        "threads": 1,
+        "note": "medians of interleaved repeats in one process; machine shared with other runs",
+        "eval_s": {key: statistics.median(t[1:]) for key, t in times.items()},
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

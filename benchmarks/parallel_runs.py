@@ -1,0 +1,95 @@
+"""Runs per hour: two independent runs with one thread each in parallel vs one run at a time with two threads.
+
+Both modes run the same two short runs (the default preset, FedAvg, seeds 0 and 1, a few rounds) through
+``fedaug sweep``: ``--workers 2`` (each run ``engine.num_threads=1``, the sweep default) against
+``--workers 1 --set engine.num_threads=2``. The modes alternate (A, B, A, B, ...) so that changing load from
+other processes hits both. Throughput is measured in rounds per wall-clock hour (process start-up and data
+loading included) and converted to 100-round runs per hour. Writes JSON.
+
+Usage::
+
+    python benchmarks/parallel_runs.py --rounds 3 --repeats 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+MODES = {
+    "2 runs x 1 thread (sweep --workers 2)": ["--workers", "2"],
+    "1 run x 2 threads (sweep --workers 1, num_threads=2)": [
+        "--workers",
+        "1",
+        "--set",
+        "engine.num_threads=2",
+    ],
+}
+
+
+def sweep_file(folder: Path, rounds: int) -> Path:
+    path = folder / "parallel.yaml"
+    path.write_text(
+        f"extends: {REPO / 'configs' / 'default.yaml'}\n"
+        "name: parallel_bench\ncompare: []\nmethod: {name: fedavg}\n"
+        f"train: {{rounds: {rounds}}}\nengine: {{progress: false}}\ngrid: {{seed: [0, 1]}}\n"
+    )
+    return path
+
+
+def run_mode(args: list[str], rounds: int) -> float:
+    """Wall seconds of the two-run sweep in a fresh output folder."""
+    with tempfile.TemporaryDirectory() as tmp:
+        config = sweep_file(Path(tmp), rounds)
+        env = {**os.environ, "OMP_NUM_THREADS": "2"}  # allow 2; the runs set their own thread count
+        start = time.perf_counter()
+        command = [sys.executable, "-m", "fedaug", "sweep", str(config), "--out-dir", f"{tmp}/runs", *args]
+        subprocess.run(command, env=env, check=True, capture_output=True)
+        return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "parallel_runs.json"))
+    args = parser.parse_args()
+    load_before = os.getloadavg()
+    walls: dict[str, list[float]] = {mode: [] for mode in MODES}
+    for _ in range(args.repeats):
+        for mode, extra in MODES.items():
+            walls[mode].append(run_mode(extra, args.rounds))
+    result: dict[str, Any] = {
+        "preset": "configs/default.yaml, fedavg, seeds 0 and 1",
+        "rounds_per_run": args.rounds,
+        "cpu_count": os.cpu_count(),
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+        "note": "machine shared with 2 long background runs and other work (see loadavg): with other "
+        "processes on the cores, the split of CPU time between modes is not that of an idle machine",
+        "modes": {},
+    }
+    for mode, times in walls.items():
+        wall = statistics.median(times)
+        rounds_per_hour = 2 * args.rounds * 3600 / wall
+        result["modes"][mode] = {
+            "wall_s": times,
+            "rounds_per_hour": rounds_per_hour,
+            "runs_per_hour_100_rounds": rounds_per_hour / 100,
+        }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
