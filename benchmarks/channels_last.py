@@ -2,7 +2,8 @@
 
 For each model, one batch-32 training step (forward, CE, backward, Adam) and one evaluation pass of the
 test-set size are timed with the model in ``torch.contiguous_format`` and in ``torch.channels_last`` (inputs
-stay NCHW, as in the engine's ``engine.channels_last``), alternating in interleaved repeats so that load from other processes hits both.
+stay NCHW, as in the engine's ``engine.channels_last``), alternating in interleaved repeats so that load from
+other processes hits both.
 Reports medians and the speed-up of channels-last (> 1 means faster). Writes JSON.
 
 Usage::
