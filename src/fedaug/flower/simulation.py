@@ -30,6 +30,7 @@ def simulate(
     fresh: bool = False,
     num_cpus: int | None = None,
     cpus_per_client: float = 1.0,
+    node_timeout: float = 120.0,
 ) -> list[dict[str, Any]]:
     """Runs ``configs`` (same data and partition) in Flower's simulation; returns their summaries.
 
@@ -39,12 +40,14 @@ def simulate(
         num_cpus: CPUs Ray may use (None: all); with ``cpus_per_client`` it sets how many clients train
             at the same time.
         cpus_per_client: CPUs reserved per ClientApp (Flower's ``client_resources.num_cpus``).
+        node_timeout: seconds the ServerApp waits for the simulated SuperNodes (they register at once; the
+            bound ends the ServerApp's thread when Flower's runtime fails to start, e.g. Ray timing out).
     """
     from fedaug.experiments.runner import load_data_and_partition
 
     _, partition = load_data_and_partition(configs[0])
     num_clients = len(partition.train_indices)
-    server_app, outcome = make_server_app(configs, fresh=fresh)
+    server_app, outcome = make_server_app(configs, fresh=fresh, node_timeout=node_timeout)
     init_args: dict[str, Any] = {} if num_cpus is None else {"num_cpus": num_cpus}
     backend_config: Any = {"client_resources": {"num_cpus": cpus_per_client}, "init_args": init_args}
     logger.info("Flower simulation: %d SuperNodes, %s", num_clients, backend_config)
