@@ -1,15 +1,17 @@
 """Every registered method through the Flower adapter equals the in-process engine, round for round.
 
-The ServerApp side (FlowerEngine, NodeLink, node discovery) and the real ClientApp run in this process over a
-loopback Grid that delivers each message through Flower's protobuf serialisation to a node with its own
-persistent ``Context`` (as a SuperNode keeps it). Flower's Ray simulation itself is covered by
-``test_flower_simulation.py``; the TLS deployment by ``test_flower_tls_demo.py``.
+The ServerApp side (FlowerEngine, NodeLink, node discovery) and the real ClientApp run in this process over
+:class:`fedaug.flower.loopback.LoopbackGrid`, which delivers each message through Flower's protobuf
+serialisation to a node with its own persistent ``Context`` (as a SuperNode keeps it). Flower's Ray
+simulation itself is covered by ``test_flower_simulation.py``; the TLS deployment by
+``test_flower_tls_demo.py``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,87 +19,28 @@ import torch
 
 pytest.importorskip("flwr")
 
-from flwr.app import Context, Error, Message, RecordDict
-from flwr.common.serde import recorddict_from_proto, recorddict_to_proto
-from flwr.serverapp import Grid
-from flwr.supercore.task_identity import TaskIdentity
-
 from fedaug import registry
 from fedaug.errors import ClientError, FedaugError, IncompatibleModelError
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.load import load_config
 from fedaug.experiments.runner import run_dir_for, run_experiment
 from fedaug.flower import client_app
+from fedaug.flower.loopback import LoopbackGrid, task_identity
 from fedaug.flower.server_app import serve
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-class LoopbackGrid(Grid):
-    """Delivers every message over Flower's wire format to an in-process ClientApp, one Context per node."""
-
-    def __init__(self, num_nodes: int, *, fail_on: str | None = None) -> None:
-        self.contexts = {
-            1000 + 7 * i: Context(
-                run_id=1,
-                node_id=1000 + 7 * i,
-                node_config={"partition-id": i, "num-partitions": num_nodes},
-                state=RecordDict(),
-                run_config={},
-            )
-            for i in reversed(range(num_nodes))  # node order differs from client order on purpose
-        }
-        self.fail_on = fail_on
-        self.sent: list[str] = []
-
-    def send_and_receive(self, messages, *, timeout=None):
-        del timeout
-        replies = []
-        for msg in messages:
-            self.sent.append(msg.metadata.message_type)
-            proto = recorddict_to_proto(msg.content)
-            wired = Message(
-                recorddict_from_proto(proto),
-                dst_node_id=msg.metadata.dst_node_id,
-                message_type=msg.metadata.message_type,
-                group_id=msg.metadata.group_id,
-            )
-            try:
-                if msg.metadata.message_type == self.fail_on:
-                    raise RuntimeError("disk full")
-                reply = client_app.app(wired, self.contexts[msg.metadata.dst_node_id])
-            except Exception as exc:  # Flower's runtime turns a ClientApp exception into an error reply
-                reply = Message(Error(code=0, reason=f"{type(exc).__name__}: {exc}"), reply_to=wired)
-            replies.append(reply)
-        return list(reversed(replies))  # arrival order is not send order
-
-    def get_node_ids(self):
-        return list(self.contexts)
-
-    def set_run(self, run_id):  # pragma: no cover - not used by the adapter
-        raise NotImplementedError
-
-    @property
-    def run(self):  # pragma: no cover
-        raise NotImplementedError
-
-    def create_message(self, *args, **kwargs):  # pragma: no cover
-        raise NotImplementedError
-
-    def push_messages(self, messages):  # pragma: no cover
-        raise NotImplementedError
-
-    def pull_messages(self, message_ids):  # pragma: no cover
-        raise NotImplementedError
-
-
 @pytest.fixture(autouse=True)
-def _task_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+def _task_identity() -> Iterator[None]:
     """Messages read the run/node identity that Flower's runtime sets per process."""
-    monkeypatch.setattr(TaskIdentity, "_run_id", 1)
-    monkeypatch.setattr(TaskIdentity, "_task_id", 1)
-    monkeypatch.setattr(TaskIdentity, "_node_id", 1)
     client_app.client_host.cache_clear()
+    with task_identity():
+        yield
+
+
+def loopback(num_nodes: int, *, fail_on: str | None = None) -> LoopbackGrid:
+    return LoopbackGrid(client_app.app, num_nodes, fail_on=fail_on)
 
 
 def tiny_config(tmp_path: Path, method: str, **extra: str) -> ExperimentConfig:
@@ -138,7 +81,7 @@ def test_method_on_flower_equals_engine(tmp_path: Path, name: str) -> None:
     # Prepare
     config = tiny_config(tmp_path, name, **SMALLER.get(name, {}))
     flower = dataclasses.replace(config, name="smoke-flower")
-    grid = LoopbackGrid(num_nodes=4)
+    grid = loopback(num_nodes=4)
     try:
         run_experiment(config)
     except IncompatibleModelError as exc:  # e.g. Fed-ZDA needs BatchNorm, the tiny MLP has none
@@ -159,7 +102,7 @@ def test_client_state_stays_on_the_node(tmp_path: Path) -> None:
     """MOON's previous local model is kept in the node's context.state, not sent to the server."""
     # Prepare
     config = tiny_config(tmp_path, "moon", **{"train.rounds": "3"})
-    grid = LoopbackGrid(num_nodes=4)
+    grid = loopback(num_nodes=4)
     # Execute
     serve(grid, [config], fresh=False, node_timeout=5)
     # Assert
@@ -175,7 +118,7 @@ def test_client_state_stays_on_the_node(tmp_path: Path) -> None:
 def test_client_failure_names_round_client_and_method(tmp_path: Path) -> None:
     # Prepare
     config = tiny_config(tmp_path, "fedavg")
-    grid = LoopbackGrid(num_nodes=4, fail_on="train")
+    grid = loopback(num_nodes=4, fail_on="train")
     # Execute / Assert
     with pytest.raises(ClientError, match=r"round 1, client \d, method 'fedavg': RuntimeError: disk full"):
         serve(grid, [config], fresh=False, node_timeout=5)
@@ -186,4 +129,4 @@ def test_missing_nodes_are_reported(tmp_path: Path) -> None:
     config = tiny_config(tmp_path, "fedavg")
     # Execute / Assert
     with pytest.raises(FedaugError, match=r"only 3 of 4 SuperNodes connected within 0.1s"):
-        serve(LoopbackGrid(num_nodes=3), [config], fresh=False, node_timeout=0.1)
+        serve(loopback(num_nodes=3), [config], fresh=False, node_timeout=0.1)
