@@ -34,4 +34,6 @@ class AttackCommand(Protocol):
 
 
 # Attack modules (imported for their @register side effect); keep one line per module.
+from fedaug.attacks import context as context  # noqa: E402
 from fedaug.attacks import invert as invert  # noqa: E402
+from fedaug.attacks import reconstruct as reconstruct  # noqa: E402

@@ -1,0 +1,225 @@
+"""What an attacker observes of a finished (or running) federated run, rebuilt from its run directory.
+
+A target is written ``[LABEL=]RUN_DIR[@ROUND]``: the run dir's ``config.yaml`` rebuilds the dataset, model and
+method, and ``ckpt/latest.pt`` (or ``ckpt/round_NNNN.pt``, kept with ``engine.keep_checkpoints``) holds the
+global model. What the run's clients share decides what the attacker gets (:data:`SHARED`):
+
+* ``features`` (FLea): activations of single inputs at the method's split layer, through the global encoder;
+* ``averages`` (FedMix): averages of ``mean_group_size`` inputs (pixel space), no model involved;
+* ``raw`` (FedData): the inputs themselves (the ceiling: reconstruction MSE 0).
+
+A method that shares nothing is attacked as if it shared the activations at ``--layer`` (default: the model's
+``default_split``), which measures what its encoder would leak. Reconstruction targets are the inputs in
+their natural scale (``Dataset.denormalize``: pixels in [0, 1] for images, the raw signal for UCI-HAR).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from torch import Tensor
+
+from fedaug.api import ServerState
+from fedaug.data.datasets import Dataset, load_dataset
+from fedaug.engine.checkpoint import RunStore, read_jsonl
+from fedaug.errors import ConfigError
+from fedaug.experiments.config import ExperimentConfig
+from fedaug.experiments.load import config_from_dict
+from fedaug.experiments.runner import build_method
+from fedaug.models import build_model
+from fedaug.models.base import SplitModel
+
+SHARED = {"flea": "features", "flea_official": "features", "fedmix": "averages", "feddata": "raw"}
+"""What each method's clients share with others (methods not listed share only model weights)."""
+
+
+@dataclass
+class Target:
+    """One attacked model state.
+
+    Attributes:
+        label: name in tables and figures.
+        run_dir: the run directory.
+        round_num: the round whose global model is attacked.
+        method: the run's method name.
+        shared: ``features``, ``averages`` or ``raw`` (see the module docstring).
+        dataset: the run's dataset (loaded once per distinct data config).
+        model: the global model in eval mode (None for ``averages`` / ``raw``).
+        layer: the split layer whose activations are observed (None unless ``features``).
+        group_size: inputs per FedMix average (1 otherwise).
+        metrics: the run's logged metrics of that round (``test/acc``, ``flea/dcor``, ...), if any.
+    """
+
+    label: str
+    run_dir: Path
+    round_num: int
+    method: str
+    shared: str
+    dataset: Dataset
+    model: SplitModel | None
+    layer: int | None
+    group_size: int
+    metrics: dict[str, Any]
+
+    @torch.no_grad()
+    def observe(self, x: Tensor, batch_size: int = 512) -> Tensor:
+        """What the attacker sees of each (normalised) input ``x``: its activation, or ``x`` itself."""
+        if self.shared == "averages":
+            raise ConfigError(f"{self.label}: FedMix averages are observed per group, not per input")
+        if self.model is None or self.layer is None:
+            return x.clone()
+        parts = [self.model.encode(x[i : i + batch_size], self.layer) for i in range(0, len(x), batch_size)]
+        return torch.cat(parts)
+
+    def describe(self) -> str:
+        """One line: label, method, round, what is shared, and the logged dCor / accuracy of that round."""
+        what = {"features": f"activations at layer {self.layer}", "raw": "raw inputs"}.get(
+            self.shared, f"averages of {self.group_size} inputs"
+        )
+        logged = ", ".join(
+            f"{key.split('/')[-1]} {self.metrics[key]:.3f}"
+            for key in ("test/acc", "flea/dcor", "flea/dcor_u")
+            if isinstance(self.metrics.get(key), float)
+        )
+        return f"{self.label}: {self.method} round {self.round_num}, {what}" + (
+            f" ({logged})" if logged else ""
+        )
+
+
+def parse_spec(spec: str) -> tuple[str | None, Path, int | None]:
+    """``[LABEL=]RUN_DIR[@ROUND]`` -> (label, run dir, round or None for the latest checkpoint)."""
+    label, _, rest = spec.rpartition("=") if "=" in spec else ("", "", spec)
+    path, _, round_text = rest.rpartition("@") if "@" in rest else (rest, "", "")
+    if round_text and not round_text.isdigit():
+        raise ConfigError(f"target {spec!r}: the round after '@' must be a number, got {round_text!r}")
+    return (label or None), Path(path), (int(round_text) if round_text else None)
+
+
+def run_config(run_dir: Path) -> ExperimentConfig:
+    """The run's resolved config (``config.yaml``)."""
+    path = run_dir / "config.yaml"
+    if not path.is_file():
+        raise ConfigError(f"{run_dir} is not a run directory (no config.yaml)")
+    return config_from_dict(yaml.safe_load(path.read_text()))
+
+
+def load_targets(
+    specs: Sequence[str], *, data_dir: str | None = None, layer: int | None = None
+) -> list[Target]:
+    """Targets for ``specs``, all on one dataset (raises ConfigError when they differ)."""
+    datasets: dict[str, Dataset] = {}
+    targets = []
+    for spec in specs:
+        label, run_dir, round_num = parse_spec(spec)
+        config = run_config(run_dir)
+        key = repr((config.data.name, sorted(config.data.options.items())))
+        if key not in datasets:
+            if datasets:
+                raise ConfigError(
+                    f"target {spec!r} uses another dataset than {specs[0]!r}; attack one at a time"
+                )
+            datasets[key] = load_dataset(
+                config.data.name, data_dir=data_dir or config.data.data_dir, **config.data.options
+            )
+        targets.append(_target(label, run_dir, round_num, config, datasets[key], layer))
+    return targets
+
+
+def _target(
+    label: str | None,
+    run_dir: Path,
+    round_num: int | None,
+    config: ExperimentConfig,
+    dataset: Dataset,
+    layer: int | None,
+) -> Target:
+    store = RunStore(run_dir)
+    ckpt = store.load_checkpoint(round_num)
+    if ckpt is None:
+        kept = ", ".join(map(str, store.kept_rounds())) or "none"
+        raise ConfigError(
+            f"{run_dir} has no checkpoint for round {round_num if round_num is not None else 'latest'} "
+            f"(kept rounds: {kept}; keep more with --set engine.keep_checkpoints=[...])"
+        )
+    method = build_method(config)
+    name = config.method.name
+    shared = SHARED.get(name, "features")
+    state = ServerState(**ckpt["state"])
+    model = build_model(
+        config.model.name,
+        num_classes=dataset.num_classes,
+        input_shape=dataset.input_shape,
+        **config.model.options,
+    )
+    model.load_state_dict(method.eval_state(state))
+    model.eval()
+    split = None
+    if shared == "features":
+        method_layer = getattr(method, "layer", None)
+        if layer is not None:
+            split = model.check_split(layer)
+        elif callable(method_layer):
+            split = int(method_layer(model))
+        else:
+            split = model.default_split
+    group_size = int(getattr(method.config, "mean_group_size", 1)) if shared == "averages" else 1
+    metrics = next((r for r in read_jsonl(run_dir / "metrics.jsonl") if r["round"] == ckpt["round_num"]), {})
+    default_label = f"{name}" + (f" ({config.name})" if config.name else "") + f" r{ckpt['round_num']}"
+    return Target(
+        label=label or default_label,
+        run_dir=run_dir,
+        round_num=int(ckpt["round_num"]),
+        method=name,
+        shared=shared,
+        dataset=dataset,
+        model=model if shared == "features" else None,
+        layer=split,
+        group_size=group_size,
+        metrics=metrics,
+    )
+
+
+def to_pixels(dataset: Dataset, x: Tensor) -> Tensor:
+    """Normalised inputs -> natural scale (pixels in [0, 1] for images)."""
+    return dataset.denormalize(x)
+
+
+def from_pixels(dataset: Dataset, pixels: Tensor) -> Tensor:
+    """Natural scale -> the normalised inputs the models take (inverse of :func:`to_pixels`)."""
+    if dataset.mean is None or dataset.std is None:
+        return pixels
+    view = [1] * pixels.dim()
+    view[dataset.norm_axis + 1] = -1
+    mean = torch.tensor(dataset.mean, dtype=pixels.dtype).view(view)
+    std = torch.tensor(dataset.std, dtype=pixels.dtype).view(view)
+    return (pixels - mean) / std
+
+
+def attacker_split(
+    dataset: Dataset, source: str, generator: torch.Generator
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(attacker x, attacker y, evaluation x, evaluation y), normalised.
+
+    ``source = "test"``: a random half of the test set is the attacker's public data, the other half is
+    evaluated (the attacker never saw clients' data). ``source = "train"``: the paper's setting (appendix D):
+    the attacker trains on the whole train set and is evaluated on the test set.
+    """
+    if source == "train":
+        return dataset.x_train, dataset.y_train, dataset.x_test, dataset.y_test
+    if source != "test":
+        raise ConfigError(f"--attacker-data must be one of test, train; got {source!r}")
+    order = torch.randperm(dataset.num_test, generator=generator)
+    half = math.ceil(dataset.num_test / 2)
+    a, e = order[:half], order[half:]
+    return dataset.x_test[a], dataset.y_test[a], dataset.x_test[e], dataset.y_test[e]
+
+
+def is_image(shape: Sequence[int]) -> bool:
+    """Whether samples of ``shape`` can be shown as images (``[1 or 3, H, W]`` with H, W >= 8)."""
+    return len(shape) == 3 and shape[0] in (1, 3) and min(shape[1:]) >= 8

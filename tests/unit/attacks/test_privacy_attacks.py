@@ -1,0 +1,277 @@
+"""Reconstruction and context attacks: decoder shapes, the marker, planted easy cases, the CLI end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from fedaug.attacks.context import (
+    ClassifierSettings,
+    Marker,
+    accuracy,
+    add_marker,
+    make_samples,
+    train_classifier,
+)
+from fedaug.attacks.decoders import DECODERS, build_decoder
+from fedaug.attacks.reconstruct import DecoderSettings, attack_direct, attack_features, groups
+from fedaug.attacks.target import Target, from_pixels, parse_spec, to_pixels
+from fedaug.cli import main
+from fedaug.data.datasets import Dataset
+from fedaug.errors import ConfigError, IncompatibleModelError
+from fedaug.models import build_model
+from fedaug.seeding import torch_generator
+from tests.conftest import REPO_ROOT
+
+
+@pytest.mark.parametrize(
+    ("model", "shape"),
+    [("lenet5", (1, 28, 28)), ("bn_cnn_mnist", (1, 28, 28)), ("harnet", (1, 128, 3)), ("mlp", (3, 8, 8))],
+)
+def test_every_decoder_maps_every_split_layer_back_to_the_input_shape(
+    model: str, shape: tuple[int, ...]
+) -> None:
+    net = build_model(model, num_classes=10, input_shape=shape)
+    for layer in net.split_layers:
+        features = net.activation_shape(shape, layer)
+        for name in DECODERS:
+            decoder = build_decoder(name, features, shape).eval()
+            assert tuple(decoder(torch.zeros(2, *features)).shape) == (2, *shape), (model, layer, name)
+
+
+def test_paper_decoder_layers_and_the_official_one_is_affine() -> None:
+    # ICLR draft Table 10: [16,32,32] -> conv1x1 [32,32,32] -> convT s2 [32,64,64] -> conv s2 [32,32,32]
+    # -> conv1x1 [3,32,32]
+    decoder = build_decoder("conv4", (16, 32, 32), (3, 32, 32))
+    sizes, x = [], torch.zeros(1, 16, 32, 32)
+    for module in decoder:
+        x = module(x)
+        if isinstance(module, nn.Conv2d | nn.ConvTranspose2d):
+            sizes.append(tuple(x.shape[1:]))
+    assert sizes == [(32, 32, 32), (32, 64, 64), (32, 32, 32), (3, 32, 32)]
+    linear = build_decoder("linear", (6, 14, 14), (1, 28, 28)).eval()
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.randn(1, 6, 14, 14, generator=gen), torch.randn(1, 6, 14, 14, generator=gen)
+    zero = linear(torch.zeros_like(a))
+    torch.testing.assert_close(
+        linear(a + b) - zero, (linear(a) - zero) + (linear(b) - zero), atol=1e-5, rtol=1e-4
+    )
+    with pytest.raises(ConfigError, match="valid choices: linear, conv4, deep"):
+        build_decoder("unet", (4,), (1, 8, 8))
+    with pytest.raises(IncompatibleModelError, match=r"\[C, H, W\]"):
+        build_decoder("deep", (4,), (8,))
+
+
+def test_marker_is_exactly_the_square_and_nothing_else() -> None:
+    pixels = torch.rand(2, 3, 8, 9, generator=torch.Generator().manual_seed(1))
+    marked = add_marker(pixels, size=2, top=1, left=3)
+    expected = pixels.clone()
+    expected[:, 0, 1:3, 3:5] = 1.0  # red
+    expected[:, 1:, 1:3, 3:5] = 0.0
+    assert torch.equal(marked, expected)
+    assert not torch.equal(marked, pixels)  # a copy: the input is untouched
+    grey = add_marker(torch.zeros(1, 1, 6, 6), size=5, top=1, left=1)
+    assert grey.sum().item() == 25.0 and grey[0, 0, 0].sum().item() == 0.0 and grey[0, 0, 1:, 1:].min() == 1.0
+    assert torch.equal(
+        add_marker(torch.zeros(1, 1, 4, 4), size=1, top=0, left=0, colour=(0.5,))[0, 0, 0, 0],
+        torch.tensor(0.5),
+    )
+    with pytest.raises(ConfigError, match="does not fit in 6x6"):
+        add_marker(torch.zeros(1, 1, 6, 6), size=5, top=2, left=0)
+    with pytest.raises(ConfigError, match="needs 3 values"):
+        add_marker(torch.zeros(1, 3, 6, 6), colour=(1.0,), size=2)
+
+
+def _dataset(num: int = 400, side: int = 12) -> Dataset:
+    """Smooth random images in [0, 1] (normalised with mean 0.5 / std 0.25) with 4 labels."""
+    gen = torch.Generator().manual_seed(0)
+    low = torch.rand(2 * num, 1, side // 4, side // 4, generator=gen)
+    pixels = nn.functional.interpolate(low, size=(side, side), mode="bilinear", align_corners=False)
+    x = (pixels - 0.5) / 0.25
+    y = torch.arange(2 * num) % 4
+    return Dataset(
+        "toy",
+        x[:num],
+        y[:num],
+        x[num:],
+        y[num:],
+        4,
+        list("abcd"),
+        (1, side, side),
+        "test",
+        mean=(0.5,),
+        std=(0.25,),
+    )
+
+
+class Constant(nn.Module):
+    """An encoder that forgets its input: four zeros per sample."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(x.shape[0], 4)
+
+
+def _target(
+    dataset: Dataset, shared: str = "features", encoder: nn.Module | None = None, group: int = 1
+) -> Target:
+    class Encoder(nn.Module):
+        def __init__(self, inner: nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def encode(self, x: torch.Tensor, layer: int) -> torch.Tensor:
+            del layer
+            return self.inner(x)
+
+    model = Encoder(encoder) if encoder is not None else None
+    return Target("t", Path("."), 1, "flea", shared, dataset, model, 0 if model else None, group, {})  # type: ignore[arg-type]
+
+
+def test_pixels_round_trip() -> None:
+    dataset = _dataset(8)
+    torch.testing.assert_close(from_pixels(dataset, to_pixels(dataset, dataset.x_test)), dataset.x_test)
+
+
+def test_reconstruction_succeeds_on_an_identity_encoder_and_fails_on_a_constant_one() -> None:
+    dataset = _dataset(200)
+    x_att, x_eval = dataset.x_train, dataset.x_test[:100]
+    data = (x_att, x_eval, to_pixels(dataset, x_att))
+    settings = DecoderSettings(epochs=8, batch_size=32, lr=3e-3, width=8)
+    rows, examples, stats = attack_features(_target(dataset), data, ["linear"], settings, seed=0)
+    assert rows[0].mse < 0.05 * rows[0].baseline_mse  # the attack works: near-zero error through the identity
+    assert examples["linear"].shape == (100, 1, 12, 12)
+    assert stats["eval_dcor"] == pytest.approx(1.0)
+    rows, _, _ = attack_features(_target(dataset, encoder=Constant()), data, ["linear"], settings, seed=0)
+    assert rows[0].mse > 0.95 * rows[0].baseline_mse  # nothing to recover from a constant activation
+
+
+def test_fedmix_average_error_is_the_within_group_variance_and_feddata_is_zero() -> None:
+    dataset = _dataset(40)
+    pix = to_pixels(dataset, dataset.x_test)
+    rows, examples = attack_direct(
+        _target(dataset, "averages", group=10), dataset.x_test, dataset.y_test, pix, 0
+    )
+    assert [r.attacker for r in rows] == ["average (random groups of 10)", "average (one class groups of 10)"]
+    members = groups(dataset.y_test, 10, torch.Generator().manual_seed(0), same_class=True)
+    assert all(len(set(dataset.y_test[g].tolist())) == 1 for g in members)  # one class per group
+    assert len(set(members.flatten().tolist())) == members.numel()  # disjoint
+    random = groups(dataset.y_test, 10, torch_generator(0, "fedmix-groups", 0), same_class=False)
+    assert random.shape == (4, 10)
+    within = pix[random] - pix[random].mean(dim=1, keepdim=True)  # the same groups as attack_direct's
+    assert rows[0].mse == pytest.approx(float((within**2).mean()), rel=1e-6)
+    assert 0 < rows[0].mse < rows[0].baseline_mse
+    assert examples["average (random groups of 10)"].shape == (16, 1, 12, 12)
+    raw, _ = attack_direct(_target(dataset, "raw"), dataset.x_test, dataset.y_test, pix, 0)
+    assert raw[0].mse == 0.0
+
+
+def test_context_samples_are_balanced_and_fedmix_averages_keep_the_exact_marker() -> None:
+    dataset = _dataset(100)
+    marker = Marker(size=3, top=0, left=0)
+    x, y = make_samples(
+        _target(dataset, "averages", group=10),
+        dataset.x_train,
+        50,
+        marker,
+        torch.Generator().manual_seed(0),
+        10,
+    )
+    assert int(y.sum()) == 25 and x.shape == (50, 144)
+    square = to_pixels(dataset, x.view(50, 1, 12, 12))[:, 0, :3, :3]
+    assert torch.allclose(square[y == 1], torch.ones(25, 3, 3), atol=1e-6)  # the average of marked images
+    assert not torch.allclose(square[y == 0], torch.ones(25, 3, 3), atol=1e-3)
+
+
+def test_marker_classifier_learns_an_obvious_signal_and_not_a_missing_one() -> None:
+    dataset = _dataset(300)
+    marker, settings = Marker(size=3, top=0, left=0), ClassifierSettings(epochs=5, min_steps=150)
+    raw = _target(dataset, "raw")
+    x, y = make_samples(raw, dataset.x_train, 200, marker, torch.Generator().manual_seed(0), 1)
+    ex, ey = make_samples(raw, dataset.x_test, 200, marker, torch.Generator().manual_seed(1), 1)
+    assert accuracy(train_classifier(x, y, settings, seed=0), ex, ey) > 0.97
+    blind = _target(dataset, encoder=Constant())
+    x, y = make_samples(blind, dataset.x_train, 200, marker, torch.Generator().manual_seed(0), 1)
+    ex, ey = make_samples(blind, dataset.x_test, 200, marker, torch.Generator().manual_seed(1), 1)
+    assert accuracy(train_classifier(x, y, settings, seed=0), ex, ey) == 0.5  # balanced, nothing to see
+
+
+def test_parse_spec() -> None:
+    assert parse_spec("runs/a/seed0") == (None, Path("runs/a/seed0"), None)
+    assert parse_spec("early=runs/a/seed0@5") == ("early", Path("runs/a/seed0"), 5)
+    with pytest.raises(ConfigError, match="must be a number"):
+        parse_spec("runs/a@last")
+
+
+@pytest.fixture(scope="module")
+def tiny_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """FLea (2 rounds, round 1 kept), FedMix and FedData (1 round) on 12x12 synthetic images with LeNet-5."""
+    out = tmp_path_factory.mktemp("runs")
+    common = [
+        "run", str(REPO_ROOT / "configs" / "smoke.yaml"), "--out-dir", str(out),
+        "--set", "model=lenet5", "--set", "data.shape=[1,12,12]", "--set", "data.num_train=120",
+        "--set", "data.num_test=120", "--set", "engine.progress=false", "--set", "engine.num_threads=1",
+    ]  # fmt: skip
+    assert (
+        main([*common, "--method", "flea", "--set", "train.rounds=2", "--set", "engine.keep_checkpoints=[1]"])
+        == 0
+    )
+    for method in ("fedmix", "feddata"):
+        assert main([*common, "--method", method, "--set", "train.rounds=1"]) == 0
+    root = out / "smoke" / "synthetic-dirichlet0.5_2-K6"
+    return {m: root / m / "seed0" for m in ("flea", "fedmix", "feddata")}
+
+
+def test_reconstruct_cli_end_to_end(
+    tiny_runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    flea = tiny_runs["flea"]
+    argv = [
+        "attack",
+        "reconstruct",
+        f"early={flea}@1",
+        str(flea),
+        str(tiny_runs["fedmix"]),
+        str(tiny_runs["feddata"]),
+    ]
+    assert main([*argv, "--out", str(tmp_path), "--epochs", "1", "--decoders", "linear,deep", "--plots"]) == 0
+    report = json.loads((tmp_path / "reconstruct.json").read_text())
+    rows = {(r["target"], r["attacker"]): r for r in report["rows"]}
+    assert {t for t, _ in rows} == {"early", "flea (smoke) r2", "fedmix (smoke) r1", "feddata (smoke) r1"}
+    assert rows[("early", "deep")]["round"] == 1 and rows[("flea (smoke) r2", "linear")]["round"] == 2
+    assert rows[("feddata (smoke) r1", "shared inputs")]["mse"] == 0.0
+    for name in ("reconstruct.md", "reconstruct_examples.png", "reconstruct_training.png"):
+        assert (tmp_path / name).is_file()
+    assert any(p.name.startswith("flea_privacy_") for p in tmp_path.glob("*.png"))
+    assert "eval MSE" in capsys.readouterr().out
+    assert main(["attack", "reconstruct", f"{flea}@7", "--out", str(tmp_path)]) == 2
+    assert "kept rounds: 1" in capsys.readouterr().err
+
+
+def test_context_cli_end_to_end(tiny_runs: dict[str, Path], tmp_path: Path) -> None:
+    argv = ["attack", "context", str(tiny_runs["flea"]), str(tiny_runs["fedmix"]), "--out", str(tmp_path)]
+    options = [
+        "--sizes",
+        "20,40",
+        "--repeats",
+        "2",
+        "--eval-size",
+        "60",
+        "--min-steps",
+        "20",
+        "--marker-size",
+        "3",
+    ]
+    assert main([*argv, *options, "--attacker-data", "test"]) == 0
+    report = json.loads((tmp_path / "context.json").read_text())
+    assert set(report["accuracy"]) == {"flea (smoke) r2", "fedmix (smoke) r1"}
+    assert all(
+        len(accs) == 2 and all(0 <= a <= 1 for a in accs)
+        for c in report["accuracy"].values()
+        for accs in c.values()
+    )
+    assert (tmp_path / "context_accuracy.png").is_file() and (tmp_path / "context_examples.png").is_file()
+    assert main([*argv, "--marker-size", "13"]) == 2  # does not fit in 12x12
