@@ -187,7 +187,9 @@ def reconstruct(
             schedule.step()
             with torch.no_grad():
                 x.copy_(torch.maximum(torch.minimum(x, bounds[1]), bounds[0]))
-        final = float((cosine_distance(update_fn(x), target) + config.tv_weight * total_variation(x)).detach())
+        final = float(
+            (cosine_distance(update_fn(x), target) + config.tv_weight * total_variation(x)).detach()
+        )
         logger.info("restart %d: final cost %.4f", restart, final)
         if final < best_cost:
             best, best_cost = x.detach().clone(), final
