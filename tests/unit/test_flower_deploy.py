@@ -143,3 +143,29 @@ def test_missing_flower_gives_the_install_hint(monkeypatch: pytest.MonkeyPatch, 
     # Assert
     assert code == 2
     assert "flwr and ray not installed: pip install 'fedaug[flower]'" in capsys.readouterr().err
+
+
+def test_simulate_command_runs_each_compared_method_as_name_flower(monkeypatch, capsys, tmp_path) -> None:
+    """The CLI hands Flower's simulation one config per compared method, named ``<name>-flower``."""
+    # Prepare
+    import fedaug.flower.simulation as simulation
+
+    seen = {}
+
+    def fake_simulate(configs, **kwargs):
+        seen["configs"], seen["kwargs"] = configs, kwargs
+        return [{"best_acc": 0.5, "best_round": 1, "last10_acc": 0.5, "final_acc": 0.5} for _ in configs]
+
+    monkeypatch.setattr(simulation, "simulate", fake_simulate)
+    monkeypatch.chdir(REPO)
+    # Execute
+    argv = ["flower", "simulate", "configs/smoke.yaml", "--set", "compare=[fedavg, flea]", "--num-cpus", "1"]
+    code = main([*argv, "--out-dir", str(tmp_path)])
+    # Assert
+    assert code == 0
+    assert [(c.name, c.method.name) for c in seen["configs"]] == [
+        ("smoke-flower", "fedavg"),
+        ("smoke-flower", "flea"),
+    ]
+    assert seen["kwargs"] == {"fresh": False, "num_cpus": 1, "cpus_per_client": 1.0}
+    assert "smoke-flower" in capsys.readouterr().out
