@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,11 @@ def plot_learning_curves(grouping: Grouping, out_dir: Path) -> list[Path]:
         axes = figure.add_subplot()
         for row in grouping.rows:
             _band(axes, grouping.cells.get((row, column), []), "test/acc", 100.0, row)
-        axes.set(xlabel="round", ylabel="test accuracy (%)", title=f"{column}: mean ± std over seeds")
+        axes.set(
+            xlabel="round",
+            ylabel="test accuracy (%)",
+            title=textwrap.fill(f"{column}: mean ± std over seeds", 60),
+        )
         axes.grid(alpha=0.3)
         axes.legend(fontsize="small")
         paths += save_figure(figure, out_dir / f"curves_{slug(column)}")
@@ -116,7 +121,7 @@ def plot_flea_curves(grouping: Grouping, out_dir: Path) -> list[Path]:
             axes.set(xlabel="round", ylabel=label, title=label)
             axes.grid(alpha=0.3)
         axes.legend(fontsize="small")
-        figure.suptitle(f"{column}: FLea's shared features")
+        figure.suptitle(textwrap.fill(f"{column}: FLea's shared features", 90))
         paths += save_figure(figure, out_dir / f"flea_privacy_{slug(column)}")
     return paths
 
