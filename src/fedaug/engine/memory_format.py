@@ -9,10 +9,10 @@ for HARNet, train-mode batch norm in channels-last puts the logits ~3e-4 off the
 format: ~1e-6) and the gradients of the first block ~0.5% off, so HARNet should not train channels-last; the
 BN CNN trains to float rounding.
 
-Modes: ``off``; ``eval`` (the evaluation workspace only: training, and so the run's trajectory, is
+Modes: ``none``; ``eval`` (the evaluation workspace only: training, and so the run's trajectory, is
 untouched); ``all`` (every workspace, training included; only for models checked to train accurately in it,
-such as the BN CNNs); ``auto`` (default): ``eval`` for the models in :data:`MEASURED_FASTER_EVAL`, ``off`` for
-every other model (unmeasured ones are left alone).
+such as the BN CNNs); ``auto`` (default): ``eval`` for the models in :data:`MEASURED_FASTER_EVAL`,
+``none`` for every other model (unmeasured ones are left alone).
 """
 
 from __future__ import annotations
@@ -26,19 +26,20 @@ from fedaug.errors import ConfigError
 
 M = TypeVar("M", bound=nn.Module)
 
-CHANNELS_LAST_MODES = ("auto", "off", "eval", "all")
+CHANNELS_LAST_MODES = ("auto", "none", "eval", "all")
+"""``none`` rather than ``off``: YAML reads a bare ``off`` as the boolean false."""
 MEASURED_FASTER_EVAL = frozenset({"harnet", "bn_cnn_mnist", "bn_cnn_cifar"})
 """Models whose evaluation was measured faster in channels-last (bn_cnn_cifar: same layer types)."""
 
 
 def resolve_channels_last(mode: str, model_name: str) -> str:
-    """``auto`` resolved for ``model_name``: ``off``, ``eval`` or ``all``."""
+    """``auto`` resolved for ``model_name``: ``none``, ``eval`` or ``all``."""
     if mode not in CHANNELS_LAST_MODES:
         raise ConfigError(
             f"engine.channels_last must be one of {', '.join(CHANNELS_LAST_MODES)}, got {mode!r}"
         )
     if mode == "auto":
-        return "eval" if model_name in MEASURED_FASTER_EVAL else "off"
+        return "eval" if model_name in MEASURED_FASTER_EVAL else "none"
     return mode
 
 

@@ -70,7 +70,7 @@ class SimulationSpec:
     keep_checkpoints: tuple[int, ...] = ()
     precision: str = "float32"
     batched_clients: bool = False
-    channels_last: str = "off"  # resolved engine.channels_last: off, eval or all (engine/memory_format.py)
+    channels_last: str = "none"  # resolved engine.channels_last: none, eval or all (engine/memory_format.py)
     # Per-client local test sets (indices into train_x) for client-level fairness, evaluated every
     # local_eval_every rounds and at the last round (engine/fairness.py).
     local_test_indices: list[Tensor] | None = None

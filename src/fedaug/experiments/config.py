@@ -174,8 +174,8 @@ class EngineConfig:
             cross-entropy methods with adam/sgd in float32 only, see :mod:`fedaug.engine.batched`); equal to
             the sequential loop up to float rounding.
         channels_last: channels-last memory format for conv models: ``auto`` (default: the evaluation model of
-            HARNet and the BN CNNs, where it was measured faster), ``off``, ``eval`` or ``all`` (training too;
-            see :mod:`fedaug.engine.memory_format`).
+            HARNet and the BN CNNs, where it was measured faster), ``none``, ``eval`` or ``all`` (training
+            too; see :mod:`fedaug.engine.memory_format`).
         keep_checkpoints: rounds whose checkpoint is also kept as ``ckpt/round_NNNN.pt`` (besides
             ``latest.pt``), e.g. ``[1, 30]`` for attacks on an early and a late global model (default: none).
         local_eval_every: evaluate the global model on every client's local test set (client-level

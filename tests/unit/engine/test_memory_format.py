@@ -31,11 +31,11 @@ def _pair(name: str) -> tuple[torch.nn.Module, torch.nn.Module]:
 def test_auto_uses_channels_last_for_evaluation_of_measured_models_only() -> None:
     assert resolve_channels_last("auto", "harnet") == "eval"
     assert resolve_channels_last("auto", "bn_cnn_mnist") == "eval"
-    assert resolve_channels_last("auto", "lenet5") == "off"
+    assert resolve_channels_last("auto", "lenet5") == "none"
     assert resolve_channels_last("all", "lenet5") == "all"
-    with pytest.raises(ConfigError, match="auto, off, eval, all"):
+    with pytest.raises(ConfigError, match="auto, none, eval, all"):
         resolve_channels_last("nhwc", "harnet")
-    with pytest.raises(ConfigError, match="auto, off, eval, all"):
+    with pytest.raises(ConfigError, match="auto, none, eval, all"):
         EngineConfig(channels_last="yes")
 
 
