@@ -1,20 +1,20 @@
 """Engine time per round versus the compute floor (the same local steps in a bare loop).
 
-Runs a preset for a few rounds with the real engine, then replays exactly the same mini-batch sizes
-(same clients, epochs and batch splits) in a bare ``forward -> CE -> backward -> Adam`` loop on one model, and
-times a bare evaluation of the test set. Both are measured in the same process, one after the other, so
-their ratio is meaningful on a shared, noisy machine. The bare loop runs in the run's ``engine.precision``.
+Runs a preset for a few rounds with the real engine and, right after each round (outside its timed span),
+replays exactly the same mini-batch sizes (same clients, epochs and batch splits) in a bare
+``forward -> CE -> backward -> Adam`` loop on one model and times a bare evaluation of the test set. Engine
+and floor alternate round by round in one process, so their ratio is meaningful on a shared, noisy machine.
+The bare loop runs in the run's ``engine.precision`` and memory format per phase (``engine.channels_last``);
+it is always the sequential loop, also when the engine batches clients (``engine.batched_clients``), so a
+ratio below 1 there is a gain over the sequential floor.
 
 The round is split into the engine's phases (``timings.jsonl``: local training, aggregation, share phase,
 evaluation, checkpoint) and into the overhead over the floor: ``train - floor_train`` is the engine plus the
 method's extra work inside local training (FLea's mixed loss and buffer), ``eval - floor_eval`` the
 evaluation overhead, and aggregation + share + checkpoint the rest. Runs per hour are
-``3600 / (round_time * the preset's rounds)``. Peak memory is the process's maximum resident set size after
-the engine run (``resource.getrusage``; tracemalloc does not see torch's tensor memory).
-Medians skip round 1 (allocator and oneDNN warm-up) when there are at least 3 rounds; the floor replays only
-the rounds the medians use. The floor uses the engine's memory format per phase (``engine.channels_last``)
-and is always the sequential loop, also when the engine batches clients (``engine.batched_clients``), so a
-ratio below 1 there is a gain over the sequential floor. Writes JSON.
+``3600 / (round_time * the preset's rounds)``. Peak memory is the process's maximum resident set size
+(``resource.getrusage``; tracemalloc does not see torch's tensor memory). Medians skip round 1 (allocator
+and oneDNN warm-up) when there are at least 3 rounds. Writes JSON.
 
 Usage::
 
@@ -40,8 +40,10 @@ import torch.nn.functional as F
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.evaluation import evaluate
 from fedaug.engine.memory_format import apply_channels_last
+from fedaug.engine.simulation import Simulation, SimulationSpec
+from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import prepare, run_experiment
+from fedaug.experiments.runner import prepare, run_dir_for
 from fedaug.local_training import batch_indices
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,6 +98,45 @@ def _median(values: list[float]) -> float:
     return statistics.median(values[1:] if len(values) >= 3 else values)
 
 
+class _FloorAfterEachRound(Simulation):
+    """The engine, with each round's floor run right after that round, outside the round's timed span.
+
+    Interleaving engine and floor round by round lets slow drifts of the machine's load hit both alike.
+    """
+
+    def __init__(self, spec: SimulationSpec, config: ExperimentConfig) -> None:
+        super().__init__(spec)
+        self.config = config
+        # the floor computes what the engine computes: the same memory format per phase (engine.channels_last)
+        self.model = apply_channels_last(spec.model_fn(), spec.channels_last, "client")
+        self.eval_model = apply_channels_last(spec.model_fn(), spec.channels_last, "eval")
+        self.sizes: list[list[int]] = []
+        self.floor_train: list[float] = []
+        self.floor_eval: list[float] = []
+
+    def _report(self, bar: Any, record: dict[str, Any], timing: Any, records: list[dict[str, Any]]) -> None:
+        super()._report(bar, record, timing, records)
+        spec, train = self.spec, self.config.train
+        precision = self.config.engine.precision
+        sizes = replay_batch_sizes([record], spec.run.client_sizes, train.local_epochs, train.batch_size)[0]
+        if not self.sizes:  # warm-up
+            bare_train(self.model, spec.train_x, spec.train_y, sizes[:5], train.lr, precision)
+        self.sizes.append(sizes)
+        self.floor_train.append(
+            bare_train(self.model, spec.train_x, spec.train_y, sizes, train.lr, precision)
+        )
+        tick = time.perf_counter()
+        evaluate(
+            self.eval_model,
+            spec.test_x,
+            spec.test_y,
+            num_classes=spec.run.num_classes,
+            batch_size=self.config.engine.eval_batch_size,
+            precision=precision,
+        )
+        self.floor_eval.append(time.perf_counter() - tick)
+
+
 def measure(configs: list[str], overrides: list[str], rounds: int) -> dict[str, Any]:
     """Runs ``configs`` + ``overrides`` for ``rounds`` rounds and its bare floor; returns the result dict."""
     full_rounds = load_config(configs, overrides).train.rounds
@@ -103,40 +144,22 @@ def measure(configs: list[str], overrides: list[str], rounds: int) -> dict[str, 
         config = load_config(
             configs, [*overrides, f"train.rounds={rounds}", f"out_dir={tmp}", "engine.progress=false"]
         )
-        start = time.perf_counter()
-        run_experiment(config)
-        wall = time.perf_counter() - start
+        if config.engine.num_threads is not None:
+            torch.set_num_threads(config.engine.num_threads)
+        run_dir = run_dir_for(config)
+        run_dir.mkdir(parents=True)
+        prepared = prepare(config, run_dir)
+        sim = _FloorAfterEachRound(prepared.spec, config)
+        sim.run()
         peak_engine = peak_rss_mib()
-        run_dir = next(Path(tmp).rglob("metrics.jsonl")).parent
         records = read_jsonl(run_dir / "metrics.jsonl")
         timings = read_jsonl(run_dir / "timings.jsonl")
-        prepared = prepare(config, run_dir)
     spec, precision = prepared.spec, config.engine.precision
     tensors = (spec.train_x, spec.train_y, spec.test_x, spec.test_y)
     data_mib = sum(t.numel() * t.element_size() for t in tensors) / 2**20
-    sizes = replay_batch_sizes(
-        records, spec.run.client_sizes, config.train.local_epochs, config.train.batch_size
-    )
-    # the floor computes what the engine computes: the same memory format per phase (engine.channels_last)
-    model = apply_channels_last(spec.model_fn(), spec.channels_last, "client")
-    eval_model = apply_channels_last(spec.model_fn(), spec.channels_last, "eval")
-    used = sizes[1:] if len(sizes) >= 3 else sizes  # the rounds the engine medians use
-    bare_train(model, spec.train_x, spec.train_y, sizes[0][:5], config.train.lr, precision)  # warm-up
-    bare = [bare_train(model, spec.train_x, spec.train_y, s, config.train.lr, precision) for s in used]
-    eval_times = []
-    for _ in range(len(used)):
-        tick = time.perf_counter()
-        evaluate(
-            eval_model,
-            spec.test_x,
-            spec.test_y,
-            num_classes=spec.run.num_classes,
-            batch_size=config.engine.eval_batch_size,
-            precision=precision,
-        )
-        eval_times.append(time.perf_counter() - tick)
+    sizes = sim.sizes
     engine = {phase: _median([t[phase] for t in timings]) for phase in PHASES}
-    floor_train, floor_eval = statistics.median(bare), statistics.median(eval_times)
+    floor_train, floor_eval = _median(sim.floor_train), _median(sim.floor_eval)
     floor = floor_train + floor_eval
     phases = ("train", "aggregate", "share", "eval", "checkpoint")
     overhead = {
@@ -169,7 +192,7 @@ def measure(configs: list[str], overrides: list[str], rounds: int) -> dict[str, 
         "ratio_train": engine["train"] / floor_train,
         "ratio_round": engine["round_time"] / floor,
         "memory_mib": {"peak_rss": peak_engine, "dataset_tensors": data_mib},
-        "wall_s": wall,
+        "engine_wall_s": sum(t["round_time"] for t in timings),
         "preset_rounds": full_rounds,
         "runs_per_hour": 3600 / (engine["round_time"] * full_rounds),
     }

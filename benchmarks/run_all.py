@@ -4,7 +4,7 @@ For every case (preset x method x precision) it runs ``benchmarks/engine_vs_floo
 subprocess (so that peak memory is per case), a few rounds each:
 
 * ``default``: the default preset (configs/default.yaml: HARNet on UCI-HAR, Qua(2), K = 75): FedAvg as
-  before this issue (``engine.channels_last=off``) and now, FLea, and FedAvg in bf16;
+  before this issue (``engine.channels_last=none``) and now, FLea, and FedAvg in bf16;
 * ``small``: benchmarks/presets/fmnist_bncnn.yaml (the BN CNN on Fashion-MNIST, 100 shard clients): FedAvg,
   FedAvg with ``engine.batched_clients``, FLea; ``small-mlp``: the same with the MLP, FedAvg sequential and
   batched. Without Fashion-MNIST files (../shared/data or the Debian package) they use synthetic data of the
@@ -77,8 +77,8 @@ def _cases(
         {
             "name": "default/fedavg-before",
             "configs": default,
-            "overrides": [*common, "method=fedavg", "engine.channels_last=off"],
-            "note": "the engine before this issue's changes (channels_last off)",
+            "overrides": [*common, "method=fedavg", "engine.channels_last=none"],
+            "note": "the engine before this issue's changes (channels_last none)",
         },
         {"name": "default/fedavg", "configs": default, "overrides": [*common, "method=fedavg"]},
         {"name": "default/flea", "configs": default, "overrides": [*common, "method=flea"]},
