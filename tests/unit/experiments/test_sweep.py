@@ -151,7 +151,7 @@ def test_dry_run_lists_run_dirs_and_status(tmp_path: Path, capsys: pytest.Captur
 
 def test_presets_expand(capsys: pytest.CaptureFixture[str]) -> None:
     counts = {
-        "flea_table1_har": 300,
+        "flea_table1_har": 360,
         "flea_table1_cifar10": 300,
         "flea_table1_us8k": 300,
         "flea_hparams_har": 54,
