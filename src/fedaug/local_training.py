@@ -112,8 +112,8 @@ def train_local(
             if not torch.isfinite(loss):
                 # A NaN/inf update would silently poison the global model for every later round.
                 raise FloatingPointError(
-                    f"non-finite training loss ({float(loss.detach())}) at local step {num_steps + 1}: the model "
-                    "diverged (lower the lr or the method's loss weights)"
+                    f"non-finite training loss ({float(loss.detach())}) at local step {num_steps + 1}: "
+                    "the model diverged (lower the lr or the method's loss weights)"
                 )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()  # type: ignore[no-untyped-call]
