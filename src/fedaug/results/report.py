@@ -115,7 +115,7 @@ def write_report(
     )
     if highlight is not None and tables[0].highlight is None:
         logger.warning("--highlight %s: no such method among %s", highlight, ", ".join(grouping.rows))
-    if reference and not tables[0].reference:
+    if reference and not any(t.reference for t in tables):
         logger.warning("no published number in %s matches these settings and methods", reference)
     outputs = write_texts(tables, formats, out_dir, title=_summary_line(grouping, runs_dir))
     plot_dir = (out_dir or runs_dir / "report") / "plots"
