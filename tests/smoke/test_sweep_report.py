@@ -1,7 +1,12 @@
-"""Tiny sweeps on synthetic data: crash + rerun == no crash, 2 workers == serial, sweep -> report."""
+"""Tiny sweeps on synthetic data: crash or SIGKILL + rerun == uncut, 2 workers == serial, sweep -> report."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -62,6 +67,39 @@ def test_failed_run_is_reported_then_resumed_and_finished_runs_skipped(
     assert [p.name for p in result.skipped] == ["seed0"] and [p.name for p in result.finished] == ["seed1"]
     seed0 = next(p for p in timings if p.parts[-2] == "seed0")
     assert _files(cut, "timings.jsonl")[seed0] == timings[seed0]
+    for name in ("metrics.jsonl", "summary.json"):
+        assert _files(cut, name) == _files(tmp_path / "ref" / "sw", name)
+    assert _report(cut) == _report(tmp_path / "ref" / "sw")
+
+
+def test_sigkilled_sweep_reruns_nothing_finished_and_reports_the_same(tmp_path: Path) -> None:
+    # Prepare: an uncut reference sweep of two runs; local_epochs makes each round long enough to kill
+    path = _sweep_file(tmp_path, "  method: [fedavg]\n  seed: [0, 1]\n  train.local_epochs: [15]\n", rounds=4)
+
+    def sweep(out: str) -> list[str]:
+        return [sys.executable, "-m", "fedaug", "sweep", str(path), "--out-dir", str(tmp_path / out)]
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run(sweep("ref"), check=True, env=env, capture_output=True)
+    # Execute: SIGKILL the sweep once seed 0 has finished and seed 1 has written 2 rounds, then rerun it
+    proc = subprocess.Popen(sweep("cut"), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cut = tmp_path / "cut" / "sw"
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        seed1 = list(cut.rglob("seed1/metrics.jsonl"))
+        if seed1 and len(seed1[0].read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert len(list(cut.rglob("summary.json"))) == 1, "expected seed 0 finished and seed 1 cut"
+    seed0 = _files(cut, "timings.jsonl")
+    done = subprocess.run(sweep("cut"), check=True, env=env, capture_output=True, text=True)
+    # Assert: seed 0 not run again (its files untouched), every file and the report as the uncut sweep's
+    assert "1 finished now, 1 already finished, 0 failed" in done.stdout
+    assert {p: t for p, t in _files(cut, "timings.jsonl").items() if "seed0" in p.parts} == {
+        p: t for p, t in seed0.items() if "seed0" in p.parts
+    }
     for name in ("metrics.jsonl", "summary.json"):
         assert _files(cut, name) == _files(tmp_path / "ref" / "sw", name)
     assert _report(cut) == _report(tmp_path / "ref" / "sw")
