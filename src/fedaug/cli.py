@@ -153,6 +153,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         include_unfinished=args.include_unfinished,
         plots=args.plots,
         heatmaps=args.heatmaps,
+        methods=[m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None,
     )
     for text in outputs.printed:
         print(text)
@@ -198,6 +199,7 @@ def _add_report_parser(sub: argparse._SubParsersAction) -> None:
         default="feddata",
         help="methods not counted as 'best other' (default: feddata, as the papers)",
     )
+    report.add_argument("--methods", help="comma-separated: only these methods' runs (default: all)")
     report.add_argument(
         "--include-unfinished", action="store_true", help="also use runs without summary.json"
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 from fedaug.errors import ConfigError, FedaugError
 from fedaug.results import plots as figures
 from fedaug.results.reference import ReferenceTable, load_reference
-from fedaug.results.store import Grouping, group_runs, load_runs
+from fedaug.results.store import Grouping, Run, group_runs, load_runs
 from fedaug.results.tables import FAIRNESS_METRICS, Table, build_table, to_csv, to_latex, to_markdown
 
 logger = logging.getLogger(__name__)
@@ -71,6 +71,18 @@ def _check_formats(formats: Sequence[str]) -> None:
         raise ConfigError(f"--format must be a comma-separated subset of {', '.join(FORMATS)}, got {formats}")
 
 
+def _only_methods(runs: list[Run], methods: Sequence[str], runs_dir: Path) -> list[Run]:
+    """The runs of ``methods``; every listed method must have at least one."""
+    present = sorted({run.method for run in runs})
+    missing = [m for m in methods if m not in present]
+    if missing:
+        raise FedaugError(
+            f"no runs of method(s) {', '.join(missing)} under {runs_dir}; methods with runs: "
+            f"{', '.join(present) or 'none'}"
+        )
+    return [run for run in runs if run.method in methods]
+
+
 def write_report(
     runs_dir: Path,
     *,
@@ -82,6 +94,7 @@ def write_report(
     include_unfinished: bool = False,
     plots: bool = False,
     heatmaps: bool = False,
+    methods: Sequence[str] | None = None,
 ) -> ReportOutputs:
     """Reads every run dir under ``runs_dir`` and writes (or returns for printing) its tables and plots.
 
@@ -96,12 +109,16 @@ def write_report(
         plots: write learning curves, FLea dCor/exposure curves, the Beta density and hyper-parameter plots
             under ``<out_dir or runs_dir/report>/plots``.
         heatmaps: also write partition heat-maps (loads each setting's dataset labels).
+        methods: only the runs of these methods (None: every run).
 
     Raises:
-        FedaugError: for a bad format, a missing folder or no runs with results.
+        FedaugError: for a bad format, a missing folder, no runs with results, or a method in ``methods``
+            without runs.
     """
     _check_formats(formats)
     runs = load_runs(runs_dir, include_unfinished=include_unfinished)
+    if methods is not None:
+        runs = _only_methods(runs, methods, runs_dir)
     if not runs:
         raise FedaugError(
             f"no run dirs with results under {runs_dir} (unfinished ones need --include-unfinished)"

@@ -168,3 +168,15 @@ def test_bad_format_is_rejected(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="--format"):
         write_report(tmp_path, formats=["html"])
+
+
+def test_methods_filter_keeps_only_their_runs(tmp_path: Path, grouping: Grouping) -> None:
+    from fedaug.errors import FedaugError
+
+    runs_dir = grouping.cells[("fedavg", grouping.columns[0])][0].path.parents[3]
+    printed = write_report(runs_dir, formats=["md"], methods=["fedavg", "flea"]).printed[0]
+    assert printed.startswith("# 7 runs from")  # fedavg 2 + 1 + 1, flea 3
+    rows = {line.split(" | ")[0] for line in printed.splitlines() if line.startswith("| ")}
+    assert rows == {"| method", "| fedavg", "| flea"}
+    with pytest.raises(FedaugError, match=r"moon under .*with runs: fedavg, feddata, fedlc, flea"):
+        write_report(runs_dir, methods=["fedavg", "moon"])
