@@ -14,6 +14,7 @@ import json
 import logging
 import math
 import statistics
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -236,14 +237,46 @@ def _in_label(key: str) -> bool:
     return key == "data.name" or (key.startswith("partition.") and key != "partition.local_test_fraction")
 
 
+def _per_row(runs: Sequence[Run], keys: Sequence[str]) -> dict[str, Any]:
+    """Keys of ``keys`` that never differ between runs of one row, with their most common value.
+
+    Such a key is part of how a method is run (e.g. ``flea_official``'s preset sets ``train.lr_schedule``),
+    not of the setting: it labels the rows that differ from the usual value instead of splitting columns.
+    """
+    per_row: dict[str, Any] = {}
+    for key in keys:
+        values: dict[str, set[str]] = {}
+        for run in runs:
+            values.setdefault(row_label(run), set()).add(repr(_setting_keys(run).get(key)))
+        if all(len(v) == 1 for v in values.values()):
+            counts = Counter(repr(_setting_keys(run).get(key)) for run in runs)
+            per_row[key] = counts.most_common(1)[0][0]
+    return per_row
+
+
+def _label(run: Run, per_row: Mapping[str, Any]) -> str:
+    keys = _setting_keys(run)
+    unusual = {k: keys.get(k) for k, usual in per_row.items() if repr(keys.get(k)) != usual}
+    if not unusual:
+        return row_label(run)
+    options = {**run.method_options, **{k.split(".", 1)[-1]: v for k, v in unusual.items()}}
+    return f"{run.method} ({', '.join(f'{k}={_fmt(v)}' for k, v in sorted(options.items()))})"
+
+
 def group_runs(runs: Sequence[Run]) -> Grouping:
-    """Arranges ``runs`` into rows and columns; a repeated (row, column, seed) keeps the first run dir."""
-    extra = _varying(runs)
+    """Arranges ``runs`` into rows and columns; a repeated (row, column, seed) keeps the first run dir.
+
+    Columns are settings (dataset, partition, and other keys that differ between runs of one method); a key
+    that differs only between methods (a method preset's training settings) goes into the row label instead.
+    """
+    varying = _varying(runs)
+    per_row = _per_row(runs, varying)
+    extra = [k for k in varying if k not in per_row]
     cells: dict[tuple[str, str], list[Run]] = {}
     row_info: dict[str, tuple[str, dict[str, Any]]] = {}
     members: dict[str, list[Run]] = {}
     for run in runs:
-        row, column = row_label(run), setting_label(_setting_keys(run), extra)
+        row, column = _label(run, per_row), setting_label(_setting_keys(run), extra)
         cell = cells.setdefault((row, column), [])
         duplicate = next((r for r in cell if r.seed == run.seed), None)
         if duplicate is not None:

@@ -76,6 +76,26 @@ def test_other_differing_keys_split_the_settings(tmp_path: Path, make_run: Calla
     assert grouping.columns == ["uci_har Qua(2) K=75, local_epochs=1", "uci_har Qua(2) K=75, local_epochs=5"]
 
 
+def test_keys_differing_only_between_methods_label_rows(
+    tmp_path: Path, make_run: Callable[..., Path]
+) -> None:
+    # Prepare: fedavg and flea as usual, flea_official with its preset's training settings (one column)
+    make_run(tmp_path, method="fedavg")
+    make_run(tmp_path, method="flea")
+    official = {"lr_schedule": "official_flea", "reset_optimizer_every_step": True}
+    make_run(tmp_path, method="flea_official", train=official)
+    make_run(tmp_path, method="flea_official", train=official, partition="dir0.1")
+    make_run(tmp_path, method="fedavg", partition="dir0.1", train={"lr_schedule": "exponential"})
+    # Execute
+    grouping = group_runs(load_runs(tmp_path))
+    # Assert
+    label = "flea_official (lr_schedule=official_flea, reset_optimizer_every_step=True)"
+    assert grouping.columns == ["uci_har Qua(2) K=75", "uci_har Dir(0.1) K=75"]
+    assert grouping.rows == ["fedavg", "flea", label]
+    assert grouping.row_info[label] == ("flea_official", {})
+    assert len(grouping.cells[(label, "uci_har Dir(0.1) K=75")]) == 1
+
+
 def test_unfinished_runs_are_skipped_unless_included(tmp_path: Path, make_run: Callable[..., Path]) -> None:
     make_run(tmp_path, seed=0, accs=[0.5, 0.7])
     make_run(tmp_path, seed=1, accs=[0.4, 0.6], finished=False)
