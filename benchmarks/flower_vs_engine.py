@@ -1,12 +1,13 @@
 """Time per round: Flower's simulation runtime versus the in-process engine, same config, same machine.
 
-Runs each method of the preset for a few rounds on the engine, then the same configs in Flower's simulation
+Runs each method of the preset for a few rounds on the engine and the same configs in Flower's simulation
 (Ray, one SuperNode per client, ``--num-cpus`` actors; 1 by default, so clients train one after the other as
-in the engine), alternating ``--repeats`` times (engine, Flower, engine, Flower, ...) so both see the same
-machine load. Per-round times come from each run's ``timings.jsonl`` (``round_time``: local training,
-aggregation, share phase, evaluation, checkpoint); medians skip round 1 (Ray actor start and data loading on
-the Flower side, allocator warm-up on both) when there are at least 3 rounds. The Flower simulation's start
-(Ray, node discovery) is reported separately as its wall time minus the rounds. Also checks that both
+in the engine); ``--repeats`` alternates the order (engine then Flower, Flower then engine, ...) so that a
+drifting machine load does not favour one side. Per-round wall times come from each run's ``timings.jsonl``
+(``round_time``: local training, aggregation, share phase, evaluation, checkpoint); medians skip round 1 (Ray
+actor start and data loading on the Flower side, allocator warm-up on both) when there are at least 3
+rounds. Process CPU time per run is recorded too (engine; Flower with ``--runtime loopback``, where all work
+happens in this process): on a shared machine it is the steadier measure of cost. Also checks that both
 engines logged identical metrics. Writes JSON.
 
 ``--runtime loopback`` replaces Flower's simulation runtime by :class:`fedaug.flower.loopback.LoopbackGrid`
@@ -52,6 +53,31 @@ def _median(times: list[float]) -> float:
     return statistics.median(times[1:] if len(times) >= 3 else times)
 
 
+def _run_engine(configs: list[Any]) -> dict[str, Any]:
+    """Runs each config in-process; wall time of all, process CPU time of each (one thread)."""
+    cpu, start = {}, time.perf_counter()
+    for config in configs:
+        tick = time.process_time()
+        run_experiment(config)
+        cpu[config.method.name] = time.process_time() - tick
+    return {"wall": time.perf_counter() - start, "cpu": cpu}
+
+
+def _run_flower(configs: list[Any], args: argparse.Namespace) -> dict[str, Any]:
+    """Runs the configs on Flower; CPU time per config only for the loopback (Ray's work is elsewhere)."""
+    cpu, start = {}, time.perf_counter()
+    if args.runtime == "ray":
+        simulate(configs, num_cpus=args.num_cpus)
+    else:
+        num_clients = len(load_data_and_partition(configs[0])[1].train_indices)
+        with task_identity():
+            for config in configs:
+                tick = time.process_time()
+                serve(LoopbackGrid(client_app.app, num_clients), [config], fresh=False, node_timeout=10)
+                cpu[config.method.name] = time.process_time() - tick
+    return {"wall": time.perf_counter() - start, "cpu": cpu}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("configs", nargs="*", default=[str(REPO / "configs" / "default.yaml")])
@@ -80,42 +106,36 @@ def main() -> None:
             ]
             configs = comparison_configs(load_config(args.configs, overrides))
             flower = [dataclasses.replace(c, name=c.name + "-flower") for c in configs]
-            start = time.perf_counter()
-            for config in configs:
-                run_experiment(config)
-            engine_wall = time.perf_counter() - start
-            start = time.perf_counter()
-            if args.runtime == "ray":
-                simulate(flower, num_cpus=args.num_cpus)
-            else:
-                with task_identity():
-                    num_clients = len(load_data_and_partition(configs[0])[1].train_indices)
-                    serve(LoopbackGrid(client_app.app, num_clients), flower, fresh=False, node_timeout=10)
-            flower_wall = time.perf_counter() - start
-            flower_rounds = sum(sum(_round_times(c)) for c in flower)
+            order = ("engine", "flower") if repeat % 2 == 0 else ("flower", "engine")  # ABBA: cancels drift
+            cost: dict[str, dict[str, Any]] = {}
+            for side in order:
+                cost[side] = _run_engine(configs) if side == "engine" else _run_flower(flower, args)
             for config, on_flower in zip(configs, flower, strict=True):
                 engine_times, flower_times = _round_times(config), _round_times(on_flower)
                 same = read_jsonl(run_dir_for(config) / "metrics.jsonl") == read_jsonl(
                     run_dir_for(on_flower) / "metrics.jsonl"
                 )
+                name = config.method.name
                 results["runs"].append(
                     {
                         "repeat": repeat,
-                        "method": config.method.name,
+                        "order": list(order),
+                        "method": name,
                         "engine_round_s": engine_times,
                         "flower_round_s": flower_times,
                         "engine_median_s": _median(engine_times),
                         "flower_median_s": _median(flower_times),
                         "ratio": _median(flower_times) / _median(engine_times),
+                        "engine_cpu_s": cost["engine"]["cpu"].get(name),
+                        "flower_cpu_s": cost["flower"]["cpu"].get(name),
+                        "engine_wall_s": cost["engine"]["wall"],
+                        "flower_wall_s": cost["flower"]["wall"],
                         "identical_metrics": same,
                         "test_acc": [
                             r["test/acc"] for r in read_jsonl(run_dir_for(on_flower) / "metrics.jsonl")
                         ],
                     }
                 )
-            results["runs"][-1]["engine_wall_s"] = engine_wall
-            results["runs"][-1]["flower_wall_s"] = flower_wall
-            results["runs"][-1]["flower_start_s"] = flower_wall - flower_rounds
     text = json.dumps(results, indent=2)
     print(text)
     if args.out:
