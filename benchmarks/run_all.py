@@ -56,6 +56,24 @@ def small_data_overrides() -> tuple[list[str], str]:
     return SYNTHETIC_FMNIST, "no Fashion-MNIST files: synthetic data of the same shape (60000/10000, 1x28x28)"
 
 
+def cpu_facts() -> dict[str, Any]:
+    """The CPU model and whether it has native bfloat16 (bf16 timings depend on it entirely)."""
+    from fedaug.precision import native_bf16
+
+    model = platform.processor()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        names = [
+            line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if "model name" in line
+        ]
+        model = names[0] if names else model
+    return {
+        "cpu_model": model,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "native_bf16": native_bf16(),
+    }
+
+
 def cases(threads: int) -> list[dict[str, Any]]:
     """Every benchmark case: name, preset files and overrides."""
     default = [str(REPO / "configs" / "default.yaml")]
@@ -113,7 +131,12 @@ def run_case(case: dict[str, Any], rounds: int, threads: int, timeout: float) ->
         for override in case["overrides"]:
             command += ["--set", override]
         start = time.perf_counter()
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+        try:
+            done = subprocess.run(
+                command, env=env, capture_output=True, text=True, timeout=timeout, check=False
+            )
+        except subprocess.TimeoutExpired:
+            return {"error": [f"timed out after {timeout:.0f} s (--timeout)"], "returncode": None}
         if done.returncode != 0:
             return {"error": done.stderr.strip().splitlines()[-1:], "returncode": done.returncode}
         result: dict[str, Any] = json.loads(out.read_text())
@@ -129,8 +152,8 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in results.items():
-        if "error" in r:
-            lines.append(f"| {name} | error: {r['error']} |  |  |  |  |  |  |  |")
+        if "error" in r or "skipped" in r:
+            lines.append(f"| {name} | {r.get('error') or r['skipped']} |  |  |  |  |  |  |  |")
             continue
         e = r["engine"]
         rest = e["aggregate"] + e["share"] + e["checkpoint"]
@@ -152,25 +175,41 @@ def main() -> None:
     args = parser.parse_args()
     selected = [c for c in cases(args.threads) if not args.only or c["name"] in args.only]
     load_before = os.getloadavg()
-    results = {}
+    results: dict[str, dict[str, Any]] = {}
     for case in selected:
+        if "engine.precision=bf16" in case["overrides"] and not cpu_facts()["native_bf16"] and not args.only:
+            # emulated bfloat16 is many times slower than float32: not worth a case's timeout by default
+            results[case["name"]] = {
+                "skipped": "CPU without native bfloat16; run it with --only " + case["name"]
+            }
+            continue
         print(f"running {case['name']} ...", file=sys.stderr, flush=True)
         results[case["name"]] = run_case(case, args.rounds, args.threads, args.timeout)
+        write_report(args, load_before, results, complete=False)  # a later failure loses no finished case
+    write_report(args, load_before, results, complete=True)
+    print(table(results))
+
+
+def write_report(
+    args: argparse.Namespace, load_before: tuple[float, float, float], results: dict[str, Any], complete: bool
+) -> None:
+    """Writes the JSON report (after every case, so that an interrupted suite keeps what it measured)."""
     report = {
         "rounds": args.rounds,
         "threads": args.threads,
         "torch": torch.__version__,
         "python": platform.python_version(),
         "cpu_count": os.cpu_count(),
+        **cpu_facts(),
         "loadavg_before": load_before,
         "loadavg_after": os.getloadavg(),
         "notes": "timings on a shared machine; floor and engine of a case run in one process one after the "
         "other, so their ratio is meaningful, absolute seconds are not",
+        "complete": complete,
         "cases": results,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    print(table(results))
 
 
 if __name__ == "__main__":

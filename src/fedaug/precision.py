@@ -36,6 +36,27 @@ def check_precision(precision: str) -> str:
     return precision
 
 
+def native_bf16() -> bool:
+    """Whether this CPU computes bfloat16 natively (AVX-512 BF16 / AMX), as oneDNN reports it.
+
+    Without it (e.g. AVX2-only CPUs) autocast emulates bfloat16 and runs far slower than float32.
+    """
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def bf16_warning(precision: str) -> str | None:
+    """A warning for ``bf16`` on a CPU without native bfloat16, else None."""
+    if precision != "bf16" or native_bf16():
+        return None
+    return (
+        f"engine.precision=bf16 on a CPU without native bfloat16 ({torch.backends.cpu.get_cpu_capability()}, "
+        "no AVX-512 BF16/AMX): autocast emulates it and is usually much slower than float32 here"
+    )
+
+
 def _float_output(module: nn.Module, inputs: Any, output: torch.Tensor) -> torch.Tensor:
     del module, inputs
     return output.float()

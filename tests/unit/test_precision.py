@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import fedaug.precision as precision_module
 from fedaug.api import ClientData, TrainSettings
 from fedaug.engine.evaluation import evaluate
 from fedaug.engine.simulation import Simulation
@@ -17,7 +18,7 @@ from fedaug.experiments.load import dump_yaml
 from fedaug.experiments.runner import _check_existing
 from fedaug.local_training import cross_entropy_loss, snapshot_state, train_local
 from fedaug.models import build_model
-from fedaug.precision import autocast
+from fedaug.precision import autocast, bf16_warning
 from tests.conftest import make_spec
 
 
@@ -106,3 +107,20 @@ def test_a_bf16_run_is_not_resumed_from_a_float32_run_dir(tmp_path: Path) -> Non
     _check_existing(tmp_path, replace(fp32, engine=EngineConfig(num_threads=1)))  # threads: same run
     with pytest.raises(ConfigError, match=r"engine\.precision"):
         _check_existing(tmp_path, replace(fp32, engine=EngineConfig(precision="bf16")))
+
+
+@pytest.mark.parametrize(
+    ("precision", "native", "warns"),
+    [("bf16", False, True), ("bf16", True, False), ("float32", False, False)],
+)
+def test_bf16_warns_only_without_native_bfloat16(
+    monkeypatch: pytest.MonkeyPatch, precision: str, native: bool, warns: bool
+) -> None:
+    # Arrange: pretend the CPU has (or lacks) AVX-512 BF16 / AMX
+    monkeypatch.setattr(precision_module, "native_bf16", lambda: native)
+    # Act
+    warning = bf16_warning(precision)
+    # Assert: a warning that says why, only for bf16 without native support
+    assert (warning is not None) == warns
+    if warning is not None:
+        assert "without native bfloat16" in warning and "slower than float32" in warning

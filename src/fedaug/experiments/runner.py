@@ -32,6 +32,7 @@ from fedaug.experiments.load import build_dataclass, config_from_dict, config_to
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
 from fedaug.paths import cache_dir
+from fedaug.precision import bf16_warning
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +124,8 @@ def prepare(config: ExperimentConfig, run_dir: Path) -> Prepared:
         input_mean=dataset.mean,
         input_std=dataset.std,
     )
+    if (warning := bf16_warning(config.engine.precision)) is not None:
+        logger.warning(warning)
     spec = SimulationSpec(
         method=method,
         model_fn=model_fn,
