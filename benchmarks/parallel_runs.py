@@ -74,8 +74,9 @@ def main() -> None:
         "cpu_count": os.cpu_count(),
         "loadavg_before": load_before,
         "loadavg_after": os.getloadavg(),
-        "note": "machine shared with 2 long background runs and other work (see loadavg): with other "
-        "processes on the cores, the split of CPU time between modes is not that of an idle machine",
+        "note": "wall time includes process start and data loading; a loadavg well above 0 before the run "
+        "means other processes shared the cores, and then the split of CPU time between modes is not that "
+        "of an idle machine",
         "modes": {},
     }
     for mode, times in walls.items():
