@@ -93,13 +93,11 @@ def plot_learning_curves(grouping: Grouping, out_dir: Path) -> list[Path]:
     for column in grouping.columns:
         figure = _figure(6.4, 4.2)
         axes = figure.add_subplot()
+        seeds = [len(grouping.cells.get((row, column), [])) for row in grouping.rows]
         for row in grouping.rows:
             _band(axes, grouping.cells.get((row, column), []), "test/acc", 100.0, row)
-        axes.set(
-            xlabel="round",
-            ylabel="test accuracy (%)",
-            title=textwrap.fill(f"{column}: mean ± std over seeds", 60),
-        )
+        what = "mean ± std over seeds" if max(seeds, default=0) > 1 else "one seed"
+        axes.set(xlabel="round", ylabel="test accuracy (%)", title=textwrap.fill(f"{column}: {what}", 60))
         axes.grid(alpha=0.3)
         axes.legend(fontsize="small")
         paths += save_figure(figure, out_dir / f"curves_{slug(column)}")
