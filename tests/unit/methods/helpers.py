@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 
 from fedaug.api import ClientContext, ClientData, Method, Payload, RunContext, TrainSettings
@@ -88,14 +89,27 @@ def run_sim(run_dir: Path, method: Method, **spec: Any) -> tuple[str, StateDict]
 
 
 def assert_equals_fedavg(tmp_path: Path, method: Method, **spec: Any) -> None:
-    """The run of ``method`` gives bit-identical weights and FedAvg's logged numbers."""
+    """The run of ``method`` gives bit-identical weights and FedAvg's logged numbers.
+
+    Logged training losses may differ in float32's last bits (1e-6 relative): a method that computes the same
+    cross-entropy by another formula (FedMix's soft-label CE with one-hot labels) sums in another order, and
+    whether that rounds identically depends on the CPU's kernels (equal where this test was written, 1e-7
+    apart on an AVX2-only CPU). The
+    weights, which carry the gradients, and every other logged number must be identical.
+    """
     _, fedavg_state = run_sim(tmp_path / "fedavg", FedAvg(), **spec)
     _, state = run_sim(tmp_path / method.name, method, **spec)
     assert state.keys() == fedavg_state.keys()
     assert all(torch.equal(state[key], fedavg_state[key]) for key in state)
     fedavg_records = read_jsonl(tmp_path / "fedavg" / "metrics.jsonl")
     records = read_jsonl(tmp_path / method.name / "metrics.jsonl")
-    assert [{k: r[k] for k in f} for r, f in zip(records, fedavg_records, strict=True)] == fedavg_records
+    assert len(records) == len(fedavg_records)
+    for record, expected in zip(records, fedavg_records, strict=True):
+        for key, value in expected.items():
+            if key.startswith("train/") and isinstance(value, float):
+                assert record[key] == pytest.approx(value, rel=1e-6, abs=0.0), key
+            else:
+                assert record[key] == value, key
 
 
 def method_from_yaml(name: str) -> Method:
