@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ import torch
 
 from fedaug.engine.evaluation import evaluate
 from fedaug.models import build_model
+from run_all import cpu_facts  # benchmarks/ is the script's directory
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -49,7 +51,9 @@ def main() -> None:
         "model": "harnet",
         "test_size": 2947,
         "threads": 1,
-        "note": "medians of interleaved repeats in one process; machine shared with other runs",
+        "note": "medians of interleaved repeats in one process; the machine may be shared (see loadavg)",
+        "loadavg": os.getloadavg(),
+        **cpu_facts(),
         "eval_s": {key: statistics.median(t[1:]) for key, t in times.items()},
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from run_all import cpu_facts  # benchmarks/ is the script's directory
+
 REPO = Path(__file__).resolve().parents[1]
 PHASES = ("train", "aggregate", "share", "eval", "checkpoint", "round_time")
 
@@ -110,7 +112,9 @@ def main() -> None:
     result = {
         "setting": f"synthetic {args.shape} data, {args.local_size} samples per client, iid, mlp, "
         f"{args.per_round} clients per round, {args.rounds} rounds, 1 thread",
-        "note": "machine shared with other runs; round times are noisy, compare them between K loosely",
+        "note": "round times are noisy on a shared machine (see loadavg): compare them between K loosely",
+        "loadavg": os.getloadavg(),
+        **cpu_facts(),
         "cases": cases,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
