@@ -26,9 +26,9 @@ Restrictions (anything else is refused with a ConfigError naming the reason):
 
 Clients are batched together when they have the same number of examples (the same batch schedule, e.g. the
 shard partition); clients with a size of their own form a group of one, which is correct but gains nothing.
-Whether batching is faster depends on the model and the CPU: see docs/results/speed/README.md (1.6x for an
-MLP on an AVX-512 CPU, 0.94x on an AVX2 one; for conv nets vmap turns each conv into a grouped conv of the
-same arithmetic, so there is little to gain, and it was slower on both).
+Whether batching is faster depends on the model: see docs/results/speed/README.md (1.2-1.6x for an MLP on
+two CPUs; for conv nets vmap turns each conv into a grouped conv of the same arithmetic, so there is little to
+gain, and the BN CNN was 0.8x).
 """
 
 from __future__ import annotations
