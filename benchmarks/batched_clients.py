@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import tempfile
 import time
@@ -30,7 +29,7 @@ from fedaug.engine.simulation import Simulation
 from fedaug.experiments.load import load_config
 from fedaug.experiments.runner import prepare
 from fedaug.local_training import snapshot_state
-from run_all import cpu_facts  # benchmarks/ is the script's directory
+from machine import machine_facts  # benchmarks/ is the script's directory
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -100,8 +99,7 @@ def main() -> None:
     result = {
         "threads": torch.get_num_threads(),
         "note": "medians of interleaved repeats in one process; the machine may be shared (see loadavg)",
-        "loadavg": os.getloadavg(),
-        **cpu_facts(),
+        **machine_facts(),
         "models": {
             name: bench(args.configs, [*data, *args.overrides, f"model.name={name}"], args.repeats)
             for name in args.models

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from fedaug.models import build_model
-from run_all import cpu_facts  # benchmarks/ is the script's directory
+from machine import machine_facts  # benchmarks/ is the script's directory
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = {"harnet": ((1, 128, 3), 6, 2947), "bn_cnn_mnist": ((1, 28, 28), 10, 10000)}
@@ -100,8 +99,7 @@ def main() -> None:
     result = {
         "threads": torch.get_num_threads(),
         "note": "medians of interleaved repeats in one process; the machine may be shared (see loadavg)",
-        "loadavg": os.getloadavg(),
-        **cpu_facts(),
+        **machine_facts(),
         "models": {name: bench(name, args.repeats, args.steps) for name in args.models},
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

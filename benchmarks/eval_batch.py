@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ import torch
 
 from fedaug.engine.evaluation import evaluate
 from fedaug.models import build_model
-from run_all import cpu_facts  # benchmarks/ is the script's directory
+from machine import machine_facts  # benchmarks/ is the script's directory
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -52,8 +51,7 @@ def main() -> None:
         "test_size": 2947,
         "threads": 1,
         "note": "medians of interleaved repeats in one process; the machine may be shared (see loadavg)",
-        "loadavg": os.getloadavg(),
-        **cpu_facts(),
+        **machine_facts(),
         "eval_s": {key: statistics.median(t[1:]) for key, t in times.items()},
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

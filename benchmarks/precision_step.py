@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ from fedaug.api import ClientData, TrainSettings
 from fedaug.engine.evaluation import evaluate
 from fedaug.local_training import cross_entropy_loss, train_local
 from fedaug.models import build_model
-from run_all import cpu_facts  # benchmarks/ is the script's directory
+from machine import machine_facts  # benchmarks/ is the script's directory
 
 REPO = Path(__file__).resolve().parents[1]
 PRECISIONS = ("float32", "bf16")
@@ -89,9 +88,8 @@ def main() -> None:
         "eval_s": {p: statistics.median(v) for p, v in ev.items()},
         "speedup_step": statistics.median(step["float32"]) / statistics.median(step["bf16"]),
         "speedup_eval": statistics.median(ev["float32"]) / statistics.median(ev["bf16"]),
-        **cpu_facts(),
         "note": "medians of interleaved repeats in one process; the machine may be shared (see loadavg)",
-        "loadavg": os.getloadavg(),
+        **machine_facts(),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

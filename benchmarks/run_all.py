@@ -35,6 +35,8 @@ from typing import Any
 
 import torch
 
+from machine import cpu_facts  # benchmarks/ is the script's directory
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 DEBIAN_FMNIST = Path("/usr/share/datasets/fashion-mnist")
@@ -54,24 +56,6 @@ def small_data_overrides() -> tuple[list[str], str]:
     if DEBIAN_FMNIST.is_dir():
         return [], "Fashion-MNIST from the Debian package"
     return SYNTHETIC_FMNIST, "no Fashion-MNIST files: synthetic data of the same shape (60000/10000, 1x28x28)"
-
-
-def cpu_facts() -> dict[str, Any]:
-    """The CPU model and whether it has native bfloat16 (bf16 timings depend on it entirely)."""
-    from fedaug.precision import native_bf16
-
-    model = platform.processor()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        names = [
-            line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if "model name" in line
-        ]
-        model = names[0] if names else model
-    return {
-        "cpu_model": model,
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "native_bf16": native_bf16(),
-    }
 
 
 def cases(threads: int) -> list[dict[str, Any]]:
@@ -175,9 +159,10 @@ def main() -> None:
     args = parser.parse_args()
     selected = [c for c in cases(args.threads) if not args.only or c["name"] in args.only]
     load_before = os.getloadavg()
+    cpu = cpu_facts()
     results: dict[str, dict[str, Any]] = {}
     for case in selected:
-        if "engine.precision=bf16" in case["overrides"] and not cpu_facts()["native_bf16"] and not args.only:
+        if "engine.precision=bf16" in case["overrides"] and not cpu["native_bf16"] and not args.only:
             # emulated bfloat16 is many times slower than float32: not worth a case's timeout by default
             results[case["name"]] = {
                 "skipped": "CPU without native bfloat16; run it with --only " + case["name"]
@@ -185,13 +170,19 @@ def main() -> None:
             continue
         print(f"running {case['name']} ...", file=sys.stderr, flush=True)
         results[case["name"]] = run_case(case, args.rounds, args.threads, args.timeout)
-        write_report(args, load_before, results, complete=False)  # a later failure loses no finished case
-    write_report(args, load_before, results, complete=True)
+        write_report(
+            args, load_before, cpu, results, complete=False
+        )  # a later failure loses no finished case
+    write_report(args, load_before, cpu, results, complete=True)
     print(table(results))
 
 
 def write_report(
-    args: argparse.Namespace, load_before: tuple[float, float, float], results: dict[str, Any], complete: bool
+    args: argparse.Namespace,
+    load_before: tuple[float, float, float],
+    cpu: dict[str, Any],
+    results: dict[str, Any],
+    complete: bool,
 ) -> None:
     """Writes the JSON report (after every case, so that an interrupted suite keeps what it measured)."""
     report = {
@@ -200,7 +191,7 @@ def write_report(
         "torch": torch.__version__,
         "python": platform.python_version(),
         "cpu_count": os.cpu_count(),
-        **cpu_facts(),
+        **cpu,
         "loadavg_before": load_before,
         "loadavg_after": os.getloadavg(),
         "notes": "timings on a shared machine; floor and engine of a case run in one process one after the "

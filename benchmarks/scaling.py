@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from run_all import cpu_facts  # benchmarks/ is the script's directory
+from machine import machine_facts  # benchmarks/ is the script's directory
 
 REPO = Path(__file__).resolve().parents[1]
 PHASES = ("train", "aggregate", "share", "eval", "checkpoint", "round_time")
@@ -113,8 +113,7 @@ def main() -> None:
         "setting": f"synthetic {args.shape} data, {args.local_size} samples per client, iid, mlp, "
         f"{args.per_round} clients per round, {args.rounds} rounds, 1 thread",
         "note": "round times are noisy on a shared machine (see loadavg): compare them between K loosely",
-        "loadavg": os.getloadavg(),
-        **cpu_facts(),
+        **machine_facts(),
         "cases": cases,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

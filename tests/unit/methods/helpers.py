@@ -94,8 +94,8 @@ def assert_equals_fedavg(tmp_path: Path, method: Method, **spec: Any) -> None:
     Logged training losses may differ in float32's last bits (1e-6 relative): a method that computes the same
     cross-entropy by another formula (FedMix's soft-label CE with one-hot labels) sums in another order, and
     whether that rounds identically depends on the CPU's kernels (equal where this test was written, 1e-7
-    apart on an AVX2-only CPU). The
-    weights, which carry the gradients, and every other logged number must be identical.
+    apart on an AVX2-only CPU). The weights, which carry the gradients, and every other logged number must be
+    identical.
     """
     _, fedavg_state = run_sim(tmp_path / "fedavg", FedAvg(), **spec)
     _, state = run_sim(tmp_path / method.name, method, **spec)
