@@ -28,6 +28,7 @@ from fedaug.api import ClientData, RunContext, TrainSettings
 from fedaug.local_training import cross_entropy_loss, train_local
 from fedaug.methods.fedaugmix import FedAugMixConfig, augmix_for, augmix_views_transform, js_consistency_loss
 from fedaug.models import build_model
+from machine import machine_facts  # benchmarks/ is the script's directory
 
 
 def main() -> None:
@@ -44,9 +45,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     shape = tuple(args.shape)
     gen = torch.Generator().manual_seed(0)
-    data = ClientData(
-        0, torch.randn(args.batch, *shape, generator=gen), torch.arange(args.batch) % args.classes, 10
-    )
+    x, y = torch.randn(args.batch, *shape, generator=gen), torch.arange(args.batch) % args.classes
+    data = ClientData(0, x, y, args.classes)
     model = build_model(args.model, num_classes=args.classes, input_shape=shape)
     settings = TrainSettings(local_epochs=1, batch_size=args.batch)
     config = FedAugMixConfig(severity=args.severity)
@@ -82,6 +82,7 @@ def main() -> None:
         "median_ms": result,
         "augmix_share_of_fedaugmix_step": result["augmix_views"] / result["fedaugmix_step"],
         "fedaugmix_over_fedavg": result["fedaugmix_step"] / result["fedavg_step"],
+        **machine_facts(),
     }
     print(json.dumps(report, indent=2))
     if args.out:
