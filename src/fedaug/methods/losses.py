@@ -176,11 +176,19 @@ def jensen_shannon(*logits: Tensor) -> Tensor:
     clamped to [1e-7, 1] before its log (the AugMix reference code; Fed-AugMix Eq. 6). Identical inputs
     give 0 (up to float rounding of the mean).
 
+    Each ``KL(p_i || M)`` is computed from ``log_softmax`` (``exp(log p) * (log p - log M)``), not from the
+    probabilities as the AugMix reference does (``F.kl_div(log M, p)``): a confident model's softmax
+    underflows to exactly 0 for logit gaps above ~104 in float32, and the gradient of ``p log p`` at
+    ``p = 0`` is ``-inf * 0 = NaN`` (a 100-round Fed-AugMix run on MNIST diverged that way at round 68).
+    The value is the same up to float rounding.
+
     Args:
         logits: two or more ``[B, C]`` tensors (Fed-AugMix: the original and two AugMix views).
     """
     if len(logits) < 2:
         raise ValueError(f"jensen_shannon needs at least two distributions, got {len(logits)}")
-    probs = [F.softmax(z, dim=1) for z in logits]
-    log_mixture = torch.clamp(torch.stack(probs).mean(dim=0), 1e-7, 1).log()
-    return torch.stack([F.kl_div(log_mixture, p, reduction="batchmean") for p in probs]).mean()
+    log_probs = [F.log_softmax(z, dim=1) for z in logits]
+    log_mixture = torch.clamp(torch.stack([lp.exp() for lp in log_probs]).mean(dim=0), 1e-7, 1).log()
+    return torch.stack(
+        [F.kl_div(log_mixture, lp, reduction="batchmean", log_target=True) for lp in log_probs]
+    ).mean()

@@ -67,6 +67,34 @@ def test_js_mixture_is_clamped() -> None:
     assert torch.isfinite(jensen_shannon(a, b))
 
 
+def test_js_gradient_is_finite_when_softmax_underflows() -> None:
+    # A confident model's softmax is exactly 0 for logit gaps above ~104 in float32; the gradient of
+    # p log p there was NaN and killed a 100-round Fed-AugMix run (round 68). Second row: saturated
+    # original, undecided views, so the gradient must also be non-zero.
+    z = torch.tensor([[0.0, 120.0, 3.0], [0.0, 200.0, -50.0]], requires_grad=True)
+    views = torch.tensor([[0.0, 110.0, 2.0], [1.0, 1.0, 1.0]], requires_grad=True)
+    jensen_shannon(z, views[:1].repeat(2, 1), views).backward()
+    assert z.grad is not None and views.grad is not None
+    assert torch.isfinite(z.grad).all() and torch.isfinite(views.grad).all()
+    assert views.grad[1].abs().sum() > 1e-3
+
+
+def test_js_gradient_matches_the_textbook_formula_in_float64() -> None:
+    # KL(p || M) = sum p (log p - log M), differentiated by autograd in float64 from the probabilities.
+    torch.manual_seed(0)
+    logits = [torch.randn(4, 5, dtype=torch.float64, requires_grad=True) for _ in range(3)]
+    jensen_shannon(*logits).backward()
+    ours = [z.grad.clone() for z in logits if z.grad is not None]
+    reference = [z.detach().clone().requires_grad_(True) for z in logits]
+    probs = [F.softmax(z, dim=1) for z in reference]
+    mixture = torch.stack(probs).mean(0)
+    value = torch.stack([(p * (p.log() - mixture.log())).sum(1).mean() for p in probs]).mean()
+    value.backward()
+    for mine, ref in zip(ours, reference, strict=True):
+        assert ref.grad is not None
+        torch.testing.assert_close(mine, ref.grad, rtol=1e-10, atol=1e-12)
+
+
 def test_loss_scaling_switches_at_kappa_js() -> None:
     config = FedAugMixConfig(js_lambda=12.0, scaled_lambda=100.0, scaling_kappa=50.0)
     ce = torch.tensor(2.3)
