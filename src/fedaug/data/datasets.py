@@ -148,7 +148,8 @@ class LoadContext:
             f"dataset {self.name!r} not found: expected {', '.join(expected)} in {places} "
             f"(data dir {self.data_dir} from {self.data_dir_origin}). Point --data-dir "
             f"(load_dataset(data_dir=...)) or the {DATA_ENV_VAR} environment variable at a folder with "
-            f"this layout, or pass download=True (--download) to fetch it."
+            "this layout, or let fedaug fetch it: --set data.download=true "
+            "(load_dataset(..., download=True))."
         )
         return DatasetError(f"{message} {hint}".strip())
 

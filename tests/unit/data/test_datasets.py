@@ -48,7 +48,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_all_loaders_are_registered() -> None:
-    names = ["cifar10", "fashion_mnist", "fsdd", "mnist", "synthetic", "uci_har", "urbansound8k"]
+    names = ["cifar10", "cifar100", "fashion_mnist", "fsdd", "mnist", "synthetic", "uci_har", "urbansound8k"]
     assert available_datasets() == names
     assert dataset_options("uci_har") == {"channels": 3, "normalize": False}
 
@@ -61,7 +61,7 @@ def test_unknown_option_names_the_valid_ones() -> None:
 
 
 def test_unknown_dataset_lists_the_valid_ones() -> None:
-    with pytest.raises(RegistryError, match="valid choices: cifar10, fashion_mnist"):
+    with pytest.raises(RegistryError, match="valid choices: cifar10, cifar100, fashion_mnist"):
         load_dataset("imagenet")
 
 
@@ -71,6 +71,7 @@ def test_unknown_dataset_lists_the_valid_ones() -> None:
         ("uci_har", {"channels": 4}, "'channels' of dataset 'uci_har' must be one of 3, 9; got 4"),
         ("uci_har", {"normalize": "yes"}, "must be true or false"),
         ("cifar10", {"variant": "jpeg"}, "'official', 'jpeg_lossy'; got 'jpeg'"),
+        ("cifar100", {"labels": "superclass"}, "'fine', 'coarse'; got 'superclass'"),
         ("urbansound8k", {"split": "random"}, "'folds', 'paper'"),
         ("urbansound8k", {"test_fold": 11}, "test_fold"),
         ("fsdd", {"n_mels": 0}, "'n_mels' of dataset 'fsdd' must be an integer >= 1; got 0"),

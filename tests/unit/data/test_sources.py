@@ -1,6 +1,6 @@
 """End-to-end loader tests on small hand-made copies of each source format: the original UCI HAR text layout
 (folder, zip, nested zip), FSDD recordings (a few real files, folder and archive), an UrbanSound8K audio
-layout, and a CIFAR-10 JPEG archive (with its cache)."""
+layout, a CIFAR-10 JPEG archive (with its cache), and the CIFAR-10 / CIFAR-100 python pickles."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from PIL import Image
 
 from fedaug.data.datasets import load_dataset
 from fedaug.data.download import RemoteFile
-from fedaug.data.sources import cifar10, fsdd, uci_har
+from fedaug.data.sources import cifar10, cifar100, fsdd, uci_har
 from fedaug.data.sources.fsdd import iter_recordings
 from fedaug.data.sources.uci_har import CHANNEL_NAMES
 from fedaug.errors import DatasetError
@@ -219,6 +219,14 @@ def _fake_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
     return batches
 
 
+def _pack(root: Path, folder: str, archive: str) -> RemoteFile:
+    """Replaces ``root/folder`` by ``root/archive`` (tar.gz) and returns it as a RemoteFile with its md5."""
+    with tarfile.open(root / archive, "w:gz") as tf:
+        tf.add(root / folder, arcname=folder)
+    shutil.rmtree(root / folder)
+    return RemoteFile(archive, (), hashlib.md5((root / archive).read_bytes()).hexdigest())
+
+
 @pytest.mark.parametrize("layout", ["folder", "archive"])
 def test_cifar10_official_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
     # Prepare
@@ -228,11 +236,7 @@ def test_cifar10_official_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     for name, data in batches.items():
         (root / "cifar-10-batches-py" / name).write_bytes(data)
     if layout == "archive":
-        with tarfile.open(root / "cifar-10-python.tar.gz", "w:gz") as tf:
-            tf.add(root / "cifar-10-batches-py", arcname="cifar-10-batches-py")
-        shutil.rmtree(root / "cifar-10-batches-py")
-        checksum = hashlib.md5((root / "cifar-10-python.tar.gz").read_bytes()).hexdigest()
-        monkeypatch.setattr(cifar10, "ARCHIVE", RemoteFile("cifar-10-python.tar.gz", (), checksum))
+        monkeypatch.setattr(cifar10, "ARCHIVE", _pack(root, "cifar-10-batches-py", "cifar-10-python.tar.gz"))
     # Execute
     data = load_dataset("cifar10", data_dir=tmp_path, normalize=False)
     # Assert
@@ -240,6 +244,75 @@ def test_cifar10_official_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert data.y_test.tolist() == [0, 5, 9] and "md5-verified" in data.source
     first = pickle.loads(batches["data_batch_1"])[b"data"][0].reshape(3, 32, 32)
     torch.testing.assert_close(data.x_train[0] * 255, torch.from_numpy(first).float())
+
+
+# ---- CIFAR-100 python release (md5s patched to match hand-made pickles) ----------------------------------
+
+
+def _fake_cifar100(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[bytes, object]]:
+    rng = np.random.default_rng(1)
+    contents: dict[str, dict[bytes, object]] = {
+        "train": {b"data": rng.integers(0, 256, (4, 3072), dtype=np.uint8), b"fine_labels": [0, 99, 7, 7]},
+        "test": {b"data": rng.integers(0, 256, (2, 3072), dtype=np.uint8), b"fine_labels": [3, 98]},
+        "meta": {
+            b"fine_label_names": [f"fine{i}".encode() for i in range(100)],
+            b"coarse_label_names": [f"coarse{i}".encode() for i in range(20)],
+        },
+    }
+    contents["train"][b"coarse_labels"] = [0, 19, 2, 2]
+    contents["test"][b"coarse_labels"] = [1, 18]
+    (root / "cifar-100-python").mkdir(parents=True)
+    md5s = {}
+    for name, content in contents.items():
+        data = pickle.dumps(content)
+        (root / "cifar-100-python" / name).write_bytes(data)
+        md5s[name] = hashlib.md5(data).hexdigest()
+    monkeypatch.setattr(cifar100, "FILE_MD5", md5s)
+    return contents
+
+
+@pytest.mark.parametrize("layout", ["folder", "archive"])
+def test_cifar100_fine_and_coarse_labels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    # Prepare
+    root = tmp_path / "cifar100"
+    contents = _fake_cifar100(root, monkeypatch)
+    if layout == "archive":
+        monkeypatch.setattr(cifar100, "ARCHIVE", _pack(root, "cifar-100-python", "cifar-100-python.tar.gz"))
+    # Execute
+    fine = load_dataset("cifar100", data_dir=tmp_path, normalize=False)
+    coarse = load_dataset("cifar100", data_dir=tmp_path, labels="coarse")
+    # Assert: shapes, both label sets, names from meta, pixels in channel-major order, normalisation
+    assert fine.x_train.shape == (4, 3, 32, 32) and fine.x_test.shape == (2, 3, 32, 32)
+    assert fine.num_classes == 100 and fine.class_names[99] == "fine99"
+    assert fine.y_train.tolist() == [0, 99, 7, 7] and fine.y_test.tolist() == [3, 98]
+    assert coarse.num_classes == 20 and coarse.class_names[19] == "coarse19"
+    assert coarse.y_train.tolist() == [0, 19, 2, 2] and coarse.y_test.tolist() == [1, 18]
+    assert "md5-verified" in fine.source and "coarse labels" in coarse.source
+    train = contents["train"][b"data"]
+    assert isinstance(train, np.ndarray)
+    first = torch.from_numpy(train[0].reshape(3, 32, 32)).float()
+    torch.testing.assert_close(fine.x_train[0] * 255, first)
+    mean, std = torch.tensor(cifar100.CIFAR100_MEAN), torch.tensor(cifar100.CIFAR100_STD)
+    torch.testing.assert_close(coarse.x_train[0], (first / 255 - mean.view(3, 1, 1)) / std.view(3, 1, 1))
+
+
+def test_cifar100_tampered_file_is_refused_before_unpickling(tmp_path: Path) -> None:
+    folder = tmp_path / "cifar100" / "cifar-100-python"
+    folder.mkdir(parents=True)
+    for name in ("train", "test", "meta"):
+        (folder / name).write_bytes(b"not a pickle")
+    with pytest.raises(
+        DatasetError, match=r"checksum mismatch for CIFAR-100 file .*train: expected md5 16019d7e"
+    ):
+        load_dataset("cifar100", data_dir=tmp_path)
+
+
+def test_cifar100_missing_names_the_layout_and_download(tmp_path: Path) -> None:
+    expected = r"cifar-100-python/\{train, test, meta\}.*--set data.download=true"
+    with pytest.raises(DatasetError, match=expected):
+        load_dataset("cifar100", data_dir=tmp_path)
 
 
 # ---- download=True through file:// URLs (no network) ---------------------------------------------------

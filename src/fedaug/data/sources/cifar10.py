@@ -20,19 +20,13 @@ Report, University of Toronto, 2009. Distributed by the authors for research use
 
 from __future__ import annotations
 
-import hashlib
-import pickle
-import tarfile
-import zlib
-from pathlib import Path
-
 import numpy as np
 import torch
 
 from fedaug.data.datasets import Dataset, LoadContext, check_bool, check_choice
-from fedaug.data.download import RemoteFile, download_file, verify_checksum
+from fedaug.data.download import RemoteFile
 from fedaug.data.sources.cifar10_jpeg import JPEG_GLOB, load_jpeg_arrays
-from fedaug.errors import DatasetError
+from fedaug.data.sources.cifar_pickles import Members, images_of, read_members, to_float, unpickle_verified
 from fedaug.registry import register
 
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
@@ -63,54 +57,17 @@ def parse_batch(data: bytes, batch: str, shown: str) -> tuple[np.ndarray, np.nda
         batch: its official name (``data_batch_1`` .. ``test_batch``), which selects the expected md5.
         shown: where it came from, for error messages.
     """
-    actual = hashlib.md5(data, usedforsecurity=False).hexdigest()
-    if actual != BATCH_MD5[batch]:
-        raise DatasetError(
-            f"checksum mismatch for CIFAR-10 batch {shown}: expected md5 {BATCH_MD5[batch]}, got {actual}"
-        )
-    content = pickle.loads(data, encoding="bytes")  # safe: md5 verified against the official file above
-    images = np.asarray(content[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
-    return images, np.asarray(content[b"labels"], dtype=np.int64)
+    content = unpickle_verified(data, BATCH_MD5[batch], f"CIFAR-10 batch {shown}")
+    return images_of(content), np.asarray(content[b"labels"], dtype=np.int64)
 
 
-def _read_batches(ctx: LoadContext) -> tuple[dict[str, tuple[bytes, str]], str] | None:
+def _read_batches(ctx: LoadContext) -> tuple[Members, str] | None:
     """Bytes and display name of every batch, from the folder or the official archive; None if absent."""
-    root = ctx.data_dir / "cifar10"
-    folder = root / BATCH_DIR
-    if all((folder / name).exists() for name in BATCH_MD5):
-        return {name: ((folder / name).read_bytes(), str(folder / name)) for name in BATCH_MD5}, f"{folder}"
-    archive = root / ARCHIVE.filename
-    if not archive.exists() and not ctx.download:
-        return None
-    if archive.exists():
-        verify_checksum(archive, ARCHIVE.checksum or "", algorithm="md5")
-    else:
-        archive = download_file(ARCHIVE, root)
-    return _read_archive(archive), f"official archive {archive}"
-
-
-def _read_archive(archive: Path) -> dict[str, tuple[bytes, str]]:
-    found: dict[str, tuple[bytes, str]] = {}
-    try:
-        with tarfile.open(archive, "r:gz") as tf:
-            for member in tf:
-                name = member.name.rsplit("/", 1)[-1]
-                handle = tf.extractfile(member) if member.isfile() and name in BATCH_MD5 else None
-                if handle is not None:
-                    found[name] = (handle.read(), f"{archive}:{member.name}")
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-        raise DatasetError(f"cannot read CIFAR-10 archive {archive}: {exc}") from exc
-    missing = sorted(set(BATCH_MD5) - set(found))
-    if missing:
-        raise DatasetError(f"CIFAR-10 archive {archive} lacks {', '.join(missing)}")
-    return found
+    return read_members(ctx, ctx.data_dir / "cifar10", BATCH_DIR, ARCHIVE, BATCH_MD5, "CIFAR-10")
 
 
 def _to_float(images: np.ndarray, normalize: bool) -> torch.Tensor:
-    x = torch.from_numpy(images).float().div_(255.0)
-    if normalize:
-        x = (x - torch.tensor(CIFAR_MEAN).view(1, 3, 1, 1)) / torch.tensor(CIFAR_STD).view(1, 3, 1, 1)
-    return x
+    return to_float(images, CIFAR_MEAN, CIFAR_STD, normalize)
 
 
 def _official(ctx: LoadContext, normalize: bool) -> tuple[dict[str, torch.Tensor], str]:

@@ -1,0 +1,101 @@
+"""Reading the CIFAR python releases (CIFAR-10, CIFAR-100): pickles md5-checked before they are unpickled.
+
+Both releases are a ``tar.gz`` holding one folder of pickled dicts (``b"data"``: uint8 ``[N, 3072]``,
+channel-major RGB, plus label lists). The loaders read the folder if it is unpacked under
+``<data_dir>/<dataset>/`` and otherwise the archive itself, which they md5-check first (and download when
+asked); every member is md5-checked against the published value before ``pickle.loads`` sees it, so only
+the genuine files are ever unpickled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import tarfile
+import zlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedaug.data.datasets import LoadContext
+from fedaug.data.download import RemoteFile, download_file, verify_checksum
+from fedaug.errors import DatasetError
+
+Members = dict[str, tuple[bytes, str]]  # member name -> (bytes, where it came from, for messages)
+
+
+def unpickle_verified(data: bytes, expected_md5: str, what: str) -> Any:
+    """Unpickles ``data`` after checking its md5 (``what`` names the file in the error)."""
+    actual = hashlib.md5(data, usedforsecurity=False).hexdigest()
+    if actual != expected_md5:
+        raise DatasetError(f"checksum mismatch for {what}: expected md5 {expected_md5}, got {actual}")
+    return pickle.loads(data, encoding="bytes")  # safe: md5 verified against the official file above
+
+
+def read_members(
+    ctx: LoadContext,
+    root: Path,
+    folder_name: str,
+    archive_file: RemoteFile,
+    md5s: Mapping[str, str],
+    title: str,
+) -> tuple[Members, str] | None:
+    """Bytes of every member named in ``md5s``, from ``root/folder_name/`` or the archive; None if absent.
+
+    Args:
+        ctx: the load context (``download`` allows fetching the archive).
+        root: ``<data_dir>/<dataset>``.
+        folder_name: the unpacked folder's name (``cifar-10-batches-py``, ``cifar-100-python``).
+        archive_file: the official archive and its md5.
+        md5s: member name -> published md5 (only the names are used here).
+        title: the dataset's name in messages.
+
+    Returns:
+        The members and a description of where they came from.
+    """
+    folder = root / folder_name
+    if all((folder / name).exists() for name in md5s):
+        return {name: ((folder / name).read_bytes(), str(folder / name)) for name in md5s}, f"{folder}"
+    archive = root / archive_file.filename
+    if not archive.exists() and not ctx.download:
+        return None
+    if archive.exists():
+        verify_checksum(archive, archive_file.checksum or "", algorithm="md5")
+    else:
+        archive = download_file(archive_file, root)
+    return _read_archive(archive, md5s, title), f"official archive {archive}"
+
+
+def _read_archive(archive: Path, md5s: Mapping[str, str], title: str) -> Members:
+    found: Members = {}
+    try:
+        with tarfile.open(archive, "r:gz") as tf:
+            for member in tf:
+                name = member.name.rsplit("/", 1)[-1]
+                handle = tf.extractfile(member) if member.isfile() and name in md5s else None
+                if handle is not None:
+                    found[name] = (handle.read(), f"{archive}:{member.name}")
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        raise DatasetError(f"cannot read {title} archive {archive}: {exc}") from exc
+    missing = sorted(set(md5s) - set(found))
+    if missing:
+        raise DatasetError(f"{title} archive {archive} lacks {', '.join(missing)}")
+    return found
+
+
+def images_of(content: Mapping[bytes, Any]) -> np.ndarray:
+    """The ``b"data"`` rows of an unpickled CIFAR dict as uint8 ``[N, 3, 32, 32]``."""
+    return np.asarray(content[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
+
+
+def to_float(
+    images: np.ndarray, mean: tuple[float, float, float], std: tuple[float, float, float], normalize: bool
+) -> torch.Tensor:
+    """uint8 ``[N, 3, 32, 32]`` -> float32 in [0, 1], standardised per channel when ``normalize``."""
+    x = torch.from_numpy(images).float().div_(255.0)
+    if normalize:
+        x = (x - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
+    return x
