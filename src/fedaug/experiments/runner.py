@@ -22,6 +22,7 @@ from fedaug import registry
 from fedaug.api import Method, RunContext, TrainSettings
 from fedaug.data.datasets import Dataset, load_dataset
 from fedaug.data.partition import Partition, make_partition
+from fedaug.engine.batched import conv_model_note
 from fedaug.engine.checkpoint import write_json
 from fedaug.engine.memory_format import resolve_channels_last
 from fedaug.engine.sampling import clients_per_round
@@ -126,6 +127,8 @@ def prepare(config: ExperimentConfig, run_dir: Path) -> Prepared:
     )
     if (warning := bf16_warning(config.engine.precision)) is not None:
         logger.warning(warning)
+    if config.engine.batched_clients and (note := conv_model_note(model_fn())) is not None:
+        logger.warning(note)
     spec = SimulationSpec(
         method=method,
         model_fn=model_fn,

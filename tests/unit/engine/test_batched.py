@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from fedaug.api import ClientContext, ClientData, Payload, RunContext, TrainSettings
-from fedaug.engine.batched import train_round_batched
+from fedaug.engine.batched import conv_model_note, train_round_batched
 from fedaug.engine.simulation import Simulation
 from fedaug.errors import ConfigError
 from fedaug.local_training import snapshot_state
@@ -149,3 +149,9 @@ def test_models_with_dropout_are_refused() -> None:
     payload = Payload(1, snapshot_state(model), TrainSettings(batch_size=8))
     with pytest.raises(ConfigError, match="dropout"):
         train_round_batched(FedAvg(), payload, _contexts(model, [8, 8]))
+
+
+def test_conv_models_get_a_note_that_batching_does_not_pay() -> None:
+    note = conv_model_note(build_model("bn_cnn_mnist", num_classes=3, input_shape=(1, 8, 8)))
+    assert note is not None and "2 conv layers" in note and "0.8-1.05x" in note
+    assert conv_model_note(build_model("mlp", num_classes=3, input_shape=(1, 8, 8))) is None
