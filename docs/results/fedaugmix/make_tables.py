@@ -6,6 +6,8 @@
 * attack/: the ``fedaug attack invert`` result lines of the listed out dirs, merged, and the table
   rebuilt with the CLI's own :func:`fedaug.attacks.invert_report.write_table` (skipped, keeping the
   committed files, when none of the out dirs exists: run dirs do not survive a machine change);
+* table3/accuracy_zoom.png: the test accuracy of rounds 30-100 per method (mean over seeds, each seed thin),
+  where the full-range curves of ``fedaug report --plots`` cannot separate the methods;
 * accuracy.md / accuracy.json: per run of the Table III sweep (``runs/fedaugmix_table3_mnist``, finished
   or not), best, last-10 and final global test accuracy and the time per round. The mean +- std over seeds
   beside the paper is ``fedaug report``'s (report.md, README.md).
@@ -22,13 +24,18 @@ from fedaug.attacks.invert_report import write_table
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
-ATTACK_DIRS = [
-    "runs/attack_invert/lenet5_probe1000",  # LeNet-5, untrained, severity 0
-    "runs/attack_invert/lenet5_grid/untrained",
-    "runs/attack_invert/lenet5_grid/converged",
-    "runs/attack_invert/lenet5_grid/converged_lsoff",
-    "runs/attack_invert/mlp_grid",  # MLP, untrained, severities 0, 3, 10
-]
+# out dir -> the stage name its rows get in the table (None: as written by the CLI)
+STAGE_15R = "converged: FedAvg 15 rounds, 77.7%"
+STAGE_100R = "converged: FedAvg 100 rounds, 98.55%"
+ATTACK_DIRS: dict[str, str | None] = {
+    "runs/attack_invert/lenet5_probe1000": None,  # LeNet-5, untrained, severity 0
+    "runs/attack_invert/lenet5_grid/untrained": None,
+    "runs/attack_invert/lenet5_grid/converged": STAGE_15R,
+    "runs/attack_invert/lenet5_grid/converged_lsoff": STAGE_15R,
+    "runs/attack_invert/mlp_grid": None,  # MLP, untrained, severities 0, 3, 10
+    # the 100-round FedAvg run of the Table III sweep (seed 0): its ckpt/latest.pt
+    "runs/attack_invert/lenet5_converged100": STAGE_100R,
+}
 RUNS = ROOT / "runs/fedaugmix_table3_mnist/mnist-dirichlet0.5-K100"
 METHODS = ["fedavg", "fedaugmix", "fedprox", "fedprox_augmix"]
 PAPER = {"fedavg": 95.63, "fedaugmix": 96.60, "fedprox": 95.88, "fedprox_augmix": 97.34}
@@ -41,19 +48,28 @@ def _key(row: dict[str, object]) -> tuple[object, ...]:
 
 def merge_attack() -> None:
     out = HERE / "attack"
-    if not any((ROOT / d).is_dir() for d in ATTACK_DIRS):
+    present = [d for d in ATTACK_DIRS if (ROOT / d).is_dir()]
+    if not present:
         print(f"no attack out dirs under {ROOT / 'runs/attack_invert'}: {out} left as committed")
         return
     out.mkdir(exist_ok=True)
     for name in ("results.jsonl", "floors.jsonl"):
-        lines: list[str] = []
-        for d in ATTACK_DIRS:
+        committed = out / name  # rows of out dirs that are gone (another machine) stay
+        rows = (
+            [json.loads(x) for x in committed.read_text().splitlines() if x.strip()]
+            if committed.exists()
+            else []
+        )
+        for d in present:
             path = ROOT / d / name
-            if path.exists():
-                lines += [line for line in path.read_text().splitlines() if line.strip()]
-        # one line per attack: a repeated attack (same setting, images and seed) is kept once
-        unique = {_key(json.loads(line)): line for line in reversed(lines)}
-        (out / name).write_text("".join(line + "\n" for line in reversed(unique.values())))
+            for line in path.read_text().splitlines() if path.exists() else []:
+                row = json.loads(line)
+                if ATTACK_DIRS[d] is not None and "stage" in row:
+                    row["stage"] = ATTACK_DIRS[d]
+                rows.append(row)
+        # one row per attack (same setting, images and seed): the freshest is kept
+        unique = {_key(row): row for row in rows}
+        (out / name).write_text("".join(json.dumps(row) + "\n" for row in unique.values()))
     write_table(out)
 
 
@@ -96,9 +112,42 @@ def accuracy() -> None:
     (HERE / "accuracy.md").write_text("\n".join(lines) + "\n")
 
 
+def zoom() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for colour, method in zip(("C0", "C2", "C1", "C3"), METHODS, strict=True):
+        curves = []
+        for run in sorted((RUNS / method).glob("seed*")):
+            if not (run / "summary.json").exists():
+                continue
+            acc = [json.loads(x)["test/acc"] * 100 for x in (run / "metrics.jsonl").read_text().splitlines()]
+            curves.append(acc)
+            ax.plot(range(30, len(acc) + 1), acc[29:], color=colour, lw=0.6, alpha=0.35)
+        if curves:
+            mean = [statistics.mean(v) for v in zip(*curves, strict=True)]
+            label = f"{method} (mean of {len(curves)} seed{'s' if len(curves) > 1 else ''})"
+            ax.plot(range(30, len(mean) + 1), mean[29:], color=colour, lw=1.8, label=label)
+    ax.set(
+        xlabel="round",
+        ylabel="global test accuracy (%)",
+        title="MNIST LeNet-5, Dir(0.5), K = 100: rounds 30-100",
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    out = HERE / "table3"
+    out.mkdir(exist_ok=True)
+    fig.savefig(out / "accuracy_zoom.png", dpi=120)
+
+
 if __name__ == "__main__":
     parts = sys.argv[1:] or ["attack", "accuracy"]
     if "attack" in parts:
         merge_attack()
     if "accuracy" in parts:
         accuracy()
+        zoom()
