@@ -35,17 +35,23 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
-def bench(configs: list[str], overrides: list[str], repeats: int) -> dict[str, Any]:
+def round_one(configs: list[str], overrides: list[str]) -> tuple[Any, Any, Any, Simulation, Any, list[int]]:
+    """A preset's config, prepared run, method, simulation, round-1 payload and round-1 clients."""
     config = load_config(configs, [*overrides, "engine.progress=false"])
     with tempfile.TemporaryDirectory() as tmp:
         prepared = prepare(config, Path(tmp))
     spec, method = prepared.spec, prepared.method
-    sim = Simulation(spec)
     torch.manual_seed(0)
     payload = method.payload(
         method.init_server(snapshot_state(spec.model_fn()), spec.run), 1, spec.train_settings(1)
     )
     clients = sample_clients(spec.run.seed, 1, spec.run.num_clients, spec.clients_per_round)
+    return config, prepared, method, Simulation(spec), payload, list(clients)
+
+
+def bench(configs: list[str], overrides: list[str], repeats: int) -> dict[str, Any]:
+    config, prepared, method, sim, payload, clients = round_one(configs, overrides)
+    spec = prepared.spec
 
     def contexts() -> list[Any]:  # fresh generators every time: both paths see the same batches
         return [sim._client_context(c, 1, "client") for c in clients]

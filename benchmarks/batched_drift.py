@@ -18,22 +18,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from batched_clients import round_one  # benchmarks/ is the script's directory
 from fedaug.api import ClientContext
 from fedaug.engine.batched import train_round_batched
-from fedaug.engine.sampling import sample_clients
-from fedaug.engine.simulation import Simulation
-from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import prepare
-from fedaug.local_training import snapshot_state
 from fedaug.types import StateDict
-from machine import machine_facts  # benchmarks/ is the script's directory
+from machine import machine_facts
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -42,16 +37,9 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 def drift(configs: list[str], overrides: list[str], clients: int) -> dict[str, Any]:
     """Largest parameter difference between each pair of (sequential, batched) x (float32, float64)."""
-    config = load_config(configs, [*overrides, "engine.progress=false"])
-    with tempfile.TemporaryDirectory() as tmp:
-        prepared = prepare(config, Path(tmp))
-    spec, method = prepared.spec, prepared.method
-    sim = Simulation(spec)
-    torch.manual_seed(0)
-    payload = method.payload(
-        method.init_server(snapshot_state(spec.model_fn()), spec.run), 1, spec.train_settings(1)
-    )
-    chosen = sample_clients(spec.run.seed, 1, spec.run.num_clients, spec.clients_per_round)[:clients]
+    config, prepared, method, sim, payload, sampled = round_one(configs, overrides)
+    spec = prepared.spec
+    chosen = sampled[:clients]
     states: dict[str, list[StateDict]] = {}
     for dtype_name, dtype in DTYPES.items():
         cast = {k: v.to(dtype) if v.is_floating_point() else v for k, v in payload.model_state.items()}
