@@ -2,7 +2,7 @@
 
 from fedaug.methods import (
     ccvr,  # noqa: F401  (registers "ccvr")
-    fedaugmix,  # noqa: F401  (registers "fedaugmix" and "fedprox_augmix")
+    fedaugmix,  # noqa: F401  (registers "fedaugmix" and "<base>_augmix" for the loss-based methods)
     fedavg,  # noqa: F401  (registers "fedavg")
     fedbr,  # noqa: F401  (registers "fedbr")
     feddata,  # noqa: F401  (registers "feddata")

@@ -3,9 +3,10 @@
 Fed-AugMix: Balancing Privacy and Utility via Data Augmentation (full text: ``../shared/papers/
 fed-augmix.txt``), built on AugMix (Hendrycks et al., ICLR 2020, arXiv:1912.02781).
 
-Difference from the base method (FedAvg for ``fedaugmix``, FedProx for ``fedprox_augmix``): every local batch
-is extended by two AugMix views of each image (:class:`fedaug.augment.AugMix`, the ``batch_transform`` hook),
-and the local objective becomes ``base_loss(original) + lambda * JS(p_orig, p_aug1, p_aug2)`` (the
+Difference from the base method (FedAvg for ``fedaugmix``, FedProx for ``fedprox_augmix``, and likewise
+``feddecorr_augmix``, ``fedlc_augmix``, ``fedntd_augmix``, ``fedrs_augmix``, ``moon_augmix``): every local
+batch is extended by two AugMix views of each image (:class:`fedaug.augment.AugMix`, the ``batch_transform``
+hook), and the local objective becomes ``base_loss(original) + lambda * JS(p_orig, p_aug1, p_aug2)`` (the
 ``loss_fn`` hook wraps the base method's own loss, so FedProx's proximal term, or any other base term, is
 kept unchanged). Loss scaling (Sec. IV-E): while ``CE > kappa * JS`` on the batch, lambda is the large
 ``scaled_lambda`` (Lambda), which puts the AugMix noise into the update while the JS term is still tiny
@@ -37,8 +38,13 @@ from fedaug.augment import AugMix
 from fedaug.errors import ConfigError, IncompatibleModelError
 from fedaug.local_training import BatchTransform, LossFn, LossOutput
 from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.fedprox import FedProx, FedProxConfig
+from fedaug.methods.feddecorr import FedDecorr
+from fedaug.methods.fedlc import FedLC
+from fedaug.methods.fedntd import FedNTD
+from fedaug.methods.fedprox import FedProx
+from fedaug.methods.fedrs import FedRS
 from fedaug.methods.losses import jensen_shannon
+from fedaug.methods.moon import MOON
 from fedaug.registry import register
 
 
@@ -156,13 +162,30 @@ def js_consistency_loss(base_loss: LossFn, config: AugMixJSConfig) -> LossFn:
     return loss
 
 
+class AugMixJSMethod(FedAvg):
+    """The Fed-AugMix hooks on top of whatever loss-based method follows it in the bases.
+
+    ``loss_fn`` wraps the next class's loss (``super()``) with :func:`js_consistency_loss`, and
+    ``batch_transform`` adds the two AugMix views; aggregation, client state and everything else stay the base
+    method's. Concrete classes come from :func:`augmix_variant` (or subclass it, like :class:`FedAugMix`).
+    """
+
+    config: AugMixJSConfig
+
+    def loss_fn(self, payload: Payload, ctx: ClientContext) -> LossFn:
+        return js_consistency_loss(super().loss_fn(payload, ctx), self.config)
+
+    def batch_transform(self, payload: Payload, ctx: ClientContext) -> BatchTransform | None:
+        return augmix_views_transform(augmix_for(self.config, ctx.run))
+
+
 @dataclass(frozen=True)
 class FedAugMixConfig(AugMixJSConfig):
     """Fed-AugMix on FedAvg: the AugMix/JS options only (see :class:`AugMixJSConfig`)."""
 
 
 @register("method", "fedaugmix")
-class FedAugMix(FedAvg):
+class FedAugMix(AugMixJSMethod):
     """FedAvg with AugMix views and the JS consistency loss (Fed-AugMix, the paper's main variant).
 
     Client: each batch plus two AugMix views per image; loss ``CE(x) + lambda * JS`` with loss scaling.
@@ -173,36 +196,47 @@ class FedAugMix(FedAvg):
     config_cls = FedAugMixConfig
     config: FedAugMixConfig
 
-    def loss_fn(self, payload: Payload, ctx: ClientContext) -> LossFn:
-        return js_consistency_loss(super().loss_fn(payload, ctx), self.config)
 
-    def batch_transform(self, payload: Payload, ctx: ClientContext) -> BatchTransform | None:
-        return augmix_views_transform(augmix_for(self.config, ctx.run))
+def augmix_variant(base: type[FedAvg]) -> type[AugMixJSMethod]:
+    """Registers ``<base.name>_augmix``: ``base`` with Fed-AugMix's views and JS term on top of its own loss.
 
+    The config has the base method's options plus :class:`AugMixJSConfig`'s, each validated as in its own
+    class; the new method and its config become module attributes (``FedProxAugMix``,
+    ``FedProxAugMixConfig``, ...) so they pickle and import like hand-written ones.
+    """
+    base_config = base.config_cls
+    title = base.__name__ + "AugMix"
 
-@dataclass(frozen=True)
-class FedProxAugMixConfig(AugMixJSConfig, FedProxConfig):
-    """Fed-AugMix on FedProx: ``proximal_mu`` plus the AugMix/JS options."""
-
-    def __post_init__(self) -> None:
-        FedProxConfig.__post_init__(self)
+    def post_init(self: AugMixJSConfig) -> None:
+        base_init = getattr(base_config, "__post_init__", None)
+        if base_init is not None:
+            base_init(self)
         AugMixJSConfig.__post_init__(self)
 
+    config_namespace = {
+        "__module__": __name__,
+        "__qualname__": title + "Config",
+        "__doc__": f"Fed-AugMix on {base.__name__}: {base_config.__name__}'s options plus AugMixJSConfig's.",
+        "__post_init__": post_init,
+    }
+    config_type = type(title + "Config", (AugMixJSConfig, base_config), config_namespace)
+    config_cls: type[AugMixJSConfig] = dataclass(frozen=True)(config_type)
+    method_namespace = {
+        "__module__": __name__,
+        "__qualname__": title,
+        "__doc__": f"{base.__name__} with AugMix views and the JS consistency loss on top of its own loss.",
+        "name": f"{base.name}_augmix",
+        "config_cls": config_cls,
+    }
+    method: type[AugMixJSMethod] = type(title, (AugMixJSMethod, base), method_namespace)
+    globals()[title], globals()[title + "Config"] = method, config_cls
+    return register("method", method.name)(method)
 
-@register("method", "fedprox_augmix")
-class FedProxAugMix(FedProx):
-    """FedProx with AugMix views and the JS consistency loss (the paper's FedProx + Fed-AugMix).
 
-    Client: each batch plus two AugMix views; loss ``CE(x) + mu/2 ||w - w_global||^2 + lambda * JS``.
-    Server: FedAvg's weighted mean.
-    """
-
-    name = "fedprox_augmix"
-    config_cls = FedProxAugMixConfig
-    config: FedProxAugMixConfig
-
-    def loss_fn(self, payload: Payload, ctx: ClientContext) -> LossFn:
-        return js_consistency_loss(super().loss_fn(payload, ctx), self.config)
-
-    def batch_transform(self, payload: Payload, ctx: ClientContext) -> BatchTransform | None:
-        return augmix_views_transform(augmix_for(self.config, ctx.run))
+# The paper composes Fed-AugMix with FedAvg and FedProx (Table III). Deviation from paper: it is also offered
+# on the other loss-based methods (their losses only change the objective on the original batch, so the JS
+# term adds to them unchanged); methods that change the batch or the data themselves (FedMix, FedBR, FedData,
+# FLea, FedGen, CCVR) or the server's model (Fed-ZDAS, q-FFL) are left out.
+FedProxAugMix = augmix_variant(FedProx)
+FedProxAugMixConfig = FedProxAugMix.config_cls
+LOSS_BASED_AUGMIX = tuple(augmix_variant(base) for base in (FedDecorr, FedLC, FedNTD, FedRS, MOON))

@@ -10,10 +10,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from fedaug import registry
 from fedaug.api import Method
 from fedaug.engine.simulation import Simulation
 from fedaug.errors import ConfigError, IncompatibleModelError
 from fedaug.methods.fedaugmix import (
+    LOSS_BASED_AUGMIX,
+    AugMixJSMethod,
     FedAugMix,
     FedAugMixConfig,
     FedProxAugMix,
@@ -181,3 +184,67 @@ def test_yaml_holds_the_defaults(name: str, cls: type) -> None:
     method = method_from_yaml(name)
     assert isinstance(method, cls)
     assert method.config == cls.config_cls()
+
+
+# Every <base>_augmix variant beside fedprox_augmix, with a non-default option of its base method (so the test
+# sees that the base's option reaches the base's loss) and the log keys of the base's loss.
+VARIANTS = {
+    "feddecorr_augmix": ({"decorr_beta": 0.5}, {"ce", "decorr"}),
+    "fedlc_augmix": ({"calibration_tau": 0.5}, {"ce"}),
+    "fedntd_augmix": ({"ntd_beta": 0.5}, {"ce", "ntd"}),
+    "fedrs_augmix": ({"restricted_alpha": 0.3}, {"ce"}),
+    "moon_augmix": ({"contrastive_mu": 0.5}, {"ce", "contrastive"}),
+}
+
+
+def test_every_loss_based_method_has_an_augmix_variant() -> None:
+    assert sorted(cls.name for cls in LOSS_BASED_AUGMIX) == sorted(VARIANTS)
+    for cls in (*LOSS_BASED_AUGMIX, FedProxAugMix):
+        assert registry.get("method", cls.name) is cls
+        assert issubclass(cls, AugMixJSMethod)
+        base = registry.get("method", cls.name.removesuffix("_augmix"))
+        assert cls.__mro__[1:3] == (AugMixJSMethod, base)
+        assert set(dataclasses.asdict(base.config_cls())) < set(dataclasses.asdict(cls.config_cls()))
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_variant_without_augmentation_equals_its_base_method(tmp_path: Path, name: str) -> None:
+    options, _ = VARIANTS[name]
+    cls = registry.get("method", name)
+    base = registry.get("method", name.removesuffix("_augmix"))
+    augmix = cls(cls.config_cls(**options, severity=0, js_lambda=0, loss_scaling=False))
+    base_state = image_sim(tmp_path / "base", base(base.config_cls(**options)))
+    state = image_sim(tmp_path / "augmix", augmix)
+    default_state = image_sim(tmp_path / "default", base())
+    assert all(torch.equal(state[key], base_state[key]) for key in base_state)
+    assert any(not torch.equal(base_state[key], default_state[key]) for key in base_state)
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_variant_loss_is_the_base_loss_plus_lambda_js(name: str) -> None:
+    options, base_logs = VARIANTS[name]
+    x = torch.randn(6, *IMAGE, generator=torch.Generator().manual_seed(0))
+    y = torch.tensor([0, 2, 0, 2, 0, 2])
+    ctx = client_context(x[:2].flatten(1), y[:2], model_fn=image_mlp)
+    ctx.model.load_state_dict(initial_state(image_mlp))
+    cls = registry.get("method", name)
+    base = registry.get("method", name.removesuffix("_augmix"))
+    state = {k: v + 0.1 for k, v in initial_state(image_mlp).items()}
+    out = cls(cls.config_cls(**options, js_lambda=3.0, loss_scaling=False)).loss_fn(payload(state), ctx)(
+        ctx.model, x, y
+    )
+    base_out = base(base.config_cls(**options)).loss_fn(payload(state), ctx)(ctx.model, x[:2], y[:2])
+    logits = ctx.model(x)
+    js = jensen_shannon(logits[:2], logits[2:4], logits[4:])
+    assert out.loss.item() == pytest.approx(base_out.loss.item() + 3.0 * js.item(), rel=1e-5)
+    assert set(out.logs) == base_logs | {"js", "js_lambda", "ce_orig"}
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_variant_config_validates_both_parts(name: str) -> None:
+    cls = registry.get("method", name)
+    base_option = next(iter(VARIANTS[name][0]))
+    with pytest.raises(ConfigError, match=base_option):
+        cls.config_cls(**{base_option: -1.0})
+    with pytest.raises(ConfigError, match="js_lambda must be"):
+        cls.config_cls(js_lambda=-1.0)
