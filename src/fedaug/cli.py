@@ -3,8 +3,9 @@
 ``fedaug run [CONFIG ...] [--set key=value ...]`` runs an experiment (default preset: UCI-HAR, HARNet,
 Qua(2), K = 75, FedAvg, 100 rounds). ``fedaug list`` shows what is registered. ``fedaug partition`` prints a
 partition's per-client class counts and saves its heat-map. ``fedaug sweep SWEEP.yaml`` runs a grid of
-experiments (``--workers N`` processes, ``--dry-run`` lists the run dirs); ``fedaug report RUNS_DIR`` turns
-finished run dirs into tables (Markdown, CSV, LaTeX) and plots; ``fedaug flower ...`` runs the same
+experiments (``--workers N`` processes, ``--dry-run`` lists the run dirs); ``fedaug report RUNS_DIR [...]``
+turns finished run dirs into tables (Markdown, CSV, LaTeX) and plots; ``fedaug archive RUNS_DIR --out DIR``
+keeps their reportable part (no checkpoints) where it can be committed; ``fedaug flower ...`` runs the same
 experiments on Flower (simulation, or a SuperLink with SuperNodes over TLS). Every user error is one line on
 stderr and exit code 2; an interrupted run or sweep resumes when the same command is run again.
 """
@@ -144,7 +145,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     formats = [f.strip() for f in args.format.split(",") if f.strip()]
     outputs = write_report(
-        Path(args.runs_dir),
+        [Path(d) for d in args.runs_dir],
         formats=formats,
         out_dir=Path(args.out) if args.out else None,
         reference=Path(args.reference) if args.reference else None,
@@ -160,6 +161,26 @@ def cmd_report(args: argparse.Namespace) -> int:
     for path in outputs.files:
         print(f"wrote {path}")
     return 0
+
+
+def cmd_archive(args: argparse.Namespace) -> int:
+    from fedaug.results.archive import archive_runs
+
+    written = archive_runs(Path(args.runs_dir), Path(args.out), include_unfinished=args.include_unfinished)
+    print(f"archived {len(written)} runs into {args.out}")
+    return 0
+
+
+def _add_archive_parser(sub: argparse._SubParsersAction) -> None:
+    archive = sub.add_parser(
+        "archive", help="keep finished runs' config, summary and scalar metrics (no checkpoints) for report"
+    )
+    archive.add_argument("runs_dir", help="a folder holding run dirs, e.g. runs/flea_table1_har")
+    archive.add_argument("--out", required=True, help="archive folder, e.g. docs/results/<table>/runs")
+    archive.add_argument(
+        "--include-unfinished", action="store_true", help="also archive runs without summary.json"
+    )
+    archive.set_defaults(func=cmd_archive)
 
 
 def _add_sweep_parser(sub: argparse._SubParsersAction) -> None:
@@ -187,7 +208,11 @@ def _add_sweep_parser(sub: argparse._SubParsersAction) -> None:
 
 def _add_report_parser(sub: argparse._SubParsersAction) -> None:
     report = sub.add_parser("report", help="tables (and plots) from finished run dirs; never trains")
-    report.add_argument("runs_dir", help="a folder holding run dirs, e.g. runs/flea_table1_har")
+    report.add_argument(
+        "runs_dir",
+        nargs="+",
+        help="folders holding run dirs, e.g. runs/flea_table1_har (several: merged, the first wins a repeat)",
+    )
     report.add_argument("--format", default="md", help="comma-separated: md, csv, tex (default md)")
     report.add_argument("--out", help="write report.<format> (and plots/) here instead of printing")
     report.add_argument("--reference", help="YAML of published numbers, e.g. docs/published_numbers.yaml")
@@ -229,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     part.set_defaults(func=cmd_partition)
     _add_sweep_parser(sub)
     _add_report_parser(sub)
+    _add_archive_parser(sub)
     add_attack_parser(sub)
     add_flower_parser(sub, _add_config_args)
     return parser

@@ -56,7 +56,7 @@ def render(tables: Sequence[Table], fmt: str, *, title: str = "") -> str:
     return heading + "\n".join(to_markdown(t) for t in tables)
 
 
-def _summary_line(grouping: Grouping, runs_dir: Path) -> str:
+def _summary_line(grouping: Grouping, runs_dir: str) -> str:
     runs = [r for cell in grouping.cells.values() for r in cell]
     unfinished = sum(not r.finished for r in runs)
     rounds = sorted({int(r.summary["rounds"]) for r in runs})
@@ -71,7 +71,7 @@ def _check_formats(formats: Sequence[str]) -> None:
         raise ConfigError(f"--format must be a comma-separated subset of {', '.join(FORMATS)}, got {formats}")
 
 
-def _only_methods(runs: list[Run], methods: Sequence[str], runs_dir: Path) -> list[Run]:
+def _only_methods(runs: list[Run], methods: Sequence[str], runs_dir: str) -> list[Run]:
     """The runs of ``methods``; every listed method must have at least one."""
     present = sorted({run.method for run in runs})
     missing = [m for m in methods if m not in present]
@@ -84,7 +84,7 @@ def _only_methods(runs: list[Run], methods: Sequence[str], runs_dir: Path) -> li
 
 
 def write_report(
-    runs_dir: Path,
+    runs_dir: Path | Sequence[Path],
     *,
     formats: Sequence[str] = ("md",),
     out_dir: Path | None = None,
@@ -99,7 +99,9 @@ def write_report(
     """Reads every run dir under ``runs_dir`` and writes (or returns for printing) its tables and plots.
 
     Args:
-        runs_dir: a folder holding run dirs (searched at any depth).
+        runs_dir: a folder holding run dirs (searched at any depth), or several (e.g. live runs and an
+            archive of earlier ones, :mod:`fedaug.results.archive`): a run whose method, setting and seed
+            appeared in an earlier folder is ignored with a warning, so the first folder wins.
         formats: any of ``md``, ``csv``, ``tex``.
         out_dir: write ``report.<format>`` here; None returns the texts in ``printed`` instead.
         reference: a published-numbers YAML (see :mod:`fedaug.results.reference`).
@@ -116,12 +118,14 @@ def write_report(
             without runs.
     """
     _check_formats(formats)
-    runs = load_runs(runs_dir, include_unfinished=include_unfinished)
+    dirs = [runs_dir] if isinstance(runs_dir, Path) else list(runs_dir)
+    where = ", ".join(str(d) for d in dirs)
+    runs = [run for d in dirs for run in load_runs(d, include_unfinished=include_unfinished)]
     if methods is not None:
-        runs = _only_methods(runs, methods, runs_dir)
+        runs = _only_methods(runs, methods, where)
     if not runs:
         raise FedaugError(
-            f"no run dirs with results under {runs_dir} (unfinished ones need --include-unfinished)"
+            f"no run dirs with results under {where} (unfinished ones need --include-unfinished)"
         )
     grouping = group_runs(runs)
     tables = build_tables(
@@ -134,8 +138,8 @@ def write_report(
         logger.warning("--highlight %s: no such method among %s", highlight, ", ".join(grouping.rows))
     if reference and not any(t.reference for t in tables):
         logger.warning("no published number in %s matches these settings and methods", reference)
-    outputs = write_texts(tables, formats, out_dir, title=_summary_line(grouping, runs_dir))
-    plot_dir = (out_dir or runs_dir / "report") / "plots"
+    outputs = write_texts(tables, formats, out_dir, title=_summary_line(grouping, where))
+    plot_dir = (out_dir or dirs[0] / "report") / "plots"
     if plots:
         outputs.files += write_plots(grouping, plot_dir)
     if heatmaps:

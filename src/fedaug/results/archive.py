@@ -1,0 +1,68 @@
+"""``fedaug archive``: the small, reportable part of run dirs, kept where run dirs do not survive.
+
+A run dir holds checkpoints (megabytes) and per-client metric vectors next to what ``fedaug report`` reads.
+Long tables are often measured over several machines or sessions whose run dirs are lost when the machine goes
+away; archiving each finished run into a folder that is committed (e.g. ``docs/results/<table>/runs``) lets a
+later ``fedaug report runs/<sweep> docs/results/<table>/runs`` put the old and the new runs in one table.
+
+An archived run is a directory with the same relative path as the run dir and three files: ``config.yaml`` and
+``summary.json`` as written by the run, and ``metrics.jsonl`` with only the per-round scalars (list-valued
+entries such as ``clients``, ``local/acc`` or ``test/class_acc`` are dropped; the summary already holds the
+fairness numbers computed from them). It is a valid run dir for :func:`fedaug.results.store.load_runs`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+from fedaug.engine.checkpoint import read_jsonl
+from fedaug.errors import FedaugError
+from fedaug.results.store import load_runs
+
+logger = logging.getLogger(__name__)
+
+ARCHIVED_FILES = ("config.yaml", "summary.json", "metrics.jsonl")
+
+
+def scalar_metrics(record: dict[str, object]) -> dict[str, object]:
+    """``record`` without its list- and dict-valued entries."""
+    return {k: v for k, v in record.items() if not isinstance(v, list | dict)}
+
+
+def archive_runs(runs_dir: Path, out_dir: Path, *, include_unfinished: bool = False) -> list[Path]:
+    """Copies the reportable files of each run under ``runs_dir`` to the same relative path under ``out_dir``.
+
+    An archived run that is already there is replaced (the run dir is the fresher copy); archived runs whose
+    run dir is gone are left alone, so archiving is additive across machines.
+
+    Returns:
+        The archived run directories, in ``runs_dir``'s order.
+
+    Raises:
+        FedaugError: if ``runs_dir`` does not exist, has no run with results, or ``out_dir`` is inside it.
+    """
+    runs_dir, out_dir = runs_dir.resolve(), out_dir.resolve()
+    if out_dir == runs_dir or runs_dir in out_dir.parents:
+        raise FedaugError(f"archive folder {out_dir} must be outside the runs dir {runs_dir}")
+    runs = load_runs(runs_dir, include_unfinished=include_unfinished)
+    if not runs:
+        raise FedaugError(
+            f"no run dirs with results under {runs_dir} (unfinished ones need --include-unfinished)"
+        )
+    written = []
+    for run in runs:
+        target = out_dir / run.path.resolve().relative_to(runs_dir)
+        if target.exists():
+            shutil.rmtree(target)
+        target.mkdir(parents=True)
+        shutil.copy2(run.path / "config.yaml", target / "config.yaml")
+        if (run.path / "summary.json").exists():
+            shutil.copy2(run.path / "summary.json", target / "summary.json")
+        rows = [scalar_metrics(r) for r in read_jsonl(run.path / "metrics.jsonl")]
+        (target / "metrics.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        written.append(target)
+    logger.info("archived %d runs from %s into %s", len(written), runs_dir, out_dir)
+    return written
