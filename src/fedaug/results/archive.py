@@ -5,10 +5,11 @@ Long tables are often measured over several machines or sessions whose run dirs 
 away; archiving each finished run into a folder that is committed (e.g. ``docs/results/<table>/runs``) lets a
 later ``fedaug report runs/<sweep> docs/results/<table>/runs`` put the old and the new runs in one table.
 
-An archived run is a directory with the same relative path as the run dir and three files: ``config.yaml`` and
-``summary.json`` as written by the run, and ``metrics.jsonl`` with only the per-round scalars (list-valued
-entries such as ``clients``, ``local/acc`` or ``test/class_acc`` are dropped; the summary already holds the
-fairness numbers computed from them). It is a valid run dir for :func:`fedaug.results.store.load_runs`.
+An archived run is a directory with the same relative path as the run dir: ``config.yaml``,
+``summary.json`` and ``timings.jsonl`` (per-round wall times) as written by the run, and ``metrics.jsonl``
+with only the per-round scalars (list-valued entries such as ``clients``, ``local/acc`` or ``test/class_acc``
+are dropped; the summary already holds the fairness numbers computed from them). It is a valid run dir for
+:func:`fedaug.results.store.load_runs`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from fedaug.results.store import load_runs
 
 logger = logging.getLogger(__name__)
 
-ARCHIVED_FILES = ("config.yaml", "summary.json", "metrics.jsonl")
+COPIED_FILES = ("config.yaml", "summary.json", "timings.jsonl")
+"""Copied as they are when present; ``metrics.jsonl`` is rewritten with its scalars only."""
 
 
 def scalar_metrics(record: dict[str, object]) -> dict[str, object]:
@@ -58,9 +60,9 @@ def archive_runs(runs_dir: Path, out_dir: Path, *, include_unfinished: bool = Fa
         if target.exists():
             shutil.rmtree(target)
         target.mkdir(parents=True)
-        shutil.copy2(run.path / "config.yaml", target / "config.yaml")
-        if (run.path / "summary.json").exists():
-            shutil.copy2(run.path / "summary.json", target / "summary.json")
+        for name in COPIED_FILES:
+            if (run.path / name).exists():
+                shutil.copy2(run.path / name, target / name)
         rows = [scalar_metrics(r) for r in read_jsonl(run.path / "metrics.jsonl")]
         (target / "metrics.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
         written.append(target)

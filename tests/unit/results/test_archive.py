@@ -29,6 +29,7 @@ def test_archive_keeps_what_report_reads_without_vectors_or_checkpoints(
 ) -> None:
     run_dir = make_run(tmp_path / "runs", accs=[0.5, 0.7, 0.6])
     _with_vectors(run_dir)
+    (run_dir / "timings.jsonl").write_text('{"round": 1, "round_time": 2.5}\n')
     (run_dir / "ckpt").mkdir()
     (run_dir / "ckpt" / "latest.pt").write_bytes(b"x" * 100)
     make_run(tmp_path / "runs", method="flea", accs=[0.4], finished=False)
@@ -37,7 +38,13 @@ def test_archive_keeps_what_report_reads_without_vectors_or_checkpoints(
 
     target = tmp_path / "archive" / run_dir.relative_to(tmp_path / "runs")
     assert written == [target]  # the unfinished flea run is not archived
-    assert sorted(p.name for p in target.iterdir()) == ["config.yaml", "metrics.jsonl", "summary.json"]
+    assert sorted(p.name for p in target.iterdir()) == [
+        "config.yaml",
+        "metrics.jsonl",
+        "summary.json",
+        "timings.jsonl",
+    ]
+    assert (target / "timings.jsonl").read_text() == (run_dir / "timings.jsonl").read_text()
     rows = [json.loads(line) for line in (target / "metrics.jsonl").read_text().splitlines()]
     assert rows == [{"round": i + 1, "test/acc": a, "test/loss": 1.5} for i, a in enumerate([0.5, 0.7, 0.6])]
     (archived,) = load_runs(tmp_path / "archive")
