@@ -6,11 +6,13 @@
 * attack/: the ``fedaug attack invert`` result lines of the listed out dirs, merged, and the table
   rebuilt with the CLI's own :func:`fedaug.attacks.invert_report.write_table` (skipped, keeping the
   committed files, when none of the out dirs exists: run dirs do not survive a machine change);
-* table3/accuracy_zoom.png: the test accuracy of rounds 30-100 per method (mean over seeds, each seed thin),
-  where the full-range curves of ``fedaug report --plots`` cannot separate the methods;
+* table3/accuracy_zoom_seeds<seeds>.png: the test accuracy of rounds 30-100 per method (mean over seeds,
+  each seed thin), where the full-range curves of ``fedaug report --plots`` cannot separate the methods;
 * accuracy.md / accuracy.json: per run of the Table III sweep (``runs/fedaugmix_table3_mnist``, finished
-  or not), best, last-10 and final global test accuracy and the time per round. The mean +- std over seeds
-  beside the paper is ``fedaug report``'s (report.md, README.md).
+  or not, and its archive ``table3/runs`` made by ``fedaug archive``), best, last-10 and final global test
+  accuracy and the time per round, plus the mean +- std over the finished seeds beside the paper. Rows of
+  runs whose dirs are gone (seeds 0 and 1 ran on a machine before ``fedaug archive`` existed) are kept from
+  the committed accuracy.json.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ ATTACK_DIRS: dict[str, str | None] = {
     "runs/attack_invert/lenet5_converged100": STAGE_100R,
 }
 RUNS = ROOT / "runs/fedaugmix_table3_mnist/mnist-dirichlet0.5-K100"
+ARCHIVE = HERE / "table3/runs/mnist-dirichlet0.5-K100"  # fedaug archive runs/fedaugmix_table3_mnist --out ...
 METHODS = ["fedavg", "fedaugmix", "fedprox", "fedprox_augmix"]
 PAPER = {"fedavg": 95.63, "fedaugmix": 96.60, "fedprox": 95.88, "fedprox_augmix": 97.34}
 
@@ -73,31 +76,63 @@ def merge_attack() -> None:
     write_table(out)
 
 
+def _run_dirs(method: str) -> list[Path]:
+    """The method's run dirs: live ones first, then archived seeds that are not live."""
+    live = sorted((RUNS / method).glob("seed*"))
+    names = {p.name for p in live}
+    return live + [p for p in sorted((ARCHIVE / method).glob("seed*")) if p.name not in names]
+
+
+def _run_row(method: str, run: Path) -> dict[str, object]:
+    metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    timings = [json.loads(x) for x in (run / "timings.jsonl").read_text().splitlines()]
+    acc = [m["test/acc"] * 100 for m in metrics]
+    return {
+        "method": method,
+        "seed": int(run.name[4:]),
+        "rounds": len(acc),
+        "finished": (run / "summary.json").exists(),
+        "best_acc": round(max(acc), 2),
+        "best_round": acc.index(max(acc)) + 1,
+        "last10_acc": round(statistics.mean(acc[-10:]), 2),
+        "final_acc": round(acc[-1], 2),
+        "paper": PAPER[method],
+        "round_s_median": round(statistics.median(t["round_time"] for t in timings), 2),
+        "train_s_median": round(statistics.median(t["train"] for t in timings), 2),
+        "total_min": round(sum(t["round_time"] for t in timings) / 60, 1),
+    }
+
+
+def _mean_std(values: list[float]) -> str:
+    std = statistics.stdev(values) if len(values) > 1 else float("nan")
+    return f"{statistics.mean(values):.2f} ± {std:.2f}"
+
+
 def accuracy() -> None:
-    rows = []
+    committed = json.loads((HERE / "accuracy.json").read_text()) if (HERE / "accuracy.json").exists() else []
+    by_key = {(r["method"], r["seed"]): r for r in committed}
     for method in METHODS:
-        for run in sorted((RUNS / method).glob("seed*"), key=lambda p: int(p.name[4:])):
-            metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
-            timings = [json.loads(x) for x in (run / "timings.jsonl").read_text().splitlines()]
-            acc = [m["test/acc"] * 100 for m in metrics]
-            rows.append(
-                {
-                    "method": method,
-                    "seed": int(run.name[4:]),
-                    "rounds": len(acc),
-                    "finished": (run / "summary.json").exists(),
-                    "best_acc": round(max(acc), 2),
-                    "best_round": acc.index(max(acc)) + 1,
-                    "last10_acc": round(statistics.mean(acc[-10:]), 2),
-                    "final_acc": round(acc[-1], 2),
-                    "paper": PAPER[method],
-                    "round_s_median": round(statistics.median(t["round_time"] for t in timings), 2),
-                    "train_s_median": round(statistics.median(t["train"] for t in timings), 2),
-                    "total_min": round(sum(t["round_time"] for t in timings) / 60, 1),
-                }
-            )
+        for run in _run_dirs(method):
+            row = _run_row(method, run)
+            by_key[(method, row["seed"])] = row
+    rows = [by_key[k] for k in sorted(by_key, key=lambda k: (METHODS.index(k[0]), k[1]))]
     (HERE / "accuracy.json").write_text(json.dumps(rows, indent=2) + "\n")
     lines = [
+        "Mean ± std over the finished seeds (sample std):",
+        "",
+        "| method | paper (%) | seeds | best (%) | last-10 (%) | final (%) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for method in METHODS:
+        done = [r for r in rows if r["method"] == method and r["finished"]]
+        if done:
+            seeds = ", ".join(str(r["seed"]) for r in done)
+            cells = [_mean_std([float(r[k]) for r in done]) for k in ("best_acc", "last10_acc", "final_acc")]
+            lines.append(f"| {method} | {PAPER[method]:.2f} | {seeds} | {' | '.join(cells)} |")
+    lines += [
+        "",
+        "Per run:",
+        "",
         "| method | seed | rounds | paper (%) | best (%) [round] | last-10 (%) | final (%) "
         "| round time, median (s) | of which client training (s) | total (min) |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -119,29 +154,34 @@ def zoom() -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
+    seeds: set[str] = set()
     for colour, method in zip(("C0", "C2", "C1", "C3"), METHODS, strict=True):
         curves = []
-        for run in sorted((RUNS / method).glob("seed*")):
+        for run in _run_dirs(method):
             if not (run / "summary.json").exists():
                 continue
+            seeds.add(run.name[4:])
             acc = [json.loads(x)["test/acc"] * 100 for x in (run / "metrics.jsonl").read_text().splitlines()]
             curves.append(acc)
             ax.plot(range(30, len(acc) + 1), acc[29:], color=colour, lw=0.6, alpha=0.35)
         if curves:
             mean = [statistics.mean(v) for v in zip(*curves, strict=True)]
-            label = f"{method} (mean of {len(curves)} seed{'s' if len(curves) > 1 else ''})"
+            label = f"{method} (mean of {len(curves)} seeds)" if len(curves) > 1 else method
             ax.plot(range(30, len(mean) + 1), mean[29:], color=colour, lw=1.8, label=label)
     ax.set(
         xlabel="round",
         ylabel="global test accuracy (%)",
-        title="MNIST LeNet-5, Dir(0.5), K = 100: rounds 30-100",
+        title=f"MNIST LeNet-5, Dir(0.5), K = 100: rounds 30-100 (seed{'s' if len(seeds) > 1 else ''} "
+        f"{', '.join(sorted(seeds))})",
     )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     out = HERE / "table3"
     out.mkdir(exist_ok=True)
-    fig.savefig(out / "accuracy_zoom.png", dpi=120)
+    # one file per set of seeds: the curves of seeds 0 and 1 were lost with their machine, so their plot
+    # (accuracy_zoom_seeds0-1.png) cannot be redrawn with later seeds
+    fig.savefig(out / f"accuracy_zoom_seeds{'-'.join(sorted(seeds))}.png", dpi=120)
 
 
 if __name__ == "__main__":
