@@ -29,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 # out dir -> the stage name its rows get in the table (None: as written by the CLI)
 STAGE_15R = "converged: FedAvg 15 rounds, 77.7%"
 STAGE_100R = "converged: FedAvg 100 rounds, 98.55%"
+STAGE_100R_S2 = "converged: FedAvg 100 rounds (seed 2), 98.43%"
 ATTACK_DIRS: dict[str, str | None] = {
     "runs/attack_invert/lenet5_probe1000": None,  # LeNet-5, untrained, severity 0
     "runs/attack_invert/lenet5_grid/untrained": None,
@@ -37,6 +38,8 @@ ATTACK_DIRS: dict[str, str | None] = {
     "runs/attack_invert/mlp_grid": None,  # MLP, untrained, severities 0, 3, 10
     # the 100-round FedAvg run of the Table III sweep (seed 0): its ckpt/latest.pt
     "runs/attack_invert/lenet5_converged100": STAGE_100R,
+    # the 100-round FedAvg run of seed 2 (2026-11-24): severities 0, 3, 10
+    "runs/attack_invert/lenet5_converged100_seed2": STAGE_100R_S2,
 }
 RUNS = ROOT / "runs/fedaugmix_table3_mnist/mnist-dirichlet0.5-K100"
 ARCHIVE = HERE / "table3/runs/mnist-dirichlet0.5-K100"  # fedaug archive runs/fedaugmix_table3_mnist --out ...
