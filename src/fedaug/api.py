@@ -235,3 +235,19 @@ class Method:
         """Method-specific metrics logged once per round (e.g. FLea's buffer size)."""
         del state
         return {}
+
+    def fedavg_rounds(self) -> int:
+        """How many first rounds this method is FedAvg bit for bit (0: none).
+
+        Within them it must train, aggregate, evaluate and log exactly as ``fedavg`` does with the same seeds
+        and share nothing, so that a FedAvg run's checkpoint after any of those rounds, converted by
+        :meth:`from_fedavg_state`, is a valid start (``engine.branch_from_fedavg``). Fed-ZDAC/ZDAS
+        (burn-in) and FedGen (warm-up) override it; each override is checked against a run from scratch.
+        """
+        return 0
+
+    def from_fedavg_state(self, state: ServerState, run: RunContext) -> ServerState:
+        """This method's server state after FedAvg's ``state``: :meth:`init_server`'s with FedAvg's weights
+        and round (a method whose burn-in state holds more must override this)."""
+        fresh = self.init_server(state.model_state, run)
+        return ServerState(round_num=state.round_num, model_state=fresh.model_state, extra=fresh.extra)

@@ -181,6 +181,10 @@ class EngineConfig:
         local_eval_every: evaluate the global model on every client's local test set (client-level
             fairness; needs ``partition.local_test_fraction`` > 0) every this many rounds and at the last
             round (default 1).
+        branch_from_fedavg: a method that is FedAvg in its first rounds (Fed-ZDAC/ZDAS before
+            ``start_round``, FedGen in its warm-up) starts from the checkpoint of the FedAvg run of the same
+            setting and seed instead of repeating them (same results; :mod:`fedaug.experiments.branching`).
+            Other methods ignore it. Default off.
     """
 
     name: str = "simulation"
@@ -192,6 +196,7 @@ class EngineConfig:
     channels_last: str = "auto"
     keep_checkpoints: list[int] = field(default_factory=list)
     local_eval_every: int = 1
+    branch_from_fedavg: bool = False
 
     def __post_init__(self) -> None:
         if self.name != "simulation":

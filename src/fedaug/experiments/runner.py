@@ -28,6 +28,7 @@ from fedaug.engine.memory_format import resolve_channels_last
 from fedaug.engine.sampling import clients_per_round
 from fedaug.engine.simulation import Simulation, SimulationSpec, write_env
 from fedaug.errors import ConfigError
+from fedaug.experiments.branching import comparable, start_from_fedavg
 from fedaug.experiments.config import ExperimentConfig, MethodSpec
 from fedaug.experiments.load import build_dataclass, config_from_dict, config_to_dict, dump_yaml
 from fedaug.models import build_model
@@ -160,15 +161,11 @@ def _check_existing(run_dir: Path, config: ExperimentConfig) -> None:
     if not saved_path.exists():
         return
     # Saved configs are re-read through the loader, so keys added since (with their defaults) compare equal.
-    saved = config_to_dict(config_from_dict(yaml.safe_load(saved_path.read_text())))
-    current = config_to_dict(config)
-    # engine settings do not change results (threads only in the last bits), except precision, which stays
+    # Engine settings do not change results (threads only in the last bits), except precision, which stays
     # in the comparison; compare lists sibling runs; name and out_dir only say where the run dir is (a run
-    # moved into a sweep's tree is that sweep's run)
-    for tree in (saved, current):
-        for key in ("compare", "name", "out_dir"):
-            tree.pop(key, None)
-        tree["engine"] = {"precision": (tree.get("engine") or {}).get("precision", "float32")}
+    # moved into a sweep's tree is that sweep's run).
+    saved = comparable(config_to_dict(config_from_dict(yaml.safe_load(saved_path.read_text()))))
+    current = comparable(config_to_dict(config))
     if saved != current:
         diffs = sorted(_diff_keys(saved, current))
         raise ConfigError(
@@ -220,6 +217,9 @@ def run_experiment(
         prepared.spec.clients_per_round,
         config.train.rounds,
     )
+    if config.engine.branch_from_fedavg:
+        fedavg_dir = run_dir_for(replace(config, method=MethodSpec(name="fedavg")))
+        start_from_fedavg(config, run_dir, prepared.spec.method, prepared.spec.run, fedavg_dir)
     summary = engine(prepared.spec).run()
     write_json(run_dir / "summary.json", summary)
     return summary

@@ -145,6 +145,10 @@ class FedZDAC(FedAvg):
         _check_bn(run, self.name)
         return super().init_server(model_state, run)
 
+    def fedavg_rounds(self) -> int:
+        """The burn-in: rounds before ``start_round`` are FedAvg's."""
+        return self.config.start_round - 1
+
     def client_update(self, payload: Payload, ctx: ClientContext) -> ClientUpdate:
         if not self.config.augments(payload.round_num):
             return super().client_update(payload, ctx)
@@ -217,6 +221,10 @@ class FedZDAS(FedAvg):
     def init_server(self, model_state: StateDict, run: RunContext) -> ServerState:
         _check_bn(run, self.name)
         return super().init_server(model_state, run)
+
+    def fedavg_rounds(self) -> int:
+        """The burn-in: rounds before ``start_round`` are FedAvg's."""
+        return self.config.start_round - 1
 
     def server_update(
         self, state: ServerState, updates: Sequence[ClientUpdate], run: RunContext

@@ -1,0 +1,82 @@
+"""Starting a run from a FedAvg run's checkpoint, for methods that are FedAvg in their first rounds.
+
+Fed-ZDAC/ZDAS train exactly as FedAvg before ``start_round`` (80 of 100 rounds in the paper) and FedGen before
+its generator's first round (after a 30-round warm-up), with the same seeds: the engine draws every round's
+clients and batches from ``(seed, round, client)`` alone, never from the history. So the FedAvg run of the
+same setting already computed those rounds, and each of these runs can start from its checkpoint instead of
+repeating them: the finished run is the same, file for file except the copied rounds' wall times, as one
+run from round 1 (tested for every method that declares FedAvg rounds).
+
+:func:`branch_from_fedavg` writes the start into an empty run dir: the converted server state as
+``ckpt/latest.pt``, FedAvg's metrics and timings of the copied rounds, and ``branch.json`` saying where they
+came from. The engine then resumes after that round as after an interruption.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from fedaug.api import Method, RunContext, ServerState
+from fedaug.engine.checkpoint import RunStore, read_jsonl, write_json
+
+logger = logging.getLogger(__name__)
+
+
+def branch_round(source: RunStore, last_fedavg_round: int) -> int:
+    """The latest round ``<= last_fedavg_round`` with a checkpoint in ``source`` (0: none)."""
+    rounds = [r for r in source.kept_rounds() if r <= last_fedavg_round]
+    latest = source.load_checkpoint()
+    if latest is not None and latest["round_num"] <= last_fedavg_round:
+        rounds.append(int(latest["round_num"]))
+    return max(rounds, default=0)
+
+
+def branch_from_fedavg(
+    source_dir: Path, run_dir: Path, method: Method, run: RunContext, *, max_round: int
+) -> int:
+    """Starts ``run_dir`` from the FedAvg run in ``source_dir``; returns the round it starts after (0: none).
+
+    The round is the latest one with a checkpoint in ``source_dir`` that is at most ``max_round`` and at most
+    ``method.fedavg_rounds()``. Nothing is written when there is none (the run then starts from round 1) or
+    when ``run_dir`` already has a checkpoint (it resumes from its own).
+    """
+    target = RunStore(run_dir)
+    if target.ckpt_path.exists():
+        return 0
+    last = min(method.fedavg_rounds(), max_round)
+    source = RunStore(source_dir)
+    round_num = branch_round(source, last) if last > 0 and source_dir.is_dir() else 0
+    if round_num == 0:
+        logger.info(
+            "no FedAvg checkpoint at or before round %d in %s (keep one with engine.keep_checkpoints: [%d]); "
+            "%s starts from round 1",
+            last,
+            source_dir,
+            last,
+            method.name,
+        )
+        return 0
+    latest = source.load_checkpoint()
+    at_latest = latest is not None and latest["round_num"] == round_num
+    ckpt = latest if at_latest else source.load_checkpoint(round_num)
+    if ckpt is None:  # branch_round found it; only a concurrent deletion gets here
+        raise FileNotFoundError(f"checkpoint of round {round_num} vanished from {source_dir}")
+    state = method.from_fedavg_state(ServerState(**ckpt["state"]), run)
+    target.prepare()
+    for path, src in ((target.metrics_path, source.metrics_path), (target.timings_path, source.timings_path)):
+        rows = [r for r in read_jsonl(src) if r["round"] <= round_num]
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_json(run_dir / "branch.json", {"from": str(source_dir), "round": round_num})
+    # last: a branch cut short leaves no checkpoint, and the next start branches again
+    start = {"state": vars(state), "client_states": ckpt["client_states"], "round_num": round_num}
+    target.save_checkpoint(start)
+    logger.info(
+        "%s starts after round %d of the FedAvg run %s (its rounds 1-%d are FedAvg's)",
+        method.name,
+        round_num,
+        source_dir,
+        method.fedavg_rounds(),
+    )
+    return round_num

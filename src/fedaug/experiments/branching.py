@@ -1,0 +1,61 @@
+"""``engine.branch_from_fedavg``: a run whose first rounds are FedAvg's starts from FedAvg's checkpoint.
+
+The FedAvg run is the sibling run dir of the same name, setting and seed (``.../fedavg/seed<k>``, as a sweep
+over methods makes it); its config must equal this run's except for the method and the engine settings. It
+needs a checkpoint at or before the method's last FedAvg round: the FedAvg run keeps one with
+``engine.keep_checkpoints`` (e.g. ``[79]`` for Fed-ZDA's ``start_round: 80``), or its ``latest.pt`` is early
+enough. Without one the run starts from round 1, with the same results (see :mod:`fedaug.engine.branch`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fedaug.api import Method, RunContext
+from fedaug.engine.branch import branch_from_fedavg
+from fedaug.errors import ConfigError
+from fedaug.experiments.config import ExperimentConfig, MethodSpec
+from fedaug.experiments.load import config_from_dict, config_to_dict
+
+logger = logging.getLogger(__name__)
+
+
+def comparable(tree: dict[str, Any]) -> dict[str, Any]:
+    """A config dict without the keys that do not change results (engine settings but precision, the
+    comparison list, where the run dir is)."""
+    tree = dict(tree)
+    for key in ("compare", "name", "out_dir"):
+        tree.pop(key, None)
+    tree["engine"] = {"precision": (tree.get("engine") or {}).get("precision", "float32")}
+    return tree
+
+
+def start_from_fedavg(
+    config: ExperimentConfig, run_dir: Path, method: Method, run: RunContext, fedavg_dir: Path
+) -> int:
+    """Branches ``run_dir`` off the FedAvg run in ``fedavg_dir`` where the method allows it; returns the round
+    it starts after (0: from round 1).
+
+    Raises:
+        ConfigError: if the FedAvg run dir holds a run of another setting.
+    """
+    if method.fedavg_rounds() == 0 or fedavg_dir.resolve() == run_dir.resolve():
+        logger.debug("%s has no FedAvg rounds to branch from", config.method.name)
+        return 0
+    saved_path = fedavg_dir / "config.yaml"
+    if saved_path.exists():
+        saved = comparable(config_to_dict(config_from_dict(yaml.safe_load(saved_path.read_text()))))
+        ours = comparable(config_to_dict(replace(config, method=MethodSpec(name="fedavg"))))
+        if saved != ours:
+            diffs = sorted(k for k in set(saved) | set(ours) if saved.get(k) != ours.get(k))
+            raise ConfigError(
+                f"engine.branch_from_fedavg: {fedavg_dir} holds a FedAvg run of another setting (differs in: "
+                f"{', '.join(diffs)}); run FedAvg with this run's settings there, or set "
+                "engine.branch_from_fedavg=false"
+            )
+    return branch_from_fedavg(fedavg_dir, run_dir, method, run, max_round=config.train.rounds)

@@ -1,0 +1,96 @@
+"""engine.branch_from_fedavg: Fed-ZDAC/ZDAS and FedGen started from FedAvg's checkpoint end as from round 1"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from fedaug.engine.checkpoint import read_jsonl
+from fedaug.errors import ConfigError
+from fedaug.experiments.load import load_config
+from fedaug.experiments.runner import run_dir_for, run_experiment
+
+SMOKE = Path(__file__).resolve().parents[3] / "configs" / "smoke.yaml"
+# 28x28 one-channel blobs and the BN CNN: Fed-ZDA needs batch norm, FedGen's generator image-sized inputs
+BASE = [
+    "data.options.shape=[1, 28, 28]",
+    "data.options.num_classes=3",
+    "data.options.num_train=96",
+    "data.options.num_test=30",
+    "partition=iid",
+    "partition.num_clients=4",
+    "model=bn_cnn_mnist",
+    "train.rounds=4",
+    "train.clients_per_round=2",
+    "train.batch_size=16",
+    "train.optimizer=sgd",
+    "train.lr=0.02",
+    "engine.num_threads=1",
+    "engine.progress=false",
+]
+# each method is FedAvg in rounds 1-2 (start_round 3 / warm-up 3), then does its own thing in rounds 3-4
+METHODS = {
+    "fedzdac": ["method.start_round=3", "method.samples_per_class=1", "method.gen_iterations=3"],
+    "fedzdas": ["method.start_round=3", "method.samples_per_class=1", "method.gen_iterations=3"],
+    "fedgen": ["method.warmup_rounds=3", "method.generator_steps=2", "method.generator_batch=4"],
+}
+
+
+def _config(out: Path, method: str, *extra: str):  # type: ignore[no-untyped-def]
+    overrides = [f"out_dir={out}", *BASE, f"method={method}"]
+    if method != "fedavg":
+        overrides += METHODS[method]
+    return load_config([SMOKE], [*overrides, *extra])
+
+
+def _final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    state: dict[str, torch.Tensor] = torch.load(run_dir / "ckpt" / "latest.pt", weights_only=True)["state"][
+        "model_state"
+    ]
+    return state
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_branch_from_fedavg_equals_a_run_from_round_one(tmp_path: Path, method: str) -> None:
+    # Prepare: FedAvg keeps its checkpoints of rounds 1-3 (3 is one too late); the reference starts at 1.
+    run_experiment(_config(tmp_path / "runs", "fedavg", "engine.keep_checkpoints=[1, 2, 3]"))
+    reference = _config(tmp_path / "ref", method)
+    run_experiment(reference)
+    # Execute
+    branched = _config(tmp_path / "runs", method, "engine.branch_from_fedavg=true")
+    summary = run_experiment(branched)
+    # Assert: started after FedAvg's round 2; every metric, the summary and the weights equal the reference.
+    run_dir, ref_dir = run_dir_for(branched), run_dir_for(reference)
+    assert json.loads((run_dir / "branch.json").read_text())["round"] == 2
+    assert read_jsonl(run_dir / "metrics.jsonl") == read_jsonl(ref_dir / "metrics.jsonl")
+    assert summary == json.loads((ref_dir / "summary.json").read_text())
+    weights, ref_weights = _final_weights(run_dir), _final_weights(ref_dir)
+    assert all(torch.equal(weights[k], ref_weights[k]) for k in ref_weights)
+    # and the method really departs from FedAvg after the branch point
+    fedavg = read_jsonl(run_dir_for(_config(tmp_path / "runs", "fedavg")) / "metrics.jsonl")
+    ours = read_jsonl(run_dir / "metrics.jsonl")
+    assert ours[:2] == fedavg[:2] and ours[3] != fedavg[3]
+
+
+def test_without_a_checkpoint_early_enough_the_run_starts_from_round_one(tmp_path: Path) -> None:
+    run_experiment(_config(tmp_path / "runs", "fedavg"))  # only latest.pt, after round 4 > 2
+    config = _config(tmp_path / "runs", "fedzdas", "engine.branch_from_fedavg=true")
+    run_experiment(config)
+    assert not (run_dir_for(config) / "branch.json").exists()
+    reference = _config(tmp_path / "ref", "fedzdas")
+    run_experiment(reference)
+    metrics = read_jsonl(run_dir_for(config) / "metrics.jsonl")
+    assert metrics == read_jsonl(run_dir_for(reference) / "metrics.jsonl")
+
+
+def test_methods_without_fedavg_rounds_ignore_it_and_another_setting_is_refused(tmp_path: Path) -> None:
+    run_experiment(_config(tmp_path / "runs", "fedavg", "engine.keep_checkpoints=[2]", "train.lr=0.05"))
+    overrides = [f"out_dir={tmp_path / 'runs'}", *BASE, "method=fedprox", "engine.branch_from_fedavg=true"]
+    fedprox = load_config([SMOKE], overrides)
+    run_experiment(fedprox)
+    assert not (run_dir_for(fedprox) / "branch.json").exists()
+    with pytest.raises(ConfigError, match=r"another setting \(differs in: train\)"):
+        run_experiment(_config(tmp_path / "runs", "fedzdas", "engine.branch_from_fedavg=true"))
