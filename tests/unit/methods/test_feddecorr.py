@@ -40,6 +40,25 @@ def test_decorrelation_loss_on_known_matrices() -> None:
         decorrelation_loss(torch.ones(4, 1))
 
 
+def test_fewer_samples_than_dimensions_by_hand_and_against_the_gram_formula() -> None:
+    # Columns a, b, a, b, a (N = 4 < d = 5): Z^T Z has 8 off-diagonal entries 3 (same-type pairs) and 12
+    # zeros; the mean square over the 20 entries is 72 / 20 = 3.6, divided by N = 4 gives 0.9.
+    a, b = [1.0, 1.0, -1.0, -1.0], [1.0, -1.0, 1.0, -1.0]
+    assert decorrelation_loss(torch.tensor([a, b, a, b, a]).T).item() == pytest.approx(0.9, rel=1e-6)
+    # Random features, the N x N path against the d x d Gram matrix written out, value and gradient.
+    features = torch.randn(6, 50, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    features.requires_grad_(True)
+    z = features - features.mean(dim=0)
+    z = z / torch.sqrt(1e-8 + z.var(dim=0))
+    gram = z.T @ z
+    expected = (gram - torch.diag(torch.diag(gram))).pow(2).sum() / (50 * 49) / 6
+    value = decorrelation_loss(features)
+    assert value.item() == pytest.approx(expected.item(), rel=1e-12)
+    grad = torch.autograd.grad(value, features)[0]
+    expected_grad = torch.autograd.grad(expected, features)[0]
+    assert torch.allclose(grad, expected_grad, rtol=1e-10, atol=1e-14)
+
+
 def test_loss_uses_one_forward_pass() -> None:
     # Prepare
     x, y = skewed_client(num=8)
