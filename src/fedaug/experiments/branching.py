@@ -35,6 +35,22 @@ def comparable(tree: dict[str, Any]) -> dict[str, Any]:
     return tree
 
 
+def config_differences(saved_path: Path, config: ExperimentConfig) -> list[str]:
+    """Dotted keys (sorted) in which the run config saved at ``saved_path`` and ``config`` differ in results.
+
+    The saved config is re-read through the loader, so keys added since (with their defaults) compare equal.
+    """
+    saved = comparable(config_to_dict(config_from_dict(yaml.safe_load(saved_path.read_text()))))
+    return sorted(_diff_keys(saved, comparable(config_to_dict(config))))
+
+
+def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = set(a) | set(b)
+        return [d for k in keys for d in _diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")]
+    return [] if a == b else [prefix.rstrip(".")]
+
+
 def start_from_fedavg(
     config: ExperimentConfig, run_dir: Path, method: Method, run: RunContext, fedavg_dir: Path
 ) -> int:
@@ -49,10 +65,8 @@ def start_from_fedavg(
         return 0
     saved_path = fedavg_dir / "config.yaml"
     if saved_path.exists():
-        saved = comparable(config_to_dict(config_from_dict(yaml.safe_load(saved_path.read_text()))))
-        ours = comparable(config_to_dict(replace(config, method=MethodSpec(name="fedavg"))))
-        if saved != ours:
-            diffs = sorted(k for k in set(saved) | set(ours) if saved.get(k) != ours.get(k))
+        diffs = config_differences(saved_path, replace(config, method=MethodSpec(name="fedavg")))
+        if diffs:
             raise ConfigError(
                 f"engine.branch_from_fedavg: {fedavg_dir} holds a FedAvg run of another setting (differs in: "
                 f"{', '.join(diffs)}); run FedAvg with this run's settings there, or set "

@@ -28,9 +28,9 @@ from fedaug.engine.memory_format import resolve_channels_last
 from fedaug.engine.sampling import clients_per_round
 from fedaug.engine.simulation import Simulation, SimulationSpec, write_env
 from fedaug.errors import ConfigError
-from fedaug.experiments.branching import comparable, start_from_fedavg
+from fedaug.experiments.branching import config_differences, start_from_fedavg
 from fedaug.experiments.config import ExperimentConfig, MethodSpec
-from fedaug.experiments.load import build_dataclass, config_from_dict, config_to_dict, dump_yaml
+from fedaug.experiments.load import build_dataclass, dump_yaml
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
 from fedaug.paths import cache_dir
@@ -160,25 +160,15 @@ def _check_existing(run_dir: Path, config: ExperimentConfig) -> None:
     saved_path = run_dir / "config.yaml"
     if not saved_path.exists():
         return
-    # Saved configs are re-read through the loader, so keys added since (with their defaults) compare equal.
     # Engine settings do not change results (threads only in the last bits), except precision, which stays
     # in the comparison; compare lists sibling runs; name and out_dir only say where the run dir is (a run
     # moved into a sweep's tree is that sweep's run).
-    saved = comparable(config_to_dict(config_from_dict(yaml.safe_load(saved_path.read_text()))))
-    current = comparable(config_to_dict(config))
-    if saved != current:
-        diffs = sorted(_diff_keys(saved, current))
+    diffs = config_differences(saved_path, config)
+    if diffs:
         raise ConfigError(
             f"{run_dir} holds a run with a different config (differs in: {', '.join(diffs)}); "
             "use --fresh to overwrite it or choose another --set out_dir/name"
         )
-
-
-def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        keys = set(a) | set(b)
-        return [d for k in keys for d in _diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")]
-    return [] if a == b else [prefix.rstrip(".")]
 
 
 def run_experiment(

@@ -92,5 +92,5 @@ def test_methods_without_fedavg_rounds_ignore_it_and_another_setting_is_refused(
     fedprox = load_config([SMOKE], overrides)
     run_experiment(fedprox)
     assert not (run_dir_for(fedprox) / "branch.json").exists()
-    with pytest.raises(ConfigError, match=r"another setting \(differs in: train\)"):
+    with pytest.raises(ConfigError, match=r"another setting \(differs in: train\.lr\)"):
         run_experiment(_config(tmp_path / "runs", "fedzdas", "engine.branch_from_fedavg=true"))
