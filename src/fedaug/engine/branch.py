@@ -14,23 +14,24 @@ came from. The engine then resumes after that round as after an interruption.
 
 from __future__ import annotations
 
-import json
 import logging
+import shutil
 from pathlib import Path
+from typing import Any
 
 from fedaug.api import Method, RunContext, ServerState
-from fedaug.engine.checkpoint import RunStore, read_jsonl, write_json
+from fedaug.engine.checkpoint import RunStore, write_json
 
 logger = logging.getLogger(__name__)
 
 
-def branch_round(source: RunStore, last_fedavg_round: int) -> int:
-    """The latest round ``<= last_fedavg_round`` with a checkpoint in ``source`` (0: none)."""
-    rounds = [r for r in source.kept_rounds() if r <= last_fedavg_round]
+def start_checkpoint(source: RunStore, last_fedavg_round: int) -> dict[str, Any] | None:
+    """The checkpoint of the latest round ``<= last_fedavg_round`` in ``source`` (None: none), loaded once."""
+    kept = max((r for r in source.kept_rounds() if r <= last_fedavg_round), default=0)
     latest = source.load_checkpoint()
-    if latest is not None and latest["round_num"] <= last_fedavg_round:
-        rounds.append(int(latest["round_num"]))
-    return max(rounds, default=0)
+    if latest is not None and kept <= latest["round_num"] <= last_fedavg_round:
+        return latest
+    return source.load_checkpoint(kept) if kept else None
 
 
 def branch_from_fedavg(
@@ -47,8 +48,8 @@ def branch_from_fedavg(
         return 0
     last = min(method.fedavg_rounds(), max_round)
     source = RunStore(source_dir)
-    round_num = branch_round(source, last) if last > 0 and source_dir.is_dir() else 0
-    if round_num == 0:
+    ckpt = start_checkpoint(source, last) if last > 0 and source_dir.is_dir() else None
+    if ckpt is None:
         logger.info(
             "no FedAvg checkpoint at or before round %d in %s (keep one with engine.keep_checkpoints: [%d]); "
             "%s starts from round 1",
@@ -58,16 +59,12 @@ def branch_from_fedavg(
             method.name,
         )
         return 0
-    latest = source.load_checkpoint()
-    at_latest = latest is not None and latest["round_num"] == round_num
-    ckpt = latest if at_latest else source.load_checkpoint(round_num)
-    if ckpt is None:  # branch_round found it; only a concurrent deletion gets here
-        raise FileNotFoundError(f"checkpoint of round {round_num} vanished from {source_dir}")
+    round_num = int(ckpt["round_num"])
     state = method.from_fedavg_state(ServerState(**ckpt["state"]), run)
     target.prepare()
     for path, src in ((target.metrics_path, source.metrics_path), (target.timings_path, source.timings_path)):
-        rows = [r for r in read_jsonl(src) if r["round"] <= round_num]
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        shutil.copyfile(src, path)
+    target.rewind(round_num)  # FedAvg's metrics and timings of the copied rounds
     write_json(run_dir / "branch.json", {"from": str(source_dir), "round": round_num})
     # last: a branch cut short leaves no checkpoint, and the next start branches again
     start = {"state": vars(state), "client_states": ckpt["client_states"], "round_num": round_num}
