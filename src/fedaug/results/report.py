@@ -165,9 +165,10 @@ def write_texts(
 
 
 def write_plots(grouping: Grouping, plot_dir: Path) -> list[Path]:
-    """The curves, the Beta density and the hyper-parameter plots of ``grouping`` (PNG and PDF)."""
+    """Curves, hyper-parameter plots and, with FLea runs, the Beta density of ``grouping`` (PNG, PDF)."""
     files = figures.plot_learning_curves(grouping, plot_dir)
     files += figures.plot_flea_curves(grouping, plot_dir)
-    files += figures.plot_beta_density(plot_dir / "beta_density")
+    if any(method.startswith("flea") for method, _ in grouping.row_info.values()):
+        files += figures.plot_beta_density(plot_dir / "beta_density")
     files += figures.plot_hparams(grouping, plot_dir)
     return files

@@ -83,3 +83,5 @@ def test_no_flea_metrics_no_privacy_plot(tmp_path: Path, make_run: Callable[...,
     grouping = group_runs(load_runs(tmp_path / "runs"))
     assert plots.plot_flea_curves(grouping, tmp_path / "plots") == []
     _assert_figures(plots.plot_learning_curves(grouping, tmp_path / "plots"))
+    names = {path.name for path in write_plots(grouping, tmp_path / "all")}
+    assert names and not any(name.startswith("beta_density") for name in names)
