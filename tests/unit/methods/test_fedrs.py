@@ -52,6 +52,24 @@ def test_missing_classes_are_those_of_the_client_not_the_batch() -> None:
     assert out.loss.item() == pytest.approx(expected.item(), rel=1e-6)
 
 
+def test_unscaled_bias_restricts_only_the_weight_term() -> None:
+    # Prepare: a client without class 2 and a classifier with a clearly non-zero bias.
+    x, y = skewed_client(classes=(0, 1))
+    ctx = client_context(x, y)
+    classifier = ctx.model.classifier
+    with torch.no_grad():
+        classifier.bias.copy_(torch.tensor([0.5, -1.0, 2.0]))
+    config = FedRSConfig(restricted_alpha=0.25, scale_bias=False)
+    # Execute
+    out = FedRS(config).loss_fn(payload(initial_state(mlp_fn())), ctx)(ctx.model, x, y)
+    # Assert: alpha * w_2^T h + b_2 for the missing class, w_c^T h + b_c for the others.
+    weight_term = ctx.model.penultimate(x) @ classifier.weight.T
+    logits = weight_term * torch.tensor([1.0, 1.0, 0.25]) + torch.tensor([0.5, -1.0, 2.0])
+    assert out.loss.item() == pytest.approx(F.cross_entropy(logits, y).item(), rel=1e-6)
+    scaled_bias = FedRS(FedRSConfig(restricted_alpha=0.25)).loss_fn(payload(initial_state(mlp_fn())), ctx)
+    assert scaled_bias(ctx.model, x, y).loss.item() != pytest.approx(out.loss.item(), rel=1e-3)
+
+
 def test_restriction_shrinks_the_missing_class_gradient() -> None:
     # Prepare: the same weights and batch for FedAvg and FedRS on a client without class 2.
     x, y = skewed_client(classes=(0, 1))
