@@ -236,14 +236,16 @@ class Method:
         del state
         return {}
 
-    def fedavg_rounds(self) -> int:
-        """How many first rounds this method is FedAvg bit for bit (0: none).
+    def fedavg_rounds(self, run: RunContext) -> int:
+        """How many first rounds of ``run`` this method is FedAvg bit for bit (0: none).
 
         Within them it must train, aggregate, evaluate and log exactly as ``fedavg`` does with the same seeds
         and share nothing, so that a FedAvg run's checkpoint after any of those rounds, converted by
         :meth:`from_fedavg_state`, is a valid start (``engine.branch_from_fedavg``). Fed-ZDAC/ZDAS
-        (burn-in) and FedGen (warm-up) override it; each override is checked against a run from scratch.
+        (burn-in), FedGen (warm-up) and CCVR (all rounds before its post-hoc calibration) override it; each
+        override is checked against a run from scratch.
         """
+        del run
         return 0
 
     def from_fedavg_state(self, state: ServerState, run: RunContext) -> ServerState:

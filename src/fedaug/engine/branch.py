@@ -40,13 +40,13 @@ def branch_from_fedavg(
     """Starts ``run_dir`` from the FedAvg run in ``source_dir``; returns the round it starts after (0: none).
 
     The round is the latest one with a checkpoint in ``source_dir`` that is at most ``max_round`` and at most
-    ``method.fedavg_rounds()``. Nothing is written when there is none (the run then starts from round 1) or
+    ``method.fedavg_rounds(run)``. Nothing is written when there is none (the run then starts from round 1) or
     when ``run_dir`` already has a checkpoint (it resumes from its own).
     """
     target = RunStore(run_dir)
     if target.ckpt_path.exists():
         return 0
-    last = min(method.fedavg_rounds(), max_round)
+    last = min(method.fedavg_rounds(run), max_round)
     source = RunStore(source_dir)
     ckpt = start_checkpoint(source, last) if last > 0 and source_dir.is_dir() else None
     if ckpt is None:
@@ -74,6 +74,6 @@ def branch_from_fedavg(
         method.name,
         round_num,
         source_dir,
-        method.fedavg_rounds(),
+        method.fedavg_rounds(run),
     )
     return round_num

@@ -60,7 +60,7 @@ def start_from_fedavg(
     Raises:
         ConfigError: if the FedAvg run dir holds a run of another setting.
     """
-    if method.fedavg_rounds() == 0 or fedavg_dir.resolve() == run_dir.resolve():
+    if method.fedavg_rounds(run) == 0 or fedavg_dir.resolve() == run_dir.resolve():
         logger.debug("%s has no FedAvg rounds to branch from", config.method.name)
         return 0
     saved_path = fedavg_dir / "config.yaml"

@@ -92,7 +92,9 @@ class CCVR(FedAvg):
     (``shared_features``).
     Server: FedAvg aggregation; then pools the shares, fits a copy of the global classifier on virtual (or
     shared) features, and keeps it in ``extra`` for :meth:`eval_state`. Logs ``ccvr/calibrated``,
-    ``ccvr/num_features``, ``ccvr/calibration_loss`` and ``ccvr/bytes_up_per_client``.
+    ``ccvr/num_features``, ``ccvr/calibration_loss`` and ``ccvr/bytes_up_per_client`` in calibrated rounds
+    (other rounds log exactly FedAvg's metrics: with ``engine.branch_from_fedavg`` a post-hoc CCVR run starts
+    from the FedAvg run's checkpoint of round ``rounds - 1`` and only runs the last round).
     """
 
     name = "ccvr"
@@ -112,6 +114,10 @@ class CCVR(FedAvg):
             "bytes_up_per_client": 0.0,
         }
         return ServerState(round_num=0, model_state=model_state, extra=extra)
+
+    def fedavg_rounds(self, run: RunContext) -> int:
+        """Every round before the final one's calibration (none when it calibrates every round)."""
+        return 0 if self.config.calibrate_every_round else run.num_rounds - 1
 
     def share_request(
         self, state: ServerState, *, round_num: int, participants: Sequence[ClientId], run: RunContext
@@ -196,7 +202,7 @@ class CCVR(FedAvg):
     def round_metrics(self, state: ServerState) -> Metrics:
         extra = state.extra
         if extra["calibrated_round"] != state.round_num:
-            return {"ccvr/calibrated": 0.0}
+            return {}  # FedAvg's metrics exactly, so that a FedAvg run's rounds can stand for these
         return {
             "ccvr/calibrated": 1.0,
             "ccvr/num_features": float(extra["num_features"]),

@@ -145,8 +145,9 @@ class FedZDAC(FedAvg):
         _check_bn(run, self.name)
         return super().init_server(model_state, run)
 
-    def fedavg_rounds(self) -> int:
+    def fedavg_rounds(self, run: RunContext) -> int:
         """The burn-in: rounds before ``start_round`` are FedAvg's."""
+        del run
         return self.config.start_round - 1
 
     def client_update(self, payload: Payload, ctx: ClientContext) -> ClientUpdate:
@@ -222,8 +223,9 @@ class FedZDAS(FedAvg):
         _check_bn(run, self.name)
         return super().init_server(model_state, run)
 
-    def fedavg_rounds(self) -> int:
+    def fedavg_rounds(self, run: RunContext) -> int:
         """The burn-in: rounds before ``start_round`` are FedAvg's."""
+        del run
         return self.config.start_round - 1
 
     def server_update(

@@ -1,4 +1,4 @@
-"""engine.branch_from_fedavg: Fed-ZDAC/ZDAS and FedGen started from FedAvg's checkpoint end as from round 1"""
+"""engine.branch_from_fedavg: Fed-ZDAC/ZDAS, FedGen, CCVR branched off FedAvg end as runs from round 1"""
 
 from __future__ import annotations
 
@@ -36,7 +36,9 @@ METHODS = {
     "fedzdac": ["method.start_round=3", "method.samples_per_class=1", "method.gen_iterations=3"],
     "fedzdas": ["method.start_round=3", "method.samples_per_class=1", "method.gen_iterations=3"],
     "fedgen": ["method.warmup_rounds=3", "method.generator_steps=2", "method.generator_batch=4"],
+    "ccvr": ["method.virtual_per_class=20"],  # FedAvg in rounds 1-3, calibrated after round 4
 }
+BRANCH_ROUND = {"fedzdac": 2, "fedzdas": 2, "fedgen": 2, "ccvr": 3}
 
 
 def _config(out: Path, method: str, *extra: str):  # type: ignore[no-untyped-def]
@@ -55,16 +57,18 @@ def _final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("method", sorted(METHODS))
 def test_branch_from_fedavg_equals_a_run_from_round_one(tmp_path: Path, method: str) -> None:
-    # Prepare: FedAvg keeps its checkpoints of rounds 1-3 (3 is one too late); the reference starts at 1.
+    # Prepare: FedAvg keeps its checkpoints of rounds 1-3 (3 is one too late but for CCVR); the reference
+    # starts at 1.
     run_experiment(_config(tmp_path / "runs", "fedavg", "engine.keep_checkpoints=[1, 2, 3]"))
     reference = _config(tmp_path / "ref", method)
     run_experiment(reference)
     # Execute
     branched = _config(tmp_path / "runs", method, "engine.branch_from_fedavg=true")
     summary = run_experiment(branched)
-    # Assert: started after FedAvg's round 2; every metric, the summary and the weights equal the reference.
+    # Assert: started after FedAvg's last kept round the method allows; every metric, the summary and the
+    # weights equal the reference.
     run_dir, ref_dir = run_dir_for(branched), run_dir_for(reference)
-    assert json.loads((run_dir / "branch.json").read_text())["round"] == 2
+    assert json.loads((run_dir / "branch.json").read_text())["round"] == BRANCH_ROUND[method]
     assert read_jsonl(run_dir / "metrics.jsonl") == read_jsonl(ref_dir / "metrics.jsonl")
     assert summary == json.loads((ref_dir / "summary.json").read_text())
     weights, ref_weights = _final_weights(run_dir), _final_weights(ref_dir)
@@ -72,7 +76,8 @@ def test_branch_from_fedavg_equals_a_run_from_round_one(tmp_path: Path, method: 
     # and the method really departs from FedAvg after the branch point
     fedavg = read_jsonl(run_dir_for(_config(tmp_path / "runs", "fedavg")) / "metrics.jsonl")
     ours = read_jsonl(run_dir / "metrics.jsonl")
-    assert ours[:2] == fedavg[:2] and ours[3] != fedavg[3]
+    branch = BRANCH_ROUND[method]
+    assert ours[:branch] == fedavg[:branch] and ours[3] != fedavg[3]
 
 
 def test_without_a_checkpoint_early_enough_the_run_starts_from_round_one(tmp_path: Path) -> None:
