@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from torch import Tensor
 
-from fedaug.results.plots import _figure, save_figure
+from fedaug.results.plots import new_figure, save_figure
 
 
 def example_grid(rows: Sequence[tuple[str, Tensor]], stem: Path, *, image: bool) -> list[Path]:
@@ -21,7 +21,7 @@ def example_grid(rows: Sequence[tuple[str, Tensor]], stem: Path, *, image: bool)
     drawn as the time series of their first sensor axis (``x[0, :, 0]``).
     """
     count = max(len(batch) for _, batch in rows)
-    figure = _figure(1.2 * count + 1.8, 1.25 * len(rows) + 0.3)
+    figure = new_figure(1.2 * count + 1.8, 1.25 * len(rows) + 0.3)
     for r, (label, batch) in enumerate(rows):
         for c in range(count):
             axes = figure.add_subplot(len(rows), count, r * count + c + 1)
@@ -57,7 +57,7 @@ def line_plot(
     hline: float | None = None,
 ) -> list[Path]:
     """One line per label: (x, y, optional std band); optional dashed horizontal reference line."""
-    figure = _figure(6.0, 4.0)
+    figure = new_figure(6.0, 4.0)
     axes = figure.add_subplot()
     for label, (x, y, std) in series.items():
         (line,) = axes.plot(x, y, marker="o", markersize=3, linewidth=1.3, label=label)

@@ -7,9 +7,9 @@ later ``fedaug report runs/<sweep> docs/results/<table>/runs`` put the old and t
 
 An archived run is a directory with the same relative path as the run dir: ``config.yaml``,
 ``summary.json`` and ``timings.jsonl`` (per-round wall times) as written by the run, and ``metrics.jsonl``
-with only the per-round scalars (list-valued entries such as ``clients``, ``local/acc`` or ``test/class_acc``
-are dropped; the summary already holds the fairness numbers computed from them). It is a valid run dir for
-:func:`fedaug.results.store.load_runs`.
+with the per-round scalars; list-valued entries (``clients``, ``local/acc``, ``test/class_acc``) are kept in
+the final round's record only (the fairness plot of ``fedaug report --plots`` reads them there; the summary
+already holds the fairness numbers). It is a valid run dir for :func:`fedaug.results.store.load_runs`.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ def archive_runs(runs_dir: Path, out_dir: Path, *, include_unfinished: bool = Fa
         for name in COPIED_FILES:
             if (run.path / name).exists():
                 shutil.copy2(run.path / name, target / name)
-        rows = [scalar_metrics(r) for r in read_jsonl(run.path / "metrics.jsonl")]
+        records = read_jsonl(run.path / "metrics.jsonl")
+        rows = [scalar_metrics(r) for r in records[:-1]] + records[-1:]
         (target / "metrics.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
         written.append(target)
     logger.info("archived %d runs from %s into %s", len(written), runs_dir, out_dir)

@@ -6,7 +6,8 @@
 * the Beta(a, a) density used for FLea's mix-up weights;
 * accuracy vs a swept hyper-parameter (one-at-a-time sweeps: rows that differ from the method's defaults in
   one option), with the other methods' default runs as dashed lines;
-* partition heat-maps (reusing :func:`fedaug.data.partition.plot_heatmap`; these read the datasets' labels).
+* partition heat-maps (reusing :func:`fedaug.data.partition.plot_heatmap`; these read the datasets' labels);
+* the fairness figure (per-client and per-class final accuracies) is in :mod:`fedaug.results.fairness_plot`.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ FLEA_CURVES = (
 )
 
 
-def _figure(width: float, height: float) -> Any:
+def new_figure(width: float, height: float) -> Any:
+    """An empty matplotlib figure on the Agg canvas (a clear error without matplotlib)."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -91,7 +93,7 @@ def plot_learning_curves(grouping: Grouping, out_dir: Path) -> list[Path]:
     """One figure per setting: test accuracy (%) vs round, mean ± std over seeds, one line per method."""
     paths = []
     for column in grouping.columns:
-        figure = _figure(6.4, 4.2)
+        figure = new_figure(6.4, 4.2)
         axes = figure.add_subplot()
         seeds = [len(grouping.cells.get((row, column), [])) for row in grouping.rows]
         for row in grouping.rows:
@@ -111,7 +113,7 @@ def plot_flea_curves(grouping: Grouping, out_dir: Path) -> list[Path]:
         rows = [r for r in grouping.rows if curve(grouping.cells.get((r, column), []), "flea/dcor")]
         if not rows:
             continue
-        figure = _figure(13.0, 3.8)
+        figure = new_figure(13.0, 3.8)
         for index, (key, label, scale) in enumerate(FLEA_CURVES, 1):
             axes = figure.add_subplot(1, len(FLEA_CURVES), index)
             for row in rows:
@@ -133,7 +135,7 @@ def beta_pdf(x: np.ndarray, a: float) -> np.ndarray:
 
 def plot_beta_density(stem: Path, shapes: Sequence[float] = (0.5, 1.0, 2.0, 5.0)) -> list[Path]:
     """The Beta(a, a) densities of FLea's per-sample mix-up weight for a few ``a`` (paper default: 2)."""
-    figure = _figure(5.0, 3.6)
+    figure = new_figure(5.0, 3.6)
     axes = figure.add_subplot()
     x = np.linspace(0.005, 0.995, 397)
     for a in shapes:
@@ -178,7 +180,7 @@ def plot_hparams(grouping: Grouping, out_dir: Path) -> list[Path]:
     """Best accuracy vs each swept option (error bars: std over seeds); other methods as dashed lines."""
     paths = []
     for (method, key), by_column in hparam_series(grouping).items():
-        figure = _figure(5.6, 4.0)
+        figure = new_figure(5.6, 4.0)
         axes = figure.add_subplot()
         for column, points in by_column.items():
             color = _hparam_line(axes, sorted(points, key=_value_order), f"{method}, {column}")

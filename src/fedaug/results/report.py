@@ -9,6 +9,7 @@ from pathlib import Path
 
 from fedaug.errors import ConfigError, FedaugError
 from fedaug.results import plots as figures
+from fedaug.results.fairness_plot import plot_fairness
 from fedaug.results.reference import ReferenceTable, load_reference
 from fedaug.results.store import Grouping, Run, group_runs, load_runs
 from fedaug.results.tables import FAIRNESS_METRICS, Table, build_table, to_csv, to_latex, to_markdown
@@ -108,8 +109,9 @@ def write_report(
         highlight: a method (or row label) compared with the best other row of each setting.
         exclude: methods never counted as the best other (the papers leave out FedData).
         include_unfinished: also use runs without a final ``summary.json`` (their numbers so far).
-        plots: write learning curves, FLea dCor/exposure curves, the Beta density and hyper-parameter plots
-            under ``<out_dir or runs_dir/report>/plots``.
+        plots: write learning curves, FLea dCor/exposure curves and the Beta density (with FLea runs),
+            hyper-parameter plots and the fairness figure (with local accuracies) under
+            ``<out_dir or runs_dir/report>/plots``.
         heatmaps: also write partition heat-maps (loads each setting's dataset labels).
         methods: only the runs of these methods (None: every run).
 
@@ -171,4 +173,5 @@ def write_plots(grouping: Grouping, plot_dir: Path) -> list[Path]:
     if any(method.startswith("flea") for method, _ in grouping.row_info.values()):
         files += figures.plot_beta_density(plot_dir / "beta_density")
     files += figures.plot_hparams(grouping, plot_dir)
+    files += plot_fairness(grouping, plot_dir)
     return files

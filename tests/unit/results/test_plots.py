@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from fedaug.results import plots
+from fedaug.results.fairness_plot import final_vector, plot_fairness
 from fedaug.results.report import write_plots
 from fedaug.results.store import Grouping, group_runs, load_runs
 
@@ -85,3 +87,28 @@ def test_no_flea_metrics_no_privacy_plot(tmp_path: Path, make_run: Callable[...,
     _assert_figures(plots.plot_learning_curves(grouping, tmp_path / "plots"))
     names = {path.name for path in write_plots(grouping, tmp_path / "all")}
     assert names and not any(name.startswith("beta_density") for name in names)
+
+
+def test_fairness_figure_from_the_final_vectors(tmp_path: Path, make_run: Callable[..., Path]) -> None:
+    # Prepare: two methods; only the final record carries the per-client and per-class lists.
+    for method, local in (("fedavg", [0.2, 0.9, 0.5]), ("fedzdac", [0.6, 0.7, 0.65])):
+        run_dir = make_run(tmp_path / "runs", method=method, accs=[0.4, 0.6])
+        path = run_dir / "metrics.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        rows[-1].update({"local/acc": local, "test/class_acc": [0.5, 0.7]})
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    make_run(tmp_path / "runs", method="fedprox", accs=[0.4, 0.5])  # no local accuracies: not in the figure
+    grouping = group_runs(load_runs(tmp_path / "runs"))
+    # Execute
+    paths = plot_fairness(grouping, tmp_path / "plots")
+    # Assert
+    assert sorted(p.name for p in paths) == ["fairness_uci_har_Qua2_K75.pdf", "fairness_uci_har_Qua2_K75.png"]
+    _assert_figures(paths)
+    cells = {row: grouping.cells[(row, grouping.columns[0])] for row in grouping.rows}
+    assert final_vector(cells["fedavg"], "local/acc") == [[0.2, 0.9, 0.5]]
+    assert final_vector(cells["fedprox"], "local/acc") == []
+
+
+def test_no_local_accuracies_no_fairness_figure(tmp_path: Path, make_run: Callable[..., Path]) -> None:
+    make_run(tmp_path / "runs", accs=[0.2, 0.3])
+    assert plot_fairness(group_runs(load_runs(tmp_path / "runs")), tmp_path / "plots") == []

@@ -1,0 +1,72 @@
+"""The fairness figure of ``fedaug report --plots``: who is left behind at the end of training.
+
+Per setting whose runs logged local test accuracies (Fed-ZDA's protocol, ``partition.local_test_fraction``):
+
+* left: the distribution over clients of the final round's local test accuracy, one box per method (all seeds'
+  clients pooled), the mean as a dot; the spread of this box is what Table 1's variance summarises;
+* right: the final round's global test accuracy of every class, one line per method (mean over seeds); the
+  spread of each line is what Table 2's class variance summarises.
+
+Both read the list-valued ``local/acc`` and ``test/class_acc`` of each run's final metrics record (kept by
+``fedaug archive``).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedaug.results.plots import new_figure, save_figure, slug
+from fedaug.results.store import Grouping, Run
+
+
+def final_vector(runs: Sequence[Run], key: str) -> list[list[float]]:
+    """The list ``key`` of each run's final metrics record (runs without it are skipped)."""
+    vectors = []
+    for run in runs:
+        records = run.metrics()
+        if records and isinstance(records[-1].get(key), list):
+            vectors.append([float(v) for v in records[-1][key]])
+    return vectors
+
+
+def plot_fairness(grouping: Grouping, out_dir: Path) -> list[Path]:
+    """One figure per setting with local accuracies: per-client box plot and per-class lines (in %)."""
+    paths = []
+    for column in grouping.columns:
+        cells = {row: grouping.cells.get((row, column), []) for row in grouping.rows}
+        local = {row: final_vector(runs, "local/acc") for row, runs in cells.items()}
+        rows = [row for row in grouping.rows if local[row]]
+        if not rows:
+            continue
+        figure = new_figure(12.0, 4.2)
+        _client_boxes(figure.add_subplot(1, 2, 1), rows, local)
+        _class_lines(figure.add_subplot(1, 2, 2), rows, cells)
+        figure.suptitle(textwrap.fill(f"{column}: final round", 90))
+        paths += save_figure(figure, out_dir / f"fairness_{slug(column)}")
+    return paths
+
+
+def _client_boxes(axes: Any, rows: Sequence[str], local: dict[str, list[list[float]]]) -> None:
+    pooled = [100.0 * np.concatenate([np.asarray(v) for v in local[row]]) for row in rows]
+    axes.boxplot(pooled, showfliers=True, flierprops={"markersize": 3})
+    axes.plot(range(1, len(rows) + 1), [p.mean() for p in pooled], "o", color="black", markersize=4)
+    labels = [f"{row}\n(n={len(local[row])})" for row in rows]
+    axes.set_xticks(range(1, len(rows) + 1), labels, fontsize="small", rotation=20)
+    axes.set(ylabel="local test accuracy (%)", title="clients (box: quartiles; dot: mean)")
+    axes.grid(alpha=0.3, axis="y")
+
+
+def _class_lines(axes: Any, rows: Sequence[str], cells: dict[str, list[Run]]) -> None:
+    for row in rows:
+        per_class = final_vector(cells[row], "test/class_acc")
+        if per_class:
+            mean = 100.0 * np.nanmean(np.asarray(per_class, dtype=float), axis=0)
+            axes.plot(range(len(mean)), mean, "o-", label=row, markersize=4, linewidth=1.2)
+    axes.set(xlabel="class", ylabel="global test accuracy (%)", title="classes (mean over seeds)")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize="small")
