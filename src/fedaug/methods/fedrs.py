@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import cast
 
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -23,7 +22,7 @@ from fedaug.api import ClientContext, MethodConfig, Payload
 from fedaug.errors import ConfigError
 from fedaug.local_training import LossFn, LossOutput
 from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.losses import features_and_logits, restriction_scale
+from fedaug.methods.losses import restriction_scale, split_model
 from fedaug.registry import register
 
 
@@ -84,9 +83,9 @@ class FedRS(FedAvg):
             if self.config.scale_bias:
                 logits = model(x) * scale
             else:
-                features, _ = features_and_logits(model, x)
-                classifier = cast(nn.Linear, model.classifier)
-                logits = F.linear(features, classifier.weight) * scale + classifier.bias
+                split = split_model(model)
+                classifier = split.classifier
+                logits = F.linear(split.penultimate(x), classifier.weight) * scale + classifier.bias
             ce = F.cross_entropy(logits, y)
             return LossOutput(ce, {"ce": ce.detach()})
 

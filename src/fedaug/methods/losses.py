@@ -134,8 +134,8 @@ def model_contrastive_loss(z: Tensor, z_glob: Tensor, z_prev: Tensor, temperatur
     return F.cross_entropy(logits, torch.zeros(z.shape[0], dtype=torch.long, device=z.device))
 
 
-def features_and_logits(model: nn.Module, x: Tensor) -> tuple[Tensor, Tensor]:
-    """One forward pass returning the penultimate features and the logits computed from them.
+def split_model(model: nn.Module) -> SplitModel:
+    """``model`` as a :class:`SplitModel` (penultimate features and a linear ``classifier``).
 
     Raises:
         IncompatibleModelError: if ``model`` is not a :class:`SplitModel` (it has no penultimate layer).
@@ -144,6 +144,16 @@ def features_and_logits(model: nn.Module, x: Tensor) -> tuple[Tensor, Tensor]:
         raise IncompatibleModelError(
             f"{type(model).__name__} is not a SplitModel (it has no penultimate layer)"
         )
+    return model
+
+
+def features_and_logits(model: nn.Module, x: Tensor) -> tuple[Tensor, Tensor]:
+    """One forward pass returning the penultimate features and the logits computed from them.
+
+    Raises:
+        IncompatibleModelError: if ``model`` is not a :class:`SplitModel` (it has no penultimate layer).
+    """
+    model = split_model(model)
     features = model.penultimate(x)
     logits: Tensor = model.classifier(features)
     return features, logits
