@@ -1,8 +1,9 @@
 """``engine.branch_from_fedavg``: a run whose first rounds are FedAvg's starts from FedAvg's checkpoint.
 
 The FedAvg run is the sibling run dir of the same name, setting and seed (``.../fedavg/seed<k>``, as a sweep
-over methods makes it); its config must equal this run's except for the method and the engine settings. It
-needs a checkpoint at or before the method's last FedAvg round: the FedAvg run keeps one with
+over methods makes it; a sweep point's ``method.*`` options, which the sweep appends to the name, are left out
+of it: :func:`fedavg_name`); its config must equal this run's except for the method and the engine settings.
+It needs a checkpoint at or before the method's last FedAvg round: the FedAvg run keeps one with
 ``engine.keep_checkpoints`` (e.g. ``[79]`` for Fed-ZDA's ``start_round: 80``), or its ``latest.pt`` is early
 enough. Without one the run starts from round 1, with the same results (see :mod:`fedaug.engine.branch`).
 """
@@ -49,6 +50,21 @@ def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
         keys = set(a) | set(b)
         return [d for k in keys for d in _diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")]
     return [] if a == b else [prefix.rstrip(".")]
+
+
+def fedavg_name(name: str) -> str:
+    """The experiment name of the FedAvg run a sweep point of ``name`` branches from.
+
+    A sweep appends its non-path grid values to the name as a last segment ``key=value,...``
+    (``default/method.variant=shared_features``); FedAvg has none of the ``method.*`` ones, so they are
+    dropped (and the segment with them when nothing else is left).
+    """
+    head, _, last = name.rpartition("/")
+    items = last.split(",")
+    if not head or not all("=" in item for item in items):
+        return name
+    kept = [item for item in items if not item.startswith("method.")]
+    return f"{head}/{','.join(kept)}" if kept else head
 
 
 def start_from_fedavg(

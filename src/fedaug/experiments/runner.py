@@ -28,7 +28,7 @@ from fedaug.engine.memory_format import resolve_channels_last
 from fedaug.engine.sampling import clients_per_round
 from fedaug.engine.simulation import Simulation, SimulationSpec, write_env
 from fedaug.errors import ConfigError
-from fedaug.experiments.branching import config_differences, start_from_fedavg
+from fedaug.experiments.branching import config_differences, fedavg_name, start_from_fedavg
 from fedaug.experiments.config import ExperimentConfig, MethodSpec
 from fedaug.experiments.load import build_dataclass, dump_yaml
 from fedaug.models import build_model
@@ -208,7 +208,8 @@ def run_experiment(
         config.train.rounds,
     )
     if config.engine.branch_from_fedavg:
-        fedavg_dir = run_dir_for(replace(config, method=MethodSpec(name="fedavg")))
+        fedavg = replace(config, name=fedavg_name(config.name), method=MethodSpec(name="fedavg"))
+        fedavg_dir = run_dir_for(fedavg)
         start_from_fedavg(config, run_dir, prepared.spec.method, prepared.spec.run, fedavg_dir)
     summary = engine(prepared.spec).run()
     write_json(run_dir / "summary.json", summary)

@@ -10,6 +10,7 @@ import torch
 
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.errors import ConfigError
+from fedaug.experiments.branching import fedavg_name
 from fedaug.experiments.load import load_config
 from fedaug.experiments.runner import run_dir_for, run_experiment
 
@@ -99,3 +100,29 @@ def test_methods_without_fedavg_rounds_ignore_it_and_another_setting_is_refused(
     assert not (run_dir_for(fedprox) / "branch.json").exists()
     with pytest.raises(ConfigError, match=r"another setting \(differs in: train\.lr\)"):
         run_experiment(_config(tmp_path / "runs", "fedzdas", "engine.branch_from_fedavg=true"))
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("default/method.variant=shared_features", "default"),
+        ("t/method.start_round=90,train.lr=0.1", "t/train.lr=0.1"),
+        ("t/train.lr=0.1", "t/train.lr=0.1"),
+        ("plain", "plain"),
+        ("a/b", "a/b"),
+    ],
+)
+def test_fedavg_name_drops_the_sweeps_method_options(name: str, expected: str) -> None:
+    assert fedavg_name(name) == expected
+
+
+def test_a_sweep_point_with_method_options_branches_off_the_plain_fedavg_run(tmp_path: Path) -> None:
+    # Prepare: FedAvg under the plain name, CCVR as a sweep names a point with a method option.
+    run_experiment(_config(tmp_path / "runs", "fedavg", "name=t", "engine.keep_checkpoints=[3]"))
+    # Execute
+    config = _config(
+        tmp_path / "runs", "ccvr", "name=t/method.virtual_per_class=20", "engine.branch_from_fedavg=true"
+    )
+    run_experiment(config)
+    # Assert
+    assert json.loads((run_dir_for(config) / "branch.json").read_text())["round"] == 3
