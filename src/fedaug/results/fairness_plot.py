@@ -24,28 +24,28 @@ from fedaug.results.plots import new_figure, save_figure, slug
 from fedaug.results.store import Grouping, Run
 
 
-def final_vector(runs: Sequence[Run], key: str) -> list[list[float]]:
-    """The list ``key`` of each run's final metrics record (runs without it are skipped)."""
-    vectors = []
-    for run in runs:
-        records = run.metrics()
-        if records and isinstance(records[-1].get(key), list):
-            vectors.append([float(v) for v in records[-1][key]])
-    return vectors
+def final_records(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    """Each run's final metrics record (runs without records are skipped), each file read once."""
+    return [records[-1] for records in (run.metrics() for run in runs) if records]
+
+
+def final_vector(records: Sequence[dict[str, Any]], key: str) -> list[list[float]]:
+    """The list ``key`` of each final record (records without it are skipped)."""
+    return [[float(v) for v in r[key]] for r in records if isinstance(r.get(key), list)]
 
 
 def plot_fairness(grouping: Grouping, out_dir: Path) -> list[Path]:
     """One figure per setting with local accuracies: per-client box plot and per-class lines (in %)."""
     paths = []
     for column in grouping.columns:
-        cells = {row: grouping.cells.get((row, column), []) for row in grouping.rows}
-        local = {row: final_vector(runs, "local/acc") for row, runs in cells.items()}
+        finals = {row: final_records(grouping.cells.get((row, column), [])) for row in grouping.rows}
+        local = {row: final_vector(records, "local/acc") for row, records in finals.items()}
         rows = [row for row in grouping.rows if local[row]]
         if not rows:
             continue
         figure = new_figure(12.0, 4.2)
         _client_boxes(figure.add_subplot(1, 2, 1), rows, local)
-        _class_lines(figure.add_subplot(1, 2, 2), rows, cells)
+        _class_lines(figure.add_subplot(1, 2, 2), rows, finals)
         figure.suptitle(textwrap.fill(f"{column}: final round", 90))
         paths += save_figure(figure, out_dir / f"fairness_{slug(column)}")
     return paths
@@ -61,9 +61,9 @@ def _client_boxes(axes: Any, rows: Sequence[str], local: dict[str, list[list[flo
     axes.grid(alpha=0.3, axis="y")
 
 
-def _class_lines(axes: Any, rows: Sequence[str], cells: dict[str, list[Run]]) -> None:
+def _class_lines(axes: Any, rows: Sequence[str], finals: dict[str, list[dict[str, Any]]]) -> None:
     for row in rows:
-        per_class = final_vector(cells[row], "test/class_acc")
+        per_class = final_vector(finals[row], "test/class_acc")
         if per_class:
             mean = 100.0 * np.nanmean(np.asarray(per_class, dtype=float), axis=0)
             axes.plot(range(len(mean)), mean, "o-", label=row, markersize=4, linewidth=1.2)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fedaug.results import plots
-from fedaug.results.fairness_plot import final_vector, plot_fairness
+from fedaug.results.fairness_plot import final_records, final_vector, plot_fairness
 from fedaug.results.report import write_plots
 from fedaug.results.store import Grouping, group_runs, load_runs
 
@@ -105,8 +105,8 @@ def test_fairness_figure_from_the_final_vectors(tmp_path: Path, make_run: Callab
     assert sorted(p.name for p in paths) == ["fairness_uci_har_Qua2_K75.pdf", "fairness_uci_har_Qua2_K75.png"]
     _assert_figures(paths)
     cells = {row: grouping.cells[(row, grouping.columns[0])] for row in grouping.rows}
-    assert final_vector(cells["fedavg"], "local/acc") == [[0.2, 0.9, 0.5]]
-    assert final_vector(cells["fedprox"], "local/acc") == []
+    assert final_vector(final_records(cells["fedavg"]), "local/acc") == [[0.2, 0.9, 0.5]]
+    assert final_vector(final_records(cells["fedprox"]), "local/acc") == []
 
 
 def test_no_local_accuracies_no_fairness_figure(tmp_path: Path, make_run: Callable[..., Path]) -> None:
