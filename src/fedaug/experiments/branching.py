@@ -28,10 +28,12 @@ logger = logging.getLogger(__name__)
 
 def comparable(tree: dict[str, Any]) -> dict[str, Any]:
     """A config dict without the keys that do not change results (engine settings but precision, the
-    comparison list, where the run dir is)."""
+    comparison list, where the run dir is, where the data files are read from: ``data.name`` says which
+    dataset, so a run resumed or branched from with another ``--data-dir`` is the same run)."""
     tree = dict(tree)
     for key in ("compare", "name", "out_dir"):
         tree.pop(key, None)
+    tree["data"] = {k: v for k, v in (tree.get("data") or {}).items() if k != "data_dir"}
     tree["engine"] = {"precision": (tree.get("engine") or {}).get("precision", "float32")}
     return tree
 

@@ -162,7 +162,7 @@ def _check_existing(run_dir: Path, config: ExperimentConfig) -> None:
         return
     # Engine settings do not change results (threads only in the last bits), except precision, which stays
     # in the comparison; compare lists sibling runs; name and out_dir only say where the run dir is (a run
-    # moved into a sweep's tree is that sweep's run).
+    # moved into a sweep's tree is that sweep's run), nor does data.data_dir.
     diffs = config_differences(saved_path, config)
     if diffs:
         raise ConfigError(

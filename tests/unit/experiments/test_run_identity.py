@@ -37,3 +37,12 @@ def test_a_different_setting_in_the_same_run_dir_is_refused(tmp_path: Path) -> N
     run_experiment(_config(tmp_path))
     with pytest.raises(ConfigError, match=r"differs in: train\.lr"):
         run_experiment(_config(tmp_path, "train.lr=0.5"))
+
+
+def test_another_data_dir_is_the_same_run(tmp_path: Path) -> None:
+    # Prepare: a finished run that named no data dir (the data is found at the default place)
+    summary = run_experiment(_config(tmp_path))
+    # Execute: the same experiment with --data-dir given (where the files are, not which data)
+    again = run_experiment(_config(tmp_path, f"data.data_dir={tmp_path / 'data'}"))
+    # Assert: skipped as finished
+    assert again == summary
