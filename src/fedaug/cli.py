@@ -17,11 +17,15 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fedaug import registry
 from fedaug.cli_attack import add_attack_parser
 from fedaug.cli_flower import add_flower_parser
 from fedaug.errors import FedaugError
+
+if TYPE_CHECKING:
+    from fedaug.experiments.config import ExperimentConfig
 
 logger = logging.getLogger("fedaug")
 
@@ -46,7 +50,7 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", help="run only these methods (comma-separated), overriding the preset's")
 
 
-def _load(args: argparse.Namespace):
+def _load(args: argparse.Namespace) -> ExperimentConfig:
     from fedaug.experiments.load import load_config
 
     overrides = list(SMOKE_OVERRIDES) if args.smoke else []
@@ -171,7 +175,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_archive_parser(sub: argparse._SubParsersAction) -> None:
+def _add_archive_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     archive = sub.add_parser(
         "archive", help="keep finished runs' config, summary and scalar metrics (no checkpoints) for report"
     )
@@ -183,7 +187,7 @@ def _add_archive_parser(sub: argparse._SubParsersAction) -> None:
     archive.set_defaults(func=cmd_archive)
 
 
-def _add_sweep_parser(sub: argparse._SubParsersAction) -> None:
+def _add_sweep_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sweep = sub.add_parser("sweep", help="run a grid of experiments (skips finished runs, resumes the rest)")
     sweep.add_argument("config", help="sweep YAML: a config plus grid: {key: [values]}")
     sweep.add_argument(
@@ -206,7 +210,7 @@ def _add_sweep_parser(sub: argparse._SubParsersAction) -> None:
     sweep.set_defaults(func=cmd_sweep)
 
 
-def _add_report_parser(sub: argparse._SubParsersAction) -> None:
+def _add_report_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     report = sub.add_parser("report", help="tables (and plots) from finished run dirs; never trains")
     report.add_argument(
         "runs_dir",

@@ -7,7 +7,7 @@ import argparse
 from fedaug import registry
 
 
-def add_attack_parser(sub: argparse._SubParsersAction) -> None:
+def add_attack_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Adds ``attack`` with one sub-parser per registered attack."""
     attack = sub.add_parser("attack", help="privacy attacks (reconstruction, context, inversion)")
     attacks = attack.add_subparsers(dest="attack", required=True, metavar="ATTACK")

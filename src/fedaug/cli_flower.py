@@ -131,7 +131,8 @@ def cmd_client(args: argparse.Namespace) -> int:
 
 
 def add_flower_parser(
-    sub: argparse._SubParsersAction, add_config_args: Callable[[argparse.ArgumentParser], None]
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    add_config_args: Callable[[argparse.ArgumentParser], None],
 ) -> None:
     """Adds ``flower`` with its sub-commands; ``add_config_args`` adds the CONFIG / --set / ... arguments."""
     flower = sub.add_parser("flower", help="run on Flower: simulation, or a SuperLink and SuperNodes (TLS)")

@@ -116,6 +116,9 @@ def make_samples(
 class MarkerClassifier(nn.Module):
     """Four linear layers with ReLU between them, on standardised inputs (stats of the training samples)."""
 
+    mean: Tensor
+    std: Tensor
+
     def __init__(self, train_x: Tensor, hidden: tuple[int, int, int] = (256, 128, 64)) -> None:
         super().__init__()
         self.register_buffer("mean", train_x.mean(dim=0))
@@ -159,7 +162,7 @@ def train_classifier(x: Tensor, y: Tensor, settings: ClassifierSettings, *, seed
         pos += batch
         loss = nn.functional.cross_entropy(model(x[idx]), y[idx])
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         optimizer.step()
     model.eval()
     return model

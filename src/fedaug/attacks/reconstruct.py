@@ -83,7 +83,7 @@ def train_decoder(
             idx = order[start : start + settings.batch_size]
             loss = nn.functional.mse_loss(decoder(features[idx]), images[idx])
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
             optimizer.step()
             total += loss.item() * len(idx)
         curve.append(total / len(order))
@@ -108,11 +108,10 @@ def groups(labels: Tensor, size: int, generator: torch.Generator, *, same_class:
         order = torch.randperm(len(labels), generator=generator)
         count = len(labels) // size
         return order[: count * size].view(count, size)
-    parts = [
-        groups(torch.zeros(int((labels == c).sum())), size, generator, same_class=False)
-        for c in labels.unique()
-    ]
-    members = [torch.nonzero(labels == c).flatten()[p] for c, p in zip(labels.unique(), parts, strict=True)]
+    classes = torch.unique(labels)
+    counts = [int((labels == c).sum()) for c in classes]
+    parts = [groups(torch.zeros(n), size, generator, same_class=False) for n in counts]
+    members = [torch.nonzero(labels == c).flatten()[p] for c, p in zip(classes, parts, strict=True)]
     return torch.cat(members)
 
 
