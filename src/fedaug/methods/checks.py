@@ -29,3 +29,11 @@ def check_nonnegative(config: object, fields: Sequence[str]) -> None:
         value = getattr(config, field)
         if not (math.isfinite(value) and value >= 0):
             raise ConfigError(f"method.{field} must be a finite number >= 0, got {value}")
+
+
+def check_positive(config: object, fields: Sequence[str]) -> None:
+    """Raises ConfigError naming the first of ``fields`` that is not a finite number > 0."""
+    for field in fields:
+        value = getattr(config, field)
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"method.{field} must be a finite number > 0, got {value}")
