@@ -6,11 +6,18 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
 
-from fedaug.api import ClientUpdate, RunContext, ServerState
+from fedaug.api import ClientContext, ClientUpdate, Payload, RunContext, ServerState, TrainSettings
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.errors import ConfigError, IncompatibleModelError
-from fedaug.methods.fedgen import ConditionalGenerator, FedGen, FedGenConfig, diversity_loss
+from fedaug.methods.fedgen import (
+    ConditionalGenerator,
+    FedGen,
+    FedGenConfig,
+    batchnorm_eval,
+    diversity_loss,
+)
 from tests.unit.methods.helpers import assert_equals_fedavg, initial_state, mlp_fn, run_sim
 
 
@@ -116,3 +123,37 @@ def test_generated_samples_stay_within_output_scale_whatever_the_diversity_loss_
 def test_output_scale_must_be_positive() -> None:
     with pytest.raises(ConfigError, match=r"method\.output_scale must be a finite number > 0, got 0\.0"):
         FedGenConfig(output_scale=0.0)
+
+
+def test_batchnorm_eval_freezes_only_batchnorm_and_restores_each_mode() -> None:
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Dropout(0.5), nn.BatchNorm1d(4))
+    model.train()
+    model[3].eval()  # a layer already in eval mode stays so
+    before = model[1].running_mean.clone()
+    with batchnorm_eval(model):
+        assert not model[1].training and model[2].training
+        model(torch.randn(8, 4))
+    assert torch.equal(model[1].running_mean, before)
+    assert model[1].training and model[2].training and not model[3].training
+
+
+def test_generated_batches_leave_the_clients_batchnorm_statistics_alone() -> None:
+    # Prepare: a BN model in train mode and a round-2 payload carrying a generator.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3)).train()
+    reference = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+    reference.load_state_dict(model.state_dict())
+    reference.train()
+    method = FedGen(FedGenConfig(warmup_rounds=1, noise_dim=4, generator_width=8))
+    weights = ConditionalGenerator((8,), 3, 4, 8, torch.Generator().manual_seed(0)).state_dict()
+    run = RunContext(num_clients=1, num_classes=3, input_shape=(8,), seed=0, num_rounds=2)
+    ctx = ClientContext(0, 2, None, None, torch.Generator(), run)  # type: ignore[arg-type]
+    loss = method.loss_fn(Payload(2, {}, TrainSettings(), {"generator": weights}), ctx)
+    x, y = torch.randn(16, 8), torch.randint(3, (16,))
+    # Execute: the FedGen loss (real and generated batch) and the real batch alone
+    out = loss(model, x, y)
+    reference(x)
+    # Assert: the running statistics saw the real batch only; the generated CE was computed
+    assert torch.equal(model[1].running_mean, reference[1].running_mean)
+    assert torch.equal(model[1].running_var, reference[1].running_var)
+    assert model.training and model[1].training and "gen_ce" in out.logs
