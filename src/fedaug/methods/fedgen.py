@@ -22,7 +22,7 @@ adds ``gen_weight * CE(f(G(y, z)), y)`` on one generated batch (same size as the
 # Deviation from paper (unspecified there): generated batches pass the client model's BatchNorm layers in eval
 # mode (running statistics, not updated), as the generator was trained against the eval-mode global model.
 # In train mode they updated the running statistics with statistics of non-data: with tanh alone the global
-# model on UCI-HAR Qua(2) still dropped to 17-37% (FedAvg's same rounds: 36-58%).
+# model on UCI-HAR Qua(2) still dropped to 17-37% (FedAvg's same rounds: 36-48%).
 """
 
 from __future__ import annotations
