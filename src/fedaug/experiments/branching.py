@@ -22,6 +22,7 @@ from fedaug.engine.branch import branch_from_fedavg
 from fedaug.errors import ConfigError
 from fedaug.experiments.config import ExperimentConfig, MethodSpec
 from fedaug.experiments.load import config_from_dict, config_to_dict
+from fedaug.experiments.naming import format_suffix, parse_suffix
 
 logger = logging.getLogger(__name__)
 
@@ -62,11 +63,11 @@ def fedavg_name(name: str) -> str:
     dropped (and the segment with them when nothing else is left).
     """
     head, _, last = name.rpartition("/")
-    items = last.split(",")
-    if not head or not all("=" in item for item in items):
+    items = parse_suffix(last)
+    if not head or items is None:
         return name
-    kept = [item for item in items if not item.startswith("method.")]
-    return f"{head}/{','.join(kept)}" if kept else head
+    kept = [(key, value) for key, value in items if not key.startswith("method.")]
+    return f"{head}/{format_suffix(kept)}" if kept else head
 
 
 def start_from_fedavg(

@@ -45,6 +45,7 @@ from fedaug.experiments.load import (
     merge_layer,
     read_yaml,
 )
+from fedaug.experiments.naming import format_suffix
 from fedaug.experiments.runner import run_dir_for, run_experiment
 
 logger = logging.getLogger(__name__)
@@ -197,7 +198,7 @@ def _slug(value: Any) -> str:
 def name_suffix(values: Mapping[str, Any]) -> str:
     """``key=value,...`` of the grid values that the run directory does not show ('' if none)."""
     flat = _flat_values(values)
-    return ",".join(f"{k}={_slug(v)}" for k, v in flat.items() if not _shown_in_run_dir(k))
+    return format_suffix((k, _slug(v)) for k, v in flat.items() if not _shown_in_run_dir(k))
 
 
 def build_point(tree: Mapping[str, Any], values: Mapping[str, Any]) -> SweepPoint:

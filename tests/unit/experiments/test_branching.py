@@ -12,7 +12,9 @@ from fedaug.engine.checkpoint import read_jsonl
 from fedaug.errors import ConfigError
 from fedaug.experiments.branching import fedavg_name
 from fedaug.experiments.load import load_config
+from fedaug.experiments.naming import parse_suffix
 from fedaug.experiments.runner import run_dir_for, run_experiment
+from fedaug.experiments.sweep import name_suffix
 
 SMOKE = Path(__file__).resolve().parents[3] / "configs" / "smoke.yaml"
 # 28x28 one-channel blobs and the BN CNN: Fed-ZDA needs batch norm, FedGen's generator image-sized inputs
@@ -126,3 +128,10 @@ def test_a_sweep_point_with_method_options_branches_off_the_plain_fedavg_run(tmp
     run_experiment(config)
     # Assert
     assert json.loads((run_dir_for(config) / "branch.json").read_text())["round"] == 3
+
+
+def test_the_sweeps_name_suffix_reads_back_through_parse_suffix() -> None:
+    suffix = name_suffix({"method": {"name": "flea", "mix_beta": 5.0}, "train.lr": 0.1})
+    assert parse_suffix(suffix) == [("method.mix_beta", "5.0"), ("train.lr", "0.1")]
+    assert fedavg_name(f"t/{suffix}") == "t/train.lr=0.1"
+    assert parse_suffix("no_equals") is None
