@@ -159,6 +159,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         plots=args.plots,
         heatmaps=args.heatmaps,
         methods=[m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None,
+        baseline=args.baseline,
     )
     for text in outputs.printed:
         print(text)
@@ -229,6 +230,9 @@ def _add_report_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         help="methods not counted as 'best other' (default: feddata, as the papers)",
     )
     report.add_argument("--methods", help="comma-separated: only these methods' runs (default: all)")
+    report.add_argument(
+        "--baseline", help="method whose number every row's gain is shown over, ours and the paper's"
+    )
     report.add_argument(
         "--include-unfinished", action="store_true", help="also use runs without summary.json"
     )

@@ -12,7 +12,17 @@ from fedaug.results import plots as figures
 from fedaug.results.fairness_plot import plot_fairness
 from fedaug.results.reference import ReferenceTable, load_reference
 from fedaug.results.store import Grouping, Run, group_runs, load_runs
-from fedaug.results.tables import FAIRNESS_METRICS, Table, build_table, to_csv, to_latex, to_markdown
+from fedaug.results.tables import (
+    FAIRNESS_METRICS,
+    GAIN_METRICS,
+    Table,
+    build_table,
+    gain_table,
+    resolve_row,
+    to_csv,
+    to_latex,
+    to_markdown,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -33,18 +43,25 @@ def build_tables(
     highlight: str | None = None,
     exclude: Sequence[str] = ("feddata",),
     reference: Sequence[ReferenceTable] = (),
+    baseline: str | None = None,
 ) -> list[Table]:
     """The best-accuracy and last-10 tables of ``grouping``, plus Fed-ZDA's fairness tables (local test mean
     and variance across clients, global accuracy and variance across classes) when runs have local test sets.
+
+    With a ``baseline`` method (or row label) each accuracy table is followed by its :func:`gain_table`.
     """
     metrics = ["best_acc", "last10_acc"]
     runs = [run for cell in grouping.cells.values() for run in cell]
     if any("local_acc_mean_final" in run.summary for run in runs):
         metrics += FAIRNESS_METRICS
-    return [
-        build_table(grouping, metric, highlight=highlight, exclude=exclude, reference=reference)
-        for metric in metrics
-    ]
+    tables = []
+    base_row = None if baseline is None else resolve_row(grouping, baseline)
+    for metric in metrics:
+        table = build_table(grouping, metric, highlight=highlight, exclude=exclude, reference=reference)
+        tables.append(table)
+        if base_row is not None and metric in GAIN_METRICS:
+            tables.append(gain_table(table, base_row))
+    return tables
 
 
 def render(tables: Sequence[Table], fmt: str, *, title: str = "") -> str:
@@ -96,6 +113,7 @@ def write_report(
     plots: bool = False,
     heatmaps: bool = False,
     methods: Sequence[str] | None = None,
+    baseline: str | None = None,
 ) -> ReportOutputs:
     """Reads every run dir under ``runs_dir`` and writes (or returns for printing) its tables and plots.
 
@@ -114,6 +132,8 @@ def write_report(
             ``<out_dir or runs_dir/report>/plots``.
         heatmaps: also write partition heat-maps (loads each setting's dataset labels).
         methods: only the runs of these methods (None: every run).
+        baseline: a method (or row label); each accuracy table is followed by every row's gain over it,
+            ours beside the paper's (:func:`fedaug.results.tables.gain_table`).
 
     Raises:
         FedaugError: for a bad format, a missing folder, no runs with results, or a method in ``methods``
@@ -135,9 +155,12 @@ def write_report(
         highlight=highlight,
         exclude=exclude,
         reference=load_reference(reference) if reference else (),
+        baseline=baseline,
     )
     if highlight is not None and tables[0].highlight is None:
         logger.warning("--highlight %s: no such method among %s", highlight, ", ".join(grouping.rows))
+    if baseline is not None and resolve_row(grouping, baseline) is None:
+        raise FedaugError(f"--baseline {baseline}: no such method among {', '.join(grouping.rows)}")
     if reference and not any(t.reference for t in tables):
         logger.warning("no published number in %s matches these settings and methods", reference)
     outputs = write_texts(tables, formats, out_dir, title=_summary_line(grouping, where))

@@ -26,8 +26,12 @@ METRICS = {
     "local_acc_var_final": "Variance of local test accuracy over clients (%^2; lower is fairer), final round",
     "global_acc_final": "Global test accuracy (%), final round",
     "class_acc_var_final": "Variance of accuracy across classes (%^2; lower is fairer), final round",
+    # gain_table: a method's number minus the baseline row's, in the same setting (ours and the paper's)
+    "best_acc_gain": "Best test accuracy minus the baseline's (points)",
+    "last10_acc_gain": "Last-10 mean test accuracy minus the baseline's (points)",
 }
 FAIRNESS_METRICS = ("local_acc_mean_final", "local_acc_var_final", "global_acc_final", "class_acc_var_final")
+GAIN_METRICS = ("best_acc", "last10_acc")  # tables that get a gain table with a baseline
 LOWER_IS_BETTER = {"local_acc_var_final", "class_acc_var_final"}
 SCALE = {"local_acc_var_final": 1e4, "class_acc_var_final": 1e4}  # fraction^2 -> %^2; the rest: x100
 REFERENCE_METRIC = {m: m.removesuffix("_final") for m in FAIRNESS_METRICS}  # published tables' metric names
@@ -59,6 +63,7 @@ class Table:
         improvements: per column, the highlighted row's improvement over the best other row.
         reference: per (row, column), the published number and the table it comes from.
         unfinished: cells that include unfinished runs (marked ``†``).
+        caption: a title replacing the metric's (gain tables name their baseline).
     """
 
     metric: str
@@ -70,11 +75,12 @@ class Table:
     improvements: dict[str, Improvement] = field(default_factory=dict)
     reference: dict[tuple[str, str], tuple[Stat, ReferenceTable]] = field(default_factory=dict)
     unfinished: set[tuple[str, str]] = field(default_factory=set)
+    caption: str | None = None
 
     @property
     def title(self) -> str:
-        """A human title of the metric."""
-        return METRICS.get(self.metric, self.metric)
+        """A human title of the metric (``caption`` when set)."""
+        return self.caption or METRICS.get(self.metric, self.metric)
 
     def reference_columns(self) -> list[str]:
         """Columns that have at least one published number."""
@@ -108,7 +114,7 @@ def build_table(
         top = pick(means.values(), default=math.nan)
         table.best[column] = {r for r, m in means.items() if m == top}
     if highlight is not None and metric not in LOWER_IS_BETTER:  # improvements assume higher is better
-        table.highlight = _resolve_row(grouping, highlight)
+        table.highlight = resolve_row(grouping, highlight)
         table.improvements = _improvements(table, grouping, exclude)
     for row, column in stats:
         method, options = grouping.row_info[row]
@@ -124,7 +130,34 @@ def build_table(
     return table
 
 
-def _resolve_row(grouping: Grouping, highlight: str) -> str | None:
+def gain_table(table: Table, baseline: str) -> Table:
+    """``table`` as differences to the ``baseline`` row in each column, ours and the published numbers alike.
+
+    Where our baseline sits far from the paper's (a different FedAvg), the gains still compare the methods'
+    effects. Means are differences of the cells' means (std left out; n is the smaller seed count); the
+    baseline's row is all zeros. Metric ``<metric>_gain``.
+    """
+    gains: dict[tuple[str, str], Stat] = {}
+    reference: dict[tuple[str, str], tuple[Stat, ReferenceTable]] = {}
+    for (row, column), stat in table.stats.items():
+        base = table.stats.get((baseline, column))
+        if base is not None:
+            gains[(row, column)] = Stat(stat.mean - base.mean, math.nan, min(stat.n, base.n))
+        ref, ref_base = table.reference.get((row, column)), table.reference.get((baseline, column))
+        if ref is not None and ref_base is not None and (row, column) in gains:
+            reference[(row, column)] = (Stat(ref[0].mean - ref_base[0].mean, math.nan, 0), ref[1])
+    gain = Table(f"{table.metric}_gain", list(table.rows), list(table.columns), gains, reference=reference)
+    gain.unfinished = table.unfinished & set(gains)
+    gain.caption = METRICS[gain.metric].replace("the baseline's", f"{baseline}'s")
+    for column in gain.columns:
+        means = {r: gains[(r, column)].mean for r in gain.rows if (r, column) in gains}
+        top = max(means.values(), default=math.nan)
+        gain.best[column] = {r for r, m in means.items() if m == top}
+    return gain
+
+
+def resolve_row(grouping: Grouping, highlight: str) -> str | None:
+    """The row ``highlight`` names: a row label, or the first row of that method name (None if none)."""
     if highlight in grouping.rows:
         return highlight
     return next((r for r in grouping.rows if grouping.row_info[r][0] == highlight), None)

@@ -180,3 +180,38 @@ def test_methods_filter_keeps_only_their_runs(tmp_path: Path, grouping: Grouping
     assert rows == {"| method", "| fedavg", "| flea"}
     with pytest.raises(FedaugError, match=r"moon under .*with runs: fedavg, feddata, fedlc, flea"):
         write_report(runs_dir, methods=["fedavg", "moon"])
+
+
+def test_gain_table_subtracts_the_baseline_in_each_setting_ours_and_the_papers(
+    tmp_path: Path, grouping: Grouping
+) -> None:
+    path = tmp_path / "ref.yaml"
+    path.write_text(
+        "tables:\n"
+        "  - {id: tiny, source: a paper, metric: best_acc, seeds: 5,\n"
+        "     settings: {q2: {data.name: uci_har, partition.name: quantity,\n"
+        "                     partition.classes_per_client: 2, partition.num_clients: 75}},\n"
+        "     results: {fedavg: {q2: 66.99 ± 0.87}, flea: {q2: 75.17 ± 0.42}}}\n"
+    )
+    tables = build_tables(grouping, reference=load_reference(path), baseline="fedavg")
+    assert [t.metric for t in tables] == ["best_acc", "best_acc_gain", "last10_acc", "last10_acc_gain"]
+    gain = tables[1]
+    text = to_markdown(gain)
+    assert gain.title == "Best test accuracy minus fedavg's (points)"
+    # qua2: fedavg 60 (mean of 59, 61), flea 72 -> +12; the paper 75.17 - 66.99 = 8.18; dir0.1: 53 - 50
+    assert (
+        _line(text, "flea") == "| flea | 12.00 (n=1) | 8.18 | **10.00 (n=1)** | **3.00 (n=1)** |"
+    )  # ties feddata
+    assert _line(text, "fedavg") == "| fedavg | 0.00 (n=2) | 0.00 | 0.00 (n=1) | 0.00 (n=1) |"
+    assert _line(text, "fedlc").split(" | ")[2] == "–"  # no published FedLC number
+    assert gain.best["uci_har Qua(2) K=75"] == {"feddata"}  # 80 - 60
+
+
+def test_unknown_baseline_is_refused_naming_the_rows(grouping: Grouping) -> None:
+    from fedaug.errors import FedaugError
+
+    runs_dir = grouping.cells[("fedavg", grouping.columns[0])][0].path.parents[3]
+    with pytest.raises(
+        FedaugError, match=r"--baseline moon: no such method among fedavg, fedlc, feddata, flea"
+    ):
+        write_report(runs_dir, baseline="moon")
