@@ -68,7 +68,8 @@ class RunContext:
     architecture by key, built once and reused; it is set by the engine (None where the engine has none) and
     is not part of the run's identity (excluded from comparison). ``input_mean`` / ``input_std`` are the
     per-channel normalisation of the inputs (None: not normalised), for augmentations that work on pixels
-    (AugMix de-normalises with them).
+    (AugMix de-normalises with them). ``input_modality`` is the dataset's ``modality`` (``image``,
+    ``signal``, ``audio``).
     """
 
     num_clients: int
@@ -79,6 +80,7 @@ class RunContext:
     client_sizes: tuple[int, ...] = ()
     input_mean: tuple[float, ...] | None = None
     input_std: tuple[float, ...] | None = None
+    input_modality: str = "image"
     workspace: Callable[[str], SplitModel] | None = field(default=None, compare=False, repr=False)
 
 

@@ -265,6 +265,7 @@ def run(args: argparse.Namespace) -> int:
         num_rounds=1,
         input_mean=dataset.mean,
         input_std=dataset.std,
+        input_modality=dataset.modality,
     )
     js_options = {
         "js_lambda": args.js_lambda,

@@ -41,6 +41,7 @@ from fedaug.registry import available, get
 logger = logging.getLogger(__name__)
 
 DATA_ENV_VAR = "FEDAUG_DATA"
+MODALITIES = ("image", "signal", "audio")
 DEFAULT_DATA_DIR = Path("~/.cache/fedaug/data")
 DEFAULT_CACHE_DIR = Path("~/.cache/fedaug/processed")
 
@@ -63,6 +64,9 @@ class Dataset:
         std: normalisation std, same layout as ``mean``; None when not normalised.
         norm_axis: the per-sample axis that ``mean``/``std`` index (0 = channels of ``[C, H, W]``).
         extras: optional per-sample metadata tensors, e.g. ``{"subject_train": ..., "subject_test": ...}``.
+        modality: what a sample is, one of :data:`MODALITIES`: ``image`` (and the synthetic blobs),
+            ``signal`` (UCI-HAR's windows, ``[1, time, channels]``) or ``audio`` (MFCC frames); methods whose
+            operations only make sense on one (AugMix's rotations and shears: images) check it.
     """
 
     name: str
@@ -78,8 +82,13 @@ class Dataset:
     std: tuple[float, ...] | None = None
     norm_axis: int = 0
     extras: Mapping[str, Tensor] = field(default_factory=dict)
+    modality: str = "image"
 
     def __post_init__(self) -> None:
+        if self.modality not in MODALITIES:
+            raise DatasetError(
+                f"{self.name}: modality must be one of {', '.join(MODALITIES)}, got {self.modality!r}"
+            )
         for split, x, y in (("train", self.x_train, self.y_train), ("test", self.x_test, self.y_test)):
             if x.dtype != torch.float32 or y.dtype != torch.int64:
                 raise DatasetError(

@@ -125,6 +125,7 @@ def prepare(config: ExperimentConfig, run_dir: Path) -> Prepared:
         client_sizes=tuple(len(i) for i in partition.train_indices),
         input_mean=dataset.mean,
         input_std=dataset.std,
+        input_modality=dataset.modality,
     )
     if (warning := bf16_warning(config.engine.precision)) is not None:
         logger.warning(warning)

@@ -94,11 +94,13 @@ def augmix_for(config: AugMixJSConfig, run: RunContext) -> AugMix:
     """The AugMix of ``config`` with the run's input normalisation.
 
     Raises:
-        IncompatibleModelError: when the run's inputs are not images ``[C, H, W]``.
+        IncompatibleModelError: when the run's inputs are not images ``[C, H, W]`` (by shape, or by the
+            dataset's modality: UCI-HAR's ``[1, 128, 3]`` windows are signals).
     """
-    if len(run.input_shape) != 3:
+    if len(run.input_shape) != 3 or run.input_modality != "image":
         raise IncompatibleModelError(
-            f"AugMix needs image inputs [C, H, W], but this dataset's inputs have shape {run.input_shape}"
+            f"AugMix needs image inputs [C, H, W] (its rotations, shears and translations act on pixels), "
+            f"but this dataset's inputs are {run.input_modality} of shape {run.input_shape}"
         )
     return AugMix(
         severity=config.severity,

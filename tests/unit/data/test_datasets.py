@@ -123,6 +123,9 @@ def test_dataset_checks_its_tensors() -> None:
         )
     with pytest.raises(DatasetError, match="labels outside"):
         Dataset("d", x, torch.tensor([0, 5]), x, torch.tensor([0, 1]), 2, ["a", "b"], (3,), "")
+    y = torch.tensor([0, 1])
+    with pytest.raises(DatasetError, match=r"d: modality must be one of image, signal, audio, got 'video'"):
+        Dataset("d", x, y, x, y, 2, ["a", "b"], (3,), "", modality="video")
 
 
 # ---- synthetic ------------------------------------------------------------------------------------------
@@ -177,6 +180,7 @@ def test_uci_har_embedded_works_without_any_data(tmp_path: Path, monkeypatch: py
     data = load_dataset("uci_har")
     assert "embedded" in data.source
     assert (data.num_train, data.num_test) == (7352, 2947)
+    assert data.modality == "signal"  # fedaugmix's image operations refuse it
     assert torch.bincount(data.y_train).tolist() == HAR_TRAIN_COUNTS
     if SHARED_DATA.is_dir():
         shared = load_dataset("uci_har", data_dir=SHARED_DATA)

@@ -117,6 +117,7 @@ def test_fsdd_subset_shapes_and_split(fsdd_subset: Path, tmp_path: Path) -> None
     num_test = sum(int(n.removesuffix(".wav").split("_")[2]) < 5 for n in names)
     assert (data.num_train, data.num_test) == (40 - num_test, num_test)
     assert data.input_shape == (2, 64, 63) and data.x_train.dtype == torch.float32
+    assert data.modality == "audio"
     assert torch.equal(data.x_train[:, 0], data.x_train[:, 1])  # mono duplicated
     peak = data.x_train.amax(dim=(1, 2, 3))
     assert torch.all(data.x_train.amin(dim=(1, 2, 3)) >= peak - 80.0 - 1e-3)  # top_db = 80

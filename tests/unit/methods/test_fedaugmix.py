@@ -162,6 +162,11 @@ def test_rejects_non_image_inputs() -> None:
     ctx = client_context(torch.randn(4, 8), torch.tensor([0, 1, 2, 0]))
     with pytest.raises(IncompatibleModelError, match=r"image inputs \[C, H, W\].*\(8,\)"):
         FedAugMix().batch_transform(payload(initial_state(mlp_fn())), ctx)
+    # a UCI-HAR window has three dimensions but is a signal: refused by the dataset's modality
+    har = client_context(torch.randn(4, 1, 128, 3), torch.tensor([0, 1, 2, 0]))
+    har = dataclasses.replace(har, run=dataclasses.replace(har.run, input_modality="signal"))
+    with pytest.raises(IncompatibleModelError, match=r"are signal of shape \(1, 128, 3\)"):
+        FedAugMix().batch_transform(payload(initial_state(mlp_fn())), har)
 
 
 @pytest.mark.parametrize(

@@ -218,4 +218,5 @@ def _to_dataset(arrays: dict[str, np.ndarray], config: SpectrogramConfig, source
         input_shape=config.output_shape,
         source=source,
         extras={"speaker_train": speaker[train_idx], "speaker_test": speaker[test_idx]},
+        modality="audio",
     )

@@ -204,6 +204,7 @@ def load_uci_har(ctx: LoadContext, *, channels: int = 3, normalize: bool = False
         mean=mean,
         std=std,
         norm_axis=2,
+        modality="signal",
         extras={
             "subject_train": torch.from_numpy(arrays["subject_train"].astype(np.int64)),
             "subject_test": torch.from_numpy(arrays["subject_test"].astype(np.int64)),

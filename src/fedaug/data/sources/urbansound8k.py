@@ -247,6 +247,7 @@ def _to_dataset(
         source=source,
         mean=mean,
         std=std,
+        modality="audio",
         extras={
             "fold_train": fold[train_idx],
             "fold_test": fold[test_idx],
