@@ -25,15 +25,18 @@ def check_at_least(config: object, fields: Sequence[str], minimum: int) -> None:
 
 def check_nonnegative(config: object, fields: Sequence[str]) -> None:
     """Raises ConfigError naming the first of ``fields`` that is not a finite number >= 0."""
-    for field in fields:
-        value = getattr(config, field)
-        if not (math.isfinite(value) and value >= 0):
-            raise ConfigError(f"method.{field} must be a finite number >= 0, got {value}")
+    _check_finite(config, fields, allow_zero=True)
 
 
 def check_positive(config: object, fields: Sequence[str]) -> None:
     """Raises ConfigError naming the first of ``fields`` that is not a finite number > 0."""
+    _check_finite(config, fields, allow_zero=False)
+
+
+def _check_finite(config: object, fields: Sequence[str], *, allow_zero: bool) -> None:
     for field in fields:
         value = getattr(config, field)
-        if not (math.isfinite(value) and value > 0):
-            raise ConfigError(f"method.{field} must be a finite number > 0, got {value}")
+        if not (math.isfinite(value) and (value >= 0 if allow_zero else value > 0)):
+            raise ConfigError(
+                f"method.{field} must be a finite number {'>=' if allow_zero else '>'} 0, got {value}"
+            )

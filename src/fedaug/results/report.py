@@ -150,6 +150,8 @@ def write_report(
             f"no run dirs with results under {where} (unfinished ones need --include-unfinished)"
         )
     grouping = group_runs(runs)
+    if baseline is not None and resolve_row(grouping, baseline) is None:
+        raise FedaugError(f"--baseline {baseline}: no such method among {', '.join(grouping.rows)}")
     tables = build_tables(
         grouping,
         highlight=highlight,
@@ -159,8 +161,6 @@ def write_report(
     )
     if highlight is not None and tables[0].highlight is None:
         logger.warning("--highlight %s: no such method among %s", highlight, ", ".join(grouping.rows))
-    if baseline is not None and resolve_row(grouping, baseline) is None:
-        raise FedaugError(f"--baseline {baseline}: no such method among {', '.join(grouping.rows)}")
     if reference and not any(t.reference for t in tables):
         logger.warning("no published number in %s matches these settings and methods", reference)
     outputs = write_texts(tables, formats, out_dir, title=_summary_line(grouping, where))

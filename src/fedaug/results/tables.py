@@ -108,11 +108,7 @@ def build_table(
     }
     table = Table(metric, list(grouping.rows), list(grouping.columns), stats)
     table.unfinished = {key for key, runs in grouping.cells.items() if any(not r.finished for r in runs)}
-    for column in table.columns:
-        means = {r: stats[(r, column)].mean for r in table.rows if (r, column) in stats}
-        pick = min if metric in LOWER_IS_BETTER else max
-        top = pick(means.values(), default=math.nan)
-        table.best[column] = {r for r, m in means.items() if m == top}
+    table.best = _best_rows(table, lowest=metric in LOWER_IS_BETTER)
     if highlight is not None and metric not in LOWER_IS_BETTER:  # improvements assume higher is better
         table.highlight = resolve_row(grouping, highlight)
         table.improvements = _improvements(table, grouping, exclude)
@@ -149,11 +145,18 @@ def gain_table(table: Table, baseline: str) -> Table:
     gain = Table(f"{table.metric}_gain", list(table.rows), list(table.columns), gains, reference=reference)
     gain.unfinished = table.unfinished & set(gains)
     gain.caption = METRICS[gain.metric].replace("the baseline's", f"{baseline}'s")
-    for column in gain.columns:
-        means = {r: gains[(r, column)].mean for r in gain.rows if (r, column) in gains}
-        top = max(means.values(), default=math.nan)
-        gain.best[column] = {r for r, m in means.items() if m == top}
+    gain.best = _best_rows(gain, lowest=False)
     return gain
+
+
+def _best_rows(table: Table, *, lowest: bool) -> dict[str, set[str]]:
+    """Per column, the rows with the highest (``lowest``: the lowest) mean."""
+    best = {}
+    for column in table.columns:
+        means = {r: table.stats[(r, column)].mean for r in table.rows if (r, column) in table.stats}
+        top = (min if lowest else max)(means.values(), default=math.nan)
+        best[column] = {r for r, m in means.items() if m == top}
+    return best
 
 
 def resolve_row(grouping: Grouping, highlight: str) -> str | None:
