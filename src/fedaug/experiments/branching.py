@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -21,38 +20,25 @@ from fedaug.api import Method, RunContext
 from fedaug.engine.branch import branch_from_fedavg
 from fedaug.errors import ConfigError
 from fedaug.experiments.config import ExperimentConfig, MethodSpec
+from fedaug.experiments.identity import result_config
 from fedaug.experiments.load import config_from_dict, config_to_dict
 from fedaug.experiments.naming import format_suffix, parse_suffix
 
 logger = logging.getLogger(__name__)
 
-
-def comparable(tree: dict[str, Any]) -> dict[str, Any]:
-    """A config dict without the keys that do not change results (engine settings but precision, the
-    comparison list, where the run dir is, where the data files are read from: ``data.name`` says which
-    dataset, so a run resumed or branched from with another ``--data-dir`` is the same run)."""
-    tree = dict(tree)
-    for key in ("compare", "name", "out_dir"):
-        tree.pop(key, None)
-    tree["data"] = {k: v for k, v in (tree.get("data") or {}).items() if k != "data_dir"}
-    tree["engine"] = {"precision": (tree.get("engine") or {}).get("precision", "float32")}
-    return tree
+_ABSENT = object()
 
 
 def config_differences(saved_path: Path, config: ExperimentConfig) -> list[str]:
-    """Dotted keys (sorted) in which the run config saved at ``saved_path`` and ``config`` differ in results.
+    """Dotted keys (sorted) in which the run config saved at ``saved_path`` and ``config`` differ in results
+    (:func:`fedaug.experiments.identity.changes_results`).
 
     The saved config is re-read through the loader, so keys added since (with their defaults) compare equal.
     """
-    saved = comparable(config_to_dict(config_from_dict(yaml.safe_load(saved_path.read_text()))))
-    return sorted(_diff_keys(saved, comparable(config_to_dict(config))))
-
-
-def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        keys = set(a) | set(b)
-        return [d for k in keys for d in _diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")]
-    return [] if a == b else [prefix.rstrip(".")]
+    saved = result_config(config_to_dict(config_from_dict(yaml.safe_load(saved_path.read_text()))))
+    current = result_config(config_to_dict(config))
+    keys = saved.keys() | current.keys()
+    return sorted(k for k in keys if saved.get(k, _ABSENT) != current.get(k, _ABSENT))
 
 
 def fedavg_name(name: str) -> str:

@@ -37,6 +37,7 @@ import yaml
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.errors import ConfigError
 from fedaug.experiments.config import EngineConfig, ExperimentConfig
+from fedaug.experiments.identity import result_config
 from fedaug.experiments.load import (
     OPEN_SECTIONS,
     apply_override,
@@ -230,17 +231,11 @@ def expand_sweep(
         seen = points.get(point.run_dir)
         if seen is None:
             points[point.run_dir] = point
-        elif _comparable(seen.config) != _comparable(point.config):
+        elif result_config(config_to_dict(seen.config)) != result_config(config_to_dict(point.config)):
             raise ConfigError(
                 f"grid points {seen.values} and {point.values} differ but share the run dir {point.run_dir}"
             )
     return list(points.values())
-
-
-def _comparable(config: ExperimentConfig) -> dict[str, Any]:
-    tree = config_to_dict(config)
-    tree.pop("engine", None)
-    return tree
 
 
 def run_status(point: SweepPoint) -> str:

@@ -25,11 +25,10 @@ import yaml
 from fedaug import registry
 from fedaug.engine.checkpoint import read_jsonl, summarize
 from fedaug.errors import FedaugError
+from fedaug.experiments.identity import changes_results, flatten
 
 logger = logging.getLogger(__name__)
 
-IGNORED_KEYS = ("seed", "name", "out_dir", "compare", "data.data_dir")
-"""Config keys that never define a setting (``engine.*`` is ignored too: it does not change results)."""
 
 _PARTITION_FIXED = ("partition.name", "partition.num_clients", "partition.mean_local_size")
 _PARTITION_SHORT = {"quantity": "Qua", "dirichlet": "Dir", "iid": "IID", "shards": "Shards"}
@@ -68,17 +67,6 @@ class Run:
     def metrics(self) -> list[dict[str, Any]]:
         """The per-round records of ``metrics.jsonl``."""
         return read_jsonl(self.path / "metrics.jsonl")
-
-
-def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A nested mapping as ``{"a.b.c": value}`` (lists stay values)."""
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, Mapping) and value:
-            flat.update(flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 def method_defaults(name: str) -> dict[str, Any]:
@@ -223,7 +211,7 @@ def _setting_keys(run: Run) -> dict[str, Any]:
     return {
         k: v
         for k, v in run.config.items()
-        if k not in IGNORED_KEYS and not k.startswith(("engine.", "method."))
+        if k != "seed" and changes_results(k) and not k.startswith("method.")
     }
 
 

@@ -29,6 +29,7 @@ def write_run(
     train: dict[str, Any] | None = None,
     finished: bool = True,
     extra_metrics: dict[str, Sequence[float]] | None = None,
+    engine: dict[str, Any] | None = None,
 ) -> Path:
     """Writes one run dir whose per-round test accuracies are ``accs``; returns its path."""
     part = {
@@ -47,7 +48,7 @@ def write_run(
         "model": {"name": "harnet"},
         "method": {"name": method, **(options or {})},
         "train": {"rounds": rounds, "local_epochs": 5, **(train or {})},
-        "engine": {"num_threads": 1},
+        "engine": {"num_threads": 1, **(engine or {})},
         "compare": [],
     }
     tag = "-".join(f"{k}{v}" for k, v in sorted((options or {}).items())) or "default"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fedaug.errors import FedaugError
-from fedaug.results.store import aggregate, flatten, group_runs, load_runs, setting_label
+from fedaug.results.store import aggregate, group_runs, load_runs, setting_label
 
 
 def test_aggregate_is_mean_and_sample_std() -> None:
@@ -19,10 +19,6 @@ def test_aggregate_is_mean_and_sample_std() -> None:
     assert stat.n == 3
     single = aggregate([61.5])
     assert single.mean == 61.5 and math.isnan(single.std) and single.n == 1
-
-
-def test_flatten_dotted_keys() -> None:
-    assert flatten({"a": {"b": 1, "c": {"d": [1, 2]}}, "e": {}}) == {"a.b": 1, "a.c.d": [1, 2], "e": {}}
 
 
 def test_seeds_of_a_cell_are_grouped(tmp_path: Path, make_run: Callable[..., Path]) -> None:
@@ -74,6 +70,21 @@ def test_other_differing_keys_split_the_settings(tmp_path: Path, make_run: Calla
     make_run(tmp_path, train={"local_epochs": 5}, seed=1)
     grouping = group_runs(load_runs(tmp_path))
     assert grouping.columns == ["uci_har Qua(2) K=75, local_epochs=1", "uci_har Qua(2) K=75, local_epochs=5"]
+
+
+def test_engine_settings_share_a_column_but_precision_splits_it(
+    tmp_path: Path, make_run: Callable[..., Path]
+) -> None:
+    # Prepare: seeds run with different thread counts and a data dir (same results), one bf16 run
+    make_run(tmp_path, seed=0, engine={"num_threads": 1})
+    make_run(tmp_path, seed=1, engine={"num_threads": 2, "progress": False})
+    make_run(tmp_path, seed=2, engine={"precision": "bf16"})
+    # Execute
+    grouping = group_runs(load_runs(tmp_path))
+    # Assert
+    bf16, float32 = "uci_har Qua(2) K=75, precision=bf16", "uci_har Qua(2) K=75, precision=float32"
+    assert grouping.columns == [bf16, float32]
+    assert [r.seed for r in grouping.cells[("fedavg", grouping.columns[1])]] == [0, 1]
 
 
 def test_keys_differing_only_between_methods_label_rows(
