@@ -13,6 +13,9 @@ casts copies of the weights per op). Two guards keep the objective in float32:
 
 Intermediate features (e.g. the ones FLea decorrelates or shares) are bfloat16 inside the context.
 ``float32`` enters no context and registers no hook: results are bit-identical to a build without this module.
+
+:func:`flush_denormals` (``engine.flush_denormals``) is the other numeric switch: subnormal floats (below
+1.2e-38) become zero, which x86 CPUs otherwise compute in slow microcode.
 """
 
 from __future__ import annotations
@@ -76,3 +79,25 @@ def autocast(model: nn.Module, precision: str) -> Iterator[None]:
     finally:
         if handle is not None:
             handle.remove()
+
+
+@contextmanager
+def flush_denormals(enabled: bool) -> Iterator[None]:
+    """Runs the body with subnormal floats flushed to zero (``torch.set_flush_denormal``) when ``enabled``.
+
+    Why: a model that is very confident on its inputs (FedGen's generated samples: logit gaps of hundreds)
+    has softmax probabilities below 1.2e-38, and the backward pass carries them through every layer as
+    subnormals (about a fifth of HARNet's activation gradients on a late FedGen round), which x86 CPUs
+    handle in microcode: 4-5x slower steps (``benchmarks/denormals.py``). Flushing changes only those
+    values, to zero. The setting belongs to the calling thread (and threads started inside the body); it is
+    switched off again on exit. ``enabled=False`` (the default of ``engine.flush_denormals``) touches nothing.
+    No effect on CPUs without the SSE3 flush/DAZ flags (``torch.set_flush_denormal`` returns False there).
+    """
+    if not enabled:
+        yield
+        return
+    torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)

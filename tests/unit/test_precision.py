@@ -14,12 +14,12 @@ from fedaug.engine.evaluation import evaluate
 from fedaug.engine.simulation import Simulation
 from fedaug.errors import ConfigError
 from fedaug.experiments.config import EngineConfig, ExperimentConfig
-from fedaug.experiments.load import dump_yaml
-from fedaug.experiments.runner import _check_existing
+from fedaug.experiments.load import dump_yaml, load_config
+from fedaug.experiments.runner import _check_existing, run_experiment
 from fedaug.local_training import cross_entropy_loss, snapshot_state, train_local
 from fedaug.models import build_model
-from fedaug.precision import autocast, bf16_warning
-from tests.conftest import make_spec
+from fedaug.precision import autocast, bf16_warning, flush_denormals
+from tests.conftest import REPO_ROOT, make_spec
 
 
 def _tiny_cnn() -> torch.nn.Module:
@@ -124,3 +124,41 @@ def test_bf16_warns_only_without_native_bfloat16(
     assert (warning is not None) == warns
     if warning is not None:
         assert "without native bfloat16" in warning and "slower than float32" in warning
+
+
+def _subnormal_product() -> float:
+    """1e-30 * 1e-10 = 1e-40: below float32's smallest normal (1.18e-38), so 0 when flushed."""
+    return float(torch.tensor([1e-30]) * torch.tensor([1e-10]))
+
+
+@pytest.mark.skipif(not torch.set_flush_denormal(False), reason="CPU without flush-to-zero (no SSE3)")
+def test_flush_denormals_zeroes_subnormals_only_inside_and_only_when_enabled() -> None:
+    assert _subnormal_product() == pytest.approx(1e-40, rel=1e-2, abs=0)
+    with flush_denormals(False):
+        assert _subnormal_product() == pytest.approx(1e-40, rel=1e-2, abs=0)
+    with flush_denormals(True):
+        assert _subnormal_product() == 0.0
+        normal = float(torch.tensor([1e-20]) * torch.tensor([1e-10]))
+        assert normal == pytest.approx(1e-30, rel=1e-6, abs=0)  # a normal number is kept
+    assert _subnormal_product() == pytest.approx(1e-40, rel=1e-2, abs=0)
+
+
+@pytest.mark.skipif(not torch.set_flush_denormal(False), reason="CPU without flush-to-zero (no SSE3)")
+def test_a_run_with_flush_denormals_flushes_during_the_run_and_restores_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Arrange: record what a subnormal product gives at each evaluation of the run
+    seen: list[float] = []
+    real_evaluate = Simulation._evaluate
+
+    def spy(self: Simulation, *args: object, **kwargs: object) -> object:
+        seen.append(_subnormal_product())
+        return real_evaluate(self, *args, **kwargs)
+
+    monkeypatch.setattr(Simulation, "_evaluate", spy)
+    sets = [f"out_dir={tmp_path}", "train.rounds=2", "engine.progress=false", "engine.flush_denormals=true"]
+    # Act
+    run_experiment(load_config([REPO_ROOT / "configs" / "smoke.yaml"], sets))
+    # Assert: flushed inside the run, not after it
+    assert seen == [0.0, 0.0]
+    assert _subnormal_product() == pytest.approx(1e-40, rel=1e-2, abs=0)

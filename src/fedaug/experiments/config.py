@@ -159,8 +159,8 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """How the run is executed (none of this changes the results, except ``num_threads`` in the last bits
-    and ``precision``).
+    """How the run is executed (none of this changes the results, except ``num_threads`` in the last bits,
+    ``precision`` and ``flush_denormals``).
 
     Attributes:
         name: ``simulation`` (in-process) for now.
@@ -181,6 +181,10 @@ class EngineConfig:
         local_eval_every: evaluate the global model on every client's local test set (client-level
             fairness; needs ``partition.local_test_fraction`` > 0) every this many rounds and at the last
             round (default 1).
+        flush_denormals: flush subnormal floats to zero during the run
+            (:func:`fedaug.precision.flush_denormals`): 4-5x faster FedGen steps late in a run on x86
+            CPUs, whose confident global model makes the backward pass subnormal; changes results in those
+            values only. Default off (bit-identical to runs made before the option existed).
         branch_from_fedavg: a method that is FedAvg in its first rounds (Fed-ZDAC/ZDAS before
             ``start_round``, FedGen in its warm-up) starts from the checkpoint of the FedAvg run of the same
             setting and seed instead of repeating them (same results; :mod:`fedaug.experiments.branching`).
@@ -197,6 +201,7 @@ class EngineConfig:
     keep_checkpoints: list[int] = field(default_factory=list)
     local_eval_every: int = 1
     branch_from_fedavg: bool = False
+    flush_denormals: bool = False
 
     def __post_init__(self) -> None:
         if self.name != "simulation":

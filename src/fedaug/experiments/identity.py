@@ -4,7 +4,7 @@ A run dir is resumed, branched from, de-duplicated in a sweep and grouped into a
 *without* the keys below: where the run dir is (``name``, ``out_dir``), which comparisons a run reports
 (``compare``), where the data files are read from (``data.data_dir``: ``data.name`` says which dataset)
 and the engine's settings, which change speed, not numbers (tested by the engine's determinism tests), except
-``engine.precision`` (bf16 / fp16 autocast changes the numbers).
+``engine.precision`` (bf16 autocast changes the numbers) and ``engine.flush_denormals`` (subnormals become 0).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 NEUTRAL_KEYS = ("name", "out_dir", "compare", "data.data_dir")
 """Dotted config keys that never change a run's results (nor does ``engine.*``: :func:`changes_results`)."""
 
-RESULT_ENGINE_KEYS = ("engine.precision",)
+RESULT_ENGINE_KEYS = ("engine.precision", "engine.flush_denormals")
 """The ``engine.*`` keys that do change results."""
 
 

@@ -34,7 +34,7 @@ from fedaug.experiments.load import build_dataclass, dump_yaml
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
 from fedaug.paths import cache_dir
-from fedaug.precision import bf16_warning
+from fedaug.precision import bf16_warning, flush_denormals
 
 logger = logging.getLogger(__name__)
 
@@ -212,7 +212,8 @@ def run_experiment(
         fedavg = replace(config, name=fedavg_name(config.name), method=MethodSpec(name="fedavg"))
         fedavg_dir = run_dir_for(fedavg)
         start_from_fedavg(config, run_dir, prepared.spec.method, prepared.spec.run, fedavg_dir)
-    summary = engine(prepared.spec).run()
+    with flush_denormals(config.engine.flush_denormals):
+        summary = engine(prepared.spec).run()
     write_json(run_dir / "summary.json", summary)
     return summary
 

@@ -33,6 +33,7 @@ from fedaug.errors import ConfigError
 from fedaug.experiments.load import config_from_dict
 from fedaug.flower.records import decode, encode
 from fedaug.models.base import SplitModel
+from fedaug.precision import flush_denormals
 
 HEADER = "fedaug.run"
 STATE_PREFIX = "fedaug.client_state/"
@@ -46,6 +47,7 @@ class ClientHost:
 
     spec: SimulationSpec
     method: Method
+    flush_denormals: bool = False
     workspaces: dict[str, SplitModel] = dataclasses.field(default_factory=dict)
 
     def workspace(self, key: str) -> SplitModel:
@@ -65,7 +67,9 @@ def client_host(config_text: str, data_dir: str | None) -> ClientHost:
     if config.engine.num_threads is not None:
         torch.set_num_threads(config.engine.num_threads)
     prepared = prepare(config, Path(config.out_dir))
-    host = ClientHost(spec=prepared.spec, method=prepared.method)
+    host = ClientHost(
+        spec=prepared.spec, method=prepared.method, flush_denormals=config.engine.flush_denormals
+    )
     host.spec = dataclasses.replace(
         prepared.spec, run=dataclasses.replace(prepared.spec.run, workspace=host.workspace)
     )
@@ -123,7 +127,8 @@ def train(msg: Message, context: Context) -> Message:
         workspace=host.workspace,
         client_state=load_client_state(context),
     )
-    update = host.method.client_update(decode(msg.content), ctx)
+    with flush_denormals(host.flush_denormals):
+        update = host.method.client_update(decode(msg.content), ctx)
     if update.client_state is not None:
         save_client_state(context, update.client_state)
     return Message(encode(dataclasses.replace(update, client_state=None)), reply_to=msg)
@@ -141,4 +146,6 @@ def share(msg: Message, context: Context) -> Message:
         workspace=host.workspace,
         client_state=load_client_state(context),
     )
-    return Message(encode(host.method.client_share(decode(msg.content), ctx)), reply_to=msg)
+    with flush_denormals(host.flush_denormals):
+        shared = host.method.client_share(decode(msg.content), ctx)
+    return Message(encode(shared), reply_to=msg)

@@ -17,6 +17,7 @@ from fedaug.experiments.identity import changes_results, flatten, result_config
         ("engine.num_threads", False),
         ("engine.branch_from_fedavg", False),
         ("engine.precision", True),
+        ("engine.flush_denormals", True),
         ("seed", True),
         ("data.name", True),
         ("train.lr", True),

@@ -46,10 +46,3 @@ def test_another_data_dir_is_the_same_run(tmp_path: Path) -> None:
     again = run_experiment(_config(tmp_path, f"data.data_dir={tmp_path / 'data'}"))
     # Assert: skipped as finished
     assert again == summary
-
-
-def test_other_engine_settings_are_the_same_run_but_another_precision_is_not(tmp_path: Path) -> None:
-    summary = run_experiment(_config(tmp_path))
-    assert run_experiment(_config(tmp_path, "engine.num_threads=2")) == summary
-    with pytest.raises(ConfigError, match=r"differs in: engine\.precision"):
-        run_experiment(_config(tmp_path, "engine.precision=bf16"))
