@@ -25,9 +25,9 @@ import torch
 from torch import Tensor
 
 from fedaug.api import ClientContext, ClientShare, MethodConfig, RunContext, ServerState, ShareRequest
-from fedaug.errors import ConfigError, IncompatibleModelError
+from fedaug.errors import IncompatibleModelError
 from fedaug.methods.ccvr_stats import class_statistics, fit_classifier, pool_statistics, sample_virtual
-from fedaug.methods.checks import check_choice
+from fedaug.methods.checks import check_at_least, check_choice, check_in_range, check_positive
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.flea_buffer import share_indices
 from fedaug.methods.losses import frozen_model
@@ -69,17 +69,10 @@ class CCVRConfig(MethodConfig):
 
     def __post_init__(self) -> None:
         check_choice("variant", self.variant, VARIANTS)
-        for name in ("virtual_per_class", "calibration_epochs", "calibration_batch_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"method.{name} must be >= 1, got {getattr(self, name)}")
-        if not 0 < self.share_fraction <= 1:
-            raise ConfigError(f"method.share_fraction must be in (0, 1], got {self.share_fraction}")
-        if not self.calibration_lr > 0:
-            raise ConfigError(f"method.calibration_lr must be > 0, got {self.calibration_lr}")
-        if not 0 <= self.calibration_momentum < 1:
-            raise ConfigError(
-                f"method.calibration_momentum must be in [0, 1), got {self.calibration_momentum}"
-            )
+        check_at_least(self, ("virtual_per_class", "calibration_epochs", "calibration_batch_size"), 1)
+        check_in_range(self, ("share_fraction",), 0, 1, low_open=True)
+        check_positive(self, ("calibration_lr",))
+        check_in_range(self, ("calibration_momentum",), 0, 1, high_open=True)
 
 
 @register("method", "ccvr")

@@ -33,6 +33,26 @@ def check_positive(config: object, fields: Sequence[str]) -> None:
     _check_finite(config, fields, allow_zero=False)
 
 
+def check_in_range(
+    config: object,
+    fields: Sequence[str],
+    low: float,
+    high: float,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> None:
+    """Raises ConfigError naming the first of ``fields`` outside ``[low, high]`` (``(`` / ``)`` where open;
+    NaN is outside)."""
+    for field in fields:
+        value = getattr(config, field)
+        above = value > low if low_open else value >= low
+        below = value < high if high_open else value <= high
+        if not (above and below):
+            interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+            raise ConfigError(f"method.{field} must be in {interval}, got {value}")
+
+
 def _check_finite(config: object, fields: Sequence[str], *, allow_zero: bool) -> None:
     for field in fields:
         value = getattr(config, field)

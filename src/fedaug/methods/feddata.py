@@ -36,8 +36,8 @@ from fedaug.api import (
     ShareRequest,
     TrainSettings,
 )
-from fedaug.errors import ConfigError
 from fedaug.methods import data_pool
+from fedaug.methods.checks import check_in_range
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.flea_buffer import share_indices
 from fedaug.registry import register
@@ -58,8 +58,7 @@ class FedDataConfig(MethodConfig):
     share_fraction: float = 0.1
 
     def __post_init__(self) -> None:
-        if not 0 <= self.share_fraction <= 1:
-            raise ConfigError(f"method.share_fraction must be in [0, 1], got {self.share_fraction}")
+        check_in_range(self, ("share_fraction",), 0, 1)
 
 
 @register("method", "feddata")

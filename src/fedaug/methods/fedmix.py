@@ -40,10 +40,9 @@ from fedaug.api import (
     ShareRequest,
     TrainSettings,
 )
-from fedaug.errors import ConfigError
 from fedaug.local_training import BatchTransform, LossFn, LossOutput, cross_entropy_loss
 from fedaug.methods import data_pool
-from fedaug.methods.checks import check_choice
+from fedaug.methods.checks import check_at_least, check_choice, check_in_range, check_positive
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.flea_buffer import BufferStream
 from fedaug.methods.losses import soft_cross_entropy
@@ -81,12 +80,10 @@ class FedMixConfig(MethodConfig):
 
     def __post_init__(self) -> None:
         check_choice("mode", self.mode, MODES)
-        if self.mean_group_size < 1:
-            raise ConfigError(f"method.mean_group_size must be >= 1, got {self.mean_group_size}")
-        if not self.mix_beta > 0:
-            raise ConfigError(f"method.mix_beta must be > 0, got {self.mix_beta}")
-        if self.mix_weight is not None and not 0 <= self.mix_weight <= 1:
-            raise ConfigError(f"method.mix_weight must be in [0, 1], got {self.mix_weight}")
+        check_at_least(self, ("mean_group_size",), 1)
+        check_positive(self, ("mix_beta",))
+        if self.mix_weight is not None:
+            check_in_range(self, ("mix_weight",), 0, 1)
 
 
 @register("method", "fedmix")

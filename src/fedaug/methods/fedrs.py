@@ -12,15 +12,14 @@ predictions and server aggregation are FedAvg's. ``restricted_alpha = 1`` is exa
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedaug.api import ClientContext, MethodConfig, Payload
-from fedaug.errors import ConfigError
 from fedaug.local_training import LossFn, LossOutput
+from fedaug.methods.checks import check_in_range
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.losses import restriction_scale, split_model
 from fedaug.registry import register
@@ -43,8 +42,7 @@ class FedRSConfig(MethodConfig):
     scale_bias: bool = True
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.restricted_alpha) and 0 <= self.restricted_alpha <= 1):
-            raise ConfigError(f"restricted_alpha must be in [0, 1], got {self.restricted_alpha}")
+        check_in_range(self, ("restricted_alpha",), 0, 1)
 
 
 @register("method", "fedrs")

@@ -42,7 +42,7 @@ from fedaug.api import (
 )
 from fedaug.errors import ConfigError, IncompatibleModelError
 from fedaug.local_training import OPTIMIZERS, cross_entropy_loss, snapshot_state, train_local
-from fedaug.methods.checks import check_choice
+from fedaug.methods.checks import check_at_least, check_choice, check_positive
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.zsdg import BN_NORMS, Synthetic, ZSDGSettings, bn_layers, generate
 from fedaug.registry import register
@@ -76,14 +76,9 @@ class ZDAConfig(MethodConfig):
     gen_bn_norm: str = "l2"
 
     def __post_init__(self) -> None:
-        if self.start_round < 1:
-            raise ConfigError(f"method.start_round must be >= 1, got {self.start_round}")
-        if self.samples_per_class < 0:
-            raise ConfigError(f"method.samples_per_class must be >= 0, got {self.samples_per_class}")
-        if self.gen_iterations < 0:
-            raise ConfigError(f"method.gen_iterations must be >= 0, got {self.gen_iterations}")
-        if not (math.isfinite(self.gen_lr) and self.gen_lr > 0):
-            raise ConfigError(f"method.gen_lr must be a finite number > 0, got {self.gen_lr}")
+        check_at_least(self, ("start_round",), 1)
+        check_at_least(self, ("samples_per_class", "gen_iterations"), 0)
+        check_positive(self, ("gen_lr",))
         check_choice("gen_bn_norm", self.gen_bn_norm, BN_NORMS)
         for key in ("gen_bn_weight", "gen_ce_weight", "gen_tv_weight"):
             value = getattr(self, key)

@@ -39,9 +39,14 @@ from fedaug.api import (
     ShareRequest,
     TrainSettings,
 )
-from fedaug.errors import ConfigError
 from fedaug.local_training import LossFn, LossOutput
-from fedaug.methods.checks import check_choice
+from fedaug.methods.checks import (
+    check_at_least,
+    check_choice,
+    check_in_range,
+    check_nonnegative,
+    check_positive,
+)
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.flea_buffer import BufferStream, exposure_update, share_indices
 from fedaug.methods.losses import frozen_model, kl_divergence, soft_cross_entropy
@@ -102,17 +107,12 @@ class FLeaConfig(MethodConfig):
         check_choice("distill_on", self.distill_on, ("mixed", "buffer"))
         check_choice("distill_direction", self.distill_direction, ("local_global", "global_local"))
         check_choice("warmup", self.warmup, ("paper", "official"))
-        if self.mix_beta <= 0:
-            raise ConfigError(f"method.mix_beta must be > 0, got {self.mix_beta}")
-        if self.mix_weight is not None and not 0 <= self.mix_weight <= 1:
-            raise ConfigError(f"method.mix_weight must be in [0, 1], got {self.mix_weight}")
-        if not 0 <= self.share_fraction <= 1:
-            raise ConfigError(f"method.share_fraction must be in [0, 1], got {self.share_fraction}")
-        if self.buffer_rounds < 1:
-            raise ConfigError(f"method.buffer_rounds must be >= 1, got {self.buffer_rounds}")
-        for name in ("distill_weight", "decor_weight", "local_ce_weight"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"method.{name} must be >= 0, got {getattr(self, name)}")
+        check_positive(self, ("mix_beta",))
+        if self.mix_weight is not None:
+            check_in_range(self, ("mix_weight",), 0, 1)
+        check_in_range(self, ("share_fraction",), 0, 1)
+        check_at_least(self, ("buffer_rounds",), 1)
+        check_nonnegative(self, ("distill_weight", "decor_weight", "local_ce_weight"))
 
 
 @register("method", "flea")

@@ -132,8 +132,11 @@ def test_config_validation_names_the_field() -> None:
         CCVRConfig(virtual_per_class=0)
     with pytest.raises(ConfigError, match=r"method\.share_fraction must be in \(0, 1\], got 0.0"):
         CCVRConfig(share_fraction=0.0)
-    with pytest.raises(ConfigError, match=r"method\.calibration_lr must be > 0, got -1"):
+    with pytest.raises(ConfigError, match=r"method\.calibration_lr must be a finite number > 0, got -1"):
         CCVRConfig(calibration_lr=-1)
+    with pytest.raises(ConfigError, match=r"method\.calibration_momentum must be in \[0, 1\), got 1.0"):
+        CCVRConfig(calibration_momentum=1.0)
+    CCVRConfig(share_fraction=1.0, calibration_momentum=0.0)  # the closed ends are valid
 
 
 def test_yaml_preset_has_the_defaults() -> None:

@@ -144,8 +144,12 @@ def test_official_preset_departures(tmp_path: Path) -> None:
 def test_config_validation_names_the_field() -> None:
     with pytest.raises(ConfigError, match=r"method\.decor_form must be one of dcor_squared, dcor, trace"):
         FLeaConfig(decor_form="l2")
-    with pytest.raises(ConfigError, match=r"method\.mix_beta must be > 0, got -1"):
+    with pytest.raises(ConfigError, match=r"method\.mix_beta must be a finite number > 0, got -1"):
         build_dataclass(FLeaConfig, {"mix_beta": -1}, path="method")
+    with pytest.raises(ConfigError, match=r"method\.mix_beta must be a finite number > 0, got nan"):
+        FLeaConfig(mix_beta=float("nan"))  # NaN passed the old "<= 0" check
+    with pytest.raises(ConfigError, match=r"method\.share_fraction must be in \[0, 1\], got nan"):
+        FLeaConfig(share_fraction=float("nan"))
     with pytest.raises(ConfigError, match=r"unknown config key .method\.lambda1."):
         build_dataclass(FLeaConfig, {"lambda1": 1}, path="method")
 
