@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,9 @@ def test_fedavg_and_flea_in_flower_simulation_equal_the_engine(tmp_path: Path) -
     on_flower = [dataclasses.replace(c, name="smoke-flower") for c in configs]
     # Execute
     engine_summaries = [run_experiment(c) for c in configs]
-    flower_summaries = simulate(on_flower, num_cpus=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        flower_summaries = simulate(on_flower, num_cpus=1)
     # Assert
     assert [c.method.name for c in configs] == ["fedavg", "flea"]
     for engine_config, flower_config in zip(configs, on_flower, strict=True):
@@ -52,3 +55,4 @@ def test_fedavg_and_flea_in_flower_simulation_equal_the_engine(tmp_path: Path) -
         assert flower_rounds == engine_rounds  # losses, lr, clients, FLea's buffer metrics too
     assert flower_summaries == engine_summaries
     assert "flea/buffer_size" in _metrics(on_flower[1])[-1]
+    assert not [w for w in caught if "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO" in str(w.message)]  # Ray's tip

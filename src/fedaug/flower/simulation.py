@@ -12,6 +12,7 @@ is still the one in-process entry point, and it drives the same simulation runti
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,6 +52,9 @@ def simulate(
     init_args: dict[str, Any] = {} if num_cpus is None else {"num_cpus": num_cpus}
     backend_config: Any = {"client_resources": {"num_cpus": cpus_per_client}, "init_args": init_args}
     logger.info("Flower simulation: %d SuperNodes, %s", num_clients, backend_config)
+    # Ray's coming default (it warns with a FutureWarning otherwise): it leaves CUDA_VISIBLE_DEVICES alone in
+    # actors without GPUs. fedaug's clients never use a GPU, so the choice does not change a run.
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
     run_simulation(
         server_app=server_app,
         client_app=client_app,
