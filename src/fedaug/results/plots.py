@@ -79,29 +79,48 @@ def curve(
     return np.array(rounds), values.mean(axis=0), std
 
 
-def _band(axes: Any, runs: Sequence[Run], key: str, scale: float, label: str) -> bool:
+LEGEND_OUTSIDE = 6
+"""With more lines than this, a figure's legend goes to the right of the axes instead of over the curves."""
+
+
+def series_style(index: int) -> dict[str, str]:
+    """Colour and line style of a figure's ``index``-th line: matplotlib's ten cycle colours solid, then the
+    same colours dashed, then dotted, so no two of up to 30 lines look alike (the colour cycle alone repeats
+    after ten: FedData's line was FedAvg's colour in an 11-method figure)."""
+    return {"color": f"C{index % 10}", "linestyle": ("-", "--", ":")[index // 10 % 3]}
+
+
+def _band(axes: Any, runs: Sequence[Run], key: str, scale: float, label: str, style: dict[str, str]) -> bool:
     found = curve(runs, key, scale)
     if found is None:
         return False
     rounds, mean, std = found
-    (line,) = axes.plot(rounds, mean, label=f"{label} (n={len(runs)})", linewidth=1.4)
-    axes.fill_between(rounds, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
+    axes.plot(rounds, mean, label=f"{label} (n={len(runs)})", linewidth=1.4, **style)
+    axes.fill_between(rounds, mean - std, mean + std, color=style["color"], alpha=0.2, linewidth=0)
     return True
+
+
+def _legend(axes: Any, lines: int) -> None:
+    if lines > LEGEND_OUTSIDE:
+        axes.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.01, 0.5))
+    else:
+        axes.legend(fontsize="small")
 
 
 def plot_learning_curves(grouping: Grouping, out_dir: Path) -> list[Path]:
     """One figure per setting: test accuracy (%) vs round, mean ± std over seeds, one line per method."""
     paths = []
     for column in grouping.columns:
-        figure = new_figure(6.4, 4.2)
+        many = len(grouping.rows) > LEGEND_OUTSIDE
+        figure = new_figure(9.0 if many else 6.4, 4.2)
         axes = figure.add_subplot()
         seeds = [len(grouping.cells.get((row, column), [])) for row in grouping.rows]
-        for row in grouping.rows:
-            _band(axes, grouping.cells.get((row, column), []), "test/acc", 100.0, row)
+        for index, row in enumerate(grouping.rows):
+            _band(axes, grouping.cells.get((row, column), []), "test/acc", 100.0, row, series_style(index))
         what = "mean ± std over seeds" if max(seeds, default=0) > 1 else "one seed"
         axes.set(xlabel="round", ylabel="test accuracy (%)", title=textwrap.fill(f"{column}: {what}", 60))
         axes.grid(alpha=0.3)
-        axes.legend(fontsize="small")
+        _legend(axes, len(grouping.rows))
         paths += save_figure(figure, out_dir / f"curves_{slug(column)}")
     return paths
 
@@ -116,11 +135,11 @@ def plot_flea_curves(grouping: Grouping, out_dir: Path) -> list[Path]:
         figure = new_figure(13.0, 3.8)
         for index, (key, label, scale) in enumerate(FLEA_CURVES, 1):
             axes = figure.add_subplot(1, len(FLEA_CURVES), index)
-            for row in rows:
-                _band(axes, grouping.cells[(row, column)], key, scale, row)
+            for line, row in enumerate(rows):
+                _band(axes, grouping.cells[(row, column)], key, scale, row, series_style(line))
             axes.set(xlabel="round", ylabel=label, title=label)
             axes.grid(alpha=0.3)
-        axes.legend(fontsize="small")
+        _legend(axes, len(rows))
         figure.suptitle(textwrap.fill(f"{column}: FLea's shared features", 90))
         paths += save_figure(figure, out_dir / f"flea_privacy_{slug(column)}")
     return paths

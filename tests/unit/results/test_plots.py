@@ -112,3 +112,9 @@ def test_fairness_figure_from_the_final_vectors(tmp_path: Path, make_run: Callab
 def test_no_local_accuracies_no_fairness_figure(tmp_path: Path, make_run: Callable[..., Path]) -> None:
     make_run(tmp_path / "runs", accs=[0.2, 0.3])
     assert plot_fairness(group_runs(load_runs(tmp_path / "runs")), tmp_path / "plots") == []
+
+
+def test_series_styles_stay_distinct_past_the_ten_cycle_colours() -> None:
+    styles = [tuple(sorted(plots.series_style(i).items())) for i in range(30)]
+    assert len(set(styles)) == 30
+    assert plots.series_style(10) == {"color": "C0", "linestyle": "--"}  # FedAvg's colour, but dashed
