@@ -11,7 +11,16 @@ from torch import nn
 from fedaug.api import ClientData, TrainSettings
 from fedaug.errors import ConfigError, IncompatibleModelError
 from fedaug.local_training import cross_entropy_loss, snapshot_state, train_local
-from fedaug.methods.zsdg import BNStatLoss, ZSDGSettings, class_accuracy, generate, total_variation
+from fedaug.methods import zsdg
+from fedaug.methods.zsdg import (
+    BNStatLoss,
+    ZSDGSettings,
+    batch_stats,
+    channels_last_copy,
+    class_accuracy,
+    generate,
+    total_variation,
+)
 from fedaug.models import build_model
 from fedaug.models.base import FlattenPool, SplitModel
 from tests.conftest import make_blobs
@@ -146,6 +155,50 @@ def test_model_is_left_unchanged_and_runs_are_deterministic() -> None:
     assert model.training
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), grads, strict=True))
+
+
+@pytest.mark.parametrize("shape", [(7, 3), (6, 4, 5, 3)])
+def test_batch_stats_match_float64_variance(shape: tuple[int, ...]) -> None:
+    # The two-pass statistics equal torch's var_mean over every axis but axis 1, computed in float64.
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(0)) * 3 + 2
+    mean, var = batch_stats(x)
+    dims = [0, *range(2, x.dim())]
+    ref_var, ref_mean = torch.var_mean(x.double(), dim=dims, unbiased=False)
+    assert mean.shape == var.shape == (shape[1],)
+    torch.testing.assert_close(mean.double(), ref_mean, rtol=1e-6, atol=0)
+    torch.testing.assert_close(var.double(), ref_var, rtol=1e-6, atol=0)
+
+
+def test_conv_model_generates_on_a_channels_last_copy_and_keeps_its_format() -> None:
+    # Prepare: the BN CNN on 8x8 inputs (contiguous weights), with running stats from a few batches.
+    torch.manual_seed(0)
+    model = build_model("bn_cnn_mnist", num_classes=4, input_shape=(1, 8, 8))
+    with torch.no_grad():
+        for _ in range(3):
+            model(torch.randn(16, 1, 8, 8))
+    before = snapshot_state(model)
+    conv = [p for p in model.parameters() if p.dim() == 4][-1]  # 16 -> 32 (1 input channel is both formats)
+    kwargs = dict(classes=range(4), per_class=4, input_shape=(1, 8, 8), settings=ZSDGSettings(iterations=5))
+    # Execute: generate as the library does, and with the copy replaced by the model itself (NCHW).
+    out = generate(model, generator=torch.Generator().manual_seed(1), **kwargs)  # type: ignore[arg-type]
+    original = zsdg.channels_last_copy
+    zsdg.channels_last_copy = lambda m: m
+    try:
+        nchw = generate(model, generator=torch.Generator().manual_seed(1), **kwargs)  # type: ignore[arg-type]
+    finally:
+        zsdg.channels_last_copy = original
+    # Assert: the caller's model keeps its format, values and mode; both layouts give the same samples to
+    # float rounding; a model without conv weights is used as it is.
+    assert conv.is_contiguous() and not conv.is_contiguous(memory_format=torch.channels_last)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert model.training
+    torch.testing.assert_close(out.x, nchw.x, rtol=0, atol=1e-4)
+    copy = channels_last_copy(model)
+    assert copy is not model
+    copy_conv = [p for p in copy.parameters() if p.dim() == 4][-1]
+    assert copy_conv.is_contiguous(memory_format=torch.channels_last) and not copy_conv.is_contiguous()
+    mlp = bn_mlp()
+    assert channels_last_copy(mlp) is mlp
 
 
 def test_zero_samples_and_bad_settings() -> None:

@@ -1,0 +1,137 @@
+"""ZSDG (Fed-ZDA's zero-shot data generation) per Adam step: batch statistics and memory format, side by side.
+
+Fed-ZDAC/ZDAS spend nearly all of a round in ZSDG (10 models x 500 Adam steps on a 100-sample batch per
+round), so its step is what a Fed-ZDA run costs. This times :func:`fedaug.methods.zsdg.generate` in three
+variants, alternating in interleaved repeats in one process and one thread so that load from other processes
+hits all of them:
+
+* ``var``: the BN hooks' batch variance by ``Tensor.var`` (the code before the two-pass form), model in the
+  default (NCHW) format;
+* ``two_pass``: :func:`fedaug.methods.zsdg.batch_stats` (mean, then mean of squared deviations), NCHW;
+* ``two_pass_channels_last``: the same on a channels-last copy of the model
+  (:func:`fedaug.methods.zsdg.channels_last_copy`): what ``generate`` does.
+
+Models: ``bn_cnn_mnist`` (Fed-ZDA's CNN, 28x28, 10 classes x 10 samples) and ``harnet`` (UCI-HAR, 6 x 10),
+randomly initialised with running statistics from a few train-mode batches of Gaussian inputs (the step's
+cost does not depend on the weights' values). Also reports, per variant, the largest difference of the
+generated inputs from the ``var`` variant's after the timed steps (float rounding, amplified by the
+optimisation). Writes JSON.
+
+Usage::
+
+    python benchmarks/zsdg_step.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+import fedaug.methods.zsdg as zsdg
+from fedaug.models import build_model
+from machine import machine_facts  # benchmarks/ is the script's directory
+
+REPO = Path(__file__).resolve().parents[1]
+MODELS = {"bn_cnn_mnist": ((1, 28, 28), 10), "harnet": ((1, 128, 3), 6)}
+PER_CLASS = 10
+
+
+def var_stats(x: Tensor) -> tuple[Tensor, Tensor]:
+    """The batch statistics as computed before the two-pass form."""
+    dims = [0, *range(2, x.dim())]
+    return x.mean(dim=dims), x.var(dim=dims, unbiased=False)
+
+
+def same_model(model: nn.Module) -> nn.Module:
+    """Stands in for :func:`fedaug.methods.zsdg.channels_last_copy`: the model as it is (NCHW)."""
+    return model
+
+
+@contextmanager
+def patched(
+    stats: Callable[[Tensor], tuple[Tensor, Tensor]], layout: Callable[[nn.Module], nn.Module]
+) -> Iterator[None]:
+    saved = zsdg.batch_stats, zsdg.channels_last_copy
+    zsdg.batch_stats, zsdg.channels_last_copy = stats, layout
+    try:
+        yield
+    finally:
+        zsdg.batch_stats, zsdg.channels_last_copy = saved
+
+
+def model_with_stats(name: str) -> nn.Module:
+    shape, classes = MODELS[name]
+    torch.manual_seed(0)
+    model = build_model(name, num_classes=classes, input_shape=shape)
+    model.train()
+    with torch.no_grad():
+        for _ in range(5):
+            model(torch.randn(64, *shape) * 2 + 0.5)
+    return model
+
+
+def bench(name: str, repeats: int, steps: int) -> dict[str, Any]:
+    shape, classes = MODELS[name]
+    model = model_with_stats(name)
+    variants = {
+        "var": (var_stats, same_model),
+        "two_pass": (zsdg.batch_stats, same_model),
+        "two_pass_channels_last": (zsdg.batch_stats, zsdg.channels_last_copy),  # what generate does
+    }
+    settings = zsdg.ZSDGSettings(iterations=steps)
+    times: dict[str, list[float]] = {key: [] for key in variants}
+    outputs: dict[str, Tensor] = {}
+    for _ in range(repeats):
+        for key, (stats, layout) in variants.items():
+            with patched(stats, layout):
+                start = time.perf_counter()
+                out = zsdg.generate(
+                    model,
+                    classes=range(classes),
+                    per_class=PER_CLASS,
+                    input_shape=shape,
+                    generator=torch.Generator().manual_seed(0),
+                    settings=settings,
+                )
+                times[key].append((time.perf_counter() - start) / steps)
+            outputs[key] = out.x
+    ms = {key: 1000 * statistics.median(values) for key, values in times.items()}
+    return {
+        "batch": classes * PER_CLASS,
+        "input_shape": list(shape),
+        "ms_per_step": ms,
+        "speedup_vs_var": {key: ms["var"] / value for key, value in ms.items()},
+        "max_abs_diff_vs_var": {key: float((x - outputs["var"]).abs().max()) for key, x in outputs.items()},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=20, help="Adam steps per timed generation")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "zsdg_step.json")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    result = {
+        "threads": 1,
+        "torch": torch.__version__,
+        "note": "medians of interleaved repeats in one process; the machine may be shared (see loadavg)",
+        **machine_facts(),
+        "models": {name: bench(name, args.repeats, args.steps) for name in MODELS},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result["models"], indent=2))
+
+
+if __name__ == "__main__":
+    main()
