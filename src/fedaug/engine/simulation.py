@@ -39,6 +39,7 @@ from fedaug.engine.checkpoint import RunStore, summarize, write_json
 from fedaug.engine.evaluation import evaluate
 from fedaug.engine.fairness import client_accuracies, fairness_summary, local_metrics
 from fedaug.engine.memory_format import apply_channels_last
+from fedaug.engine.progress import RoundClock, format_duration
 from fedaug.engine.sampling import sample_clients
 from fedaug.errors import ClientError, FedaugError
 from fedaug.local_training import snapshot_state
@@ -85,6 +86,7 @@ class Simulation:
         self.store = RunStore(spec.run_dir)
         self._workspaces: dict[str, SplitModel] = {}
         self.client_states: dict[ClientId, Any] = {}
+        self._clock = RoundClock()
 
     def workspace(self, key: str) -> SplitModel:
         """A model of the run's architecture, built once per key and reused by every client."""
@@ -260,14 +262,16 @@ class Simulation:
             bar.set_postfix(acc=f"{acc:.4f}", best=f"{best:.4f}", s_per_round=f"{timing['round_time']:.2f}")
             bar.update(1)
         elif self.spec.progress:
+            self._clock.add(timing["round_time"])
             logger.info(
-                "round %d/%d  acc %.4f  best %.4f  loss %.4f  %.2fs/round",
+                "round %d/%d  acc %.4f  best %.4f  loss %.4f  %.2fs/round  eta %s",
                 record["round"],
                 self.spec.run.num_rounds,
                 acc,
                 best,
                 record.get("train/loss", float("nan")),
                 timing["round_time"],
+                format_duration(self._clock.eta(self.spec.run.num_rounds - record["round"])),
             )
 
 
