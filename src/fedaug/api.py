@@ -245,7 +245,10 @@ class Method:
         and share nothing, so that a FedAvg run's checkpoint after any of those rounds, converted by
         :meth:`from_fedavg_state`, is a valid start (``engine.branch_from_fedavg``). Fed-ZDAC/ZDAS
         (burn-in), FedGen (warm-up) and CCVR (all rounds before its post-hoc calibration) override it; each
-        override is checked against a run from scratch.
+        override is checked against a run from scratch. A sweep also asks before loading any data, to start
+        such a run after its FedAvg run (:mod:`fedaug.experiments.schedule`), with a ``run`` whose
+        ``num_classes`` and ``input_shape`` are placeholders: read only the method's config, ``num_rounds``,
+        ``num_clients`` and ``seed``.
         """
         del run
         return 0

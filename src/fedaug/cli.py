@@ -119,6 +119,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from fedaug.experiments.schedule import Schedule
     from fedaug.experiments.sweep import expand_sweep, run_status, run_sweep
 
     overrides = list(SMOKE_OVERRIDES) if args.smoke else []
@@ -128,8 +129,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         overrides.append(f"out_dir={args.out_dir}")
     points = expand_sweep(args.config, [*overrides, *args.overrides], args.grid)
     if args.dry_run:
+        waits = Schedule(points).waits_for()
         for point in points:
-            print(f"{run_status(point):<26}{point.run_dir}")
+            after = f"  (after {waits[point.run_dir]})" if point.run_dir in waits else ""
+            print(f"{run_status(point):<26}{point.run_dir}{after}")
         print(f"{len(points)} runs")
         return 0
     result = run_sweep(points, workers=args.workers)

@@ -27,7 +27,7 @@ import logging
 import multiprocessing
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ from fedaug.experiments.load import (
 )
 from fedaug.experiments.naming import format_suffix
 from fedaug.experiments.runner import run_dir_for, run_experiment
+from fedaug.experiments.schedule import Schedule
 
 logger = logging.getLogger(__name__)
 
@@ -265,9 +266,12 @@ def execute(config: ExperimentConfig) -> Outcome:
 def run_sweep(points: Sequence[SweepPoint], *, workers: int = 1) -> SweepResult:
     """Runs every point (skipping finished ones), with ``workers`` processes; logs one line per run.
 
+    A point that branches from a FedAvg point of the same sweep starts after that point has ended
+    (:class:`~fedaug.experiments.schedule.Schedule`); the others run in the given order.
+
     Args:
         points: from :func:`expand_sweep`.
-        workers: number of worker processes (1: run in this process, in order).
+        workers: number of worker processes (1: run in this process).
 
     Returns:
         The finished, skipped and failed run dirs (failures with their error message).
@@ -275,16 +279,29 @@ def run_sweep(points: Sequence[SweepPoint], *, workers: int = 1) -> SweepResult:
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
     result = SweepResult()
+    schedule = Schedule(points)
+    done = 0
     if workers == 1:
-        for done, point in enumerate(points, 1):
+        while (point := schedule.next()) is not None:
+            done += 1
             _record(result, point, execute(point.config), done, len(points))
+            schedule.ended(point)
         return result
-    quiet = [replace(p, config=replace(p.config, engine=_quiet(p.config))) for p in points]
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    running: dict[Future[Outcome], SweepPoint] = {}
     try:
-        futures = {pool.submit(execute, p.config): p for p in quiet}
-        for done, future in enumerate(as_completed(futures), 1):
-            _record(result, futures[future], _outcome_of(future), done, len(points))
+        while True:
+            while len(running) < workers and (point := schedule.next()) is not None:
+                quiet = replace(point.config, engine=_quiet(point.config))
+                running[pool.submit(execute, quiet)] = point
+            if not running:
+                break
+            ended, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in ended:
+                point = running.pop(future)
+                done += 1
+                _record(result, point, _outcome_of(future), done, len(points))
+                schedule.ended(point)
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         raise

@@ -1,0 +1,72 @@
+"""Sweep scheduling: a run that branches from a FedAvg run of the same sweep waits for it, then runs first."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fedaug.cli import main
+from fedaug.experiments.schedule import Schedule, branch_source
+from fedaug.experiments.sweep import expand_sweep, run_sweep
+from tests.unit.experiments.test_branching import BASE, SMOKE
+
+ZDAS = "{name: fedzdas, start_round: 3, samples_per_class: 1, gen_iterations: 3}"
+
+
+def _points(tmp_path: Path, methods: str, *extra: str):  # type: ignore[no-untyped-def]
+    sweep = tmp_path / "sweep.yaml"
+    out = tmp_path / "runs"
+    sweep.write_text(f"extends: {SMOKE}\nname: sw\nout_dir: {out}\ngrid:\n  method: {methods}\n")
+    overrides = [*BASE, "engine.branch_from_fedavg=true", "engine.keep_checkpoints=[2]", *extra]
+    return expand_sweep(sweep, overrides)
+
+
+def test_branching_point_waits_for_its_fedavg_point_then_comes_first(tmp_path: Path) -> None:
+    # Prepare: Fed-ZDAS (FedAvg in rounds 1-2) listed before FedProx and FedAvg.
+    zdas, fedprox, fedavg = _points(tmp_path, f"[{ZDAS}, fedprox, fedavg]")
+    fedavg2 = _points(tmp_path, "[fedavg]", "seed=1")[0]  # another FedAvg run, not ZDAS's
+    schedule = Schedule([zdas, fedprox, fedavg, fedavg2])
+    # Assert: ZDAS waits for the seed-0 FedAvg run dir; FedProx never branches.
+    assert branch_source(zdas.config) == fedavg.run_dir
+    assert branch_source(fedprox.config) is None and branch_source(fedavg.config) is None
+    assert schedule.waits_for() == {zdas.run_dir: fedavg.run_dir}
+    # Execute / Assert: the others in order; ZDAS only once FedAvg has ended, and then before the rest.
+    assert schedule.next() is fedprox
+    schedule.ended(fedprox)
+    assert schedule.next() is fedavg
+    schedule.ended(fedavg)
+    assert schedule.next() is zdas
+    assert schedule.next() is fedavg2
+    assert schedule.next() is None
+
+
+def test_without_branching_or_without_its_fedavg_point_nothing_waits(tmp_path: Path) -> None:
+    zdas, fedavg = _points(tmp_path, f"[{ZDAS}, fedavg]", "engine.branch_from_fedavg=false")
+    assert branch_source(zdas.config) is None
+    assert Schedule([zdas, fedavg]).waits_for() == {}
+    (alone,) = _points(tmp_path, f"[{ZDAS}]")  # its FedAvg run is not part of this sweep
+    assert branch_source(alone.config) is not None
+    assert Schedule([alone]).waits_for() == {}
+
+
+def test_dry_run_says_what_waits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    zdas, fedavg = _points(tmp_path, f"[{ZDAS}, fedavg]")
+    sweep = tmp_path / "sweep.yaml"
+    sets = [arg for item in [*BASE, "engine.branch_from_fedavg=true"] for arg in ("--set", item)]
+    assert main(["sweep", str(sweep), *sets, "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith(f"{zdas.run_dir}  (after {fedavg.run_dir})")
+    assert lines[1].endswith(str(fedavg.run_dir))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sweep_listing_the_branching_run_first_still_branches(tmp_path: Path, workers: int) -> None:
+    # Without the schedule, ZDAS (first in the grid) would start before FedAvg kept its round-2 checkpoint and
+    # run rounds 1-2 itself (no branch.json).
+    points = _points(tmp_path, f"[{ZDAS}, fedavg]")
+    result = run_sweep(points, workers=workers)
+    assert len(result.finished) == 2 and not result.failures
+    assert result.finished[-1] == points[0].run_dir
+    assert json.loads((points[0].run_dir / "branch.json").read_text())["round"] == 2
