@@ -7,6 +7,7 @@ one; a different config pointing at the same run directory is refused instead of
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from collections.abc import Callable
@@ -161,14 +162,39 @@ def _check_existing(run_dir: Path, config: ExperimentConfig) -> None:
     saved_path = run_dir / "config.yaml"
     if not saved_path.exists():
         return
-    # Engine settings do not change results (threads only in the last bits), except precision, which stays
-    # in the comparison; compare lists sibling runs; name and out_dir only say where the run dir is (a run
-    # moved into a sweep's tree is that sweep's run), nor does data.data_dir.
+    # Engine settings do not change results, except precision and flush_denormals, which stay in the
+    # comparison (threads change the rounding of multi-threaded sums: warned on resume, _warn_thread_change);
+    # compare lists sibling runs; name and out_dir only say where the run dir is (a run moved into a sweep's
+    # tree is that sweep's run), nor does data.data_dir.
     diffs = config_differences(saved_path, config)
     if diffs:
         raise ConfigError(
             f"{run_dir} holds a run with a different config (differs in: {', '.join(diffs)}); "
             "use --fresh to overwrite it or choose another --set out_dir/name"
+        )
+
+
+def _warn_thread_change(run_dir: Path) -> None:
+    """Warns when a run resumes with another torch thread count than it last ran with (``env.json``).
+
+    Multi-threaded ops split their sums differently, so the rest of the run rounds differently (HARNet: train
+    loss 1.0212539 with 1 thread vs 1.0212342 with 2 after one round) and will not be bit-identical to an
+    uninterrupted run. Not refused: the run is as valid, only not the same to the last digit.
+    """
+    env_path = run_dir / "env.json"
+    if not (run_dir / "metrics.jsonl").exists() or not env_path.exists():
+        return
+    before = json.loads(env_path.read_text()).get("num_threads")
+    now = torch.get_num_threads()
+    if before is not None and before != now:
+        logger.warning(
+            "%s ran with %s torch threads and resumes with %d: float sums round differently with another "
+            "thread count, so its remaining rounds will not be bit-identical to an uninterrupted run's "
+            "(set engine.num_threads=%s to keep them identical)",
+            run_dir,
+            before,
+            now,
+            before,
         )
 
 
@@ -198,6 +224,7 @@ def run_experiment(
     prepared = prepare(config, run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(dump_yaml(config))
+    _warn_thread_change(run_dir)
     write_env(run_dir, {"dataset_source": prepared.dataset.source})
     logger.info(
         "run %s: %s on %s (%d clients, %d per round), %d rounds",

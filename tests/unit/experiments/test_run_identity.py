@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from fedaug.errors import ConfigError
 from fedaug.experiments.config import ExperimentConfig
@@ -46,3 +48,24 @@ def test_another_data_dir_is_the_same_run(tmp_path: Path) -> None:
     again = run_experiment(_config(tmp_path, f"data.data_dir={tmp_path / 'data'}"))
     # Assert: skipped as finished
     assert again == summary
+
+
+def test_resuming_with_another_thread_count_warns(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Prepare: a run with 1 thread, "interrupted" after its last round (no summary yet).
+    threads = torch.get_num_threads()
+    try:
+        first = _config(tmp_path, "engine.num_threads=1")
+        run_experiment(first)
+        (run_dir_for(first) / "summary.json").unlink()
+        # Execute: resumed with 1 thread (silent), again interrupted, then with 2 threads
+        with caplog.at_level(logging.WARNING, logger="fedaug.experiments.runner"):
+            run_experiment(first)
+            assert not caplog.records
+            (run_dir_for(first) / "summary.json").unlink()
+            run_experiment(_config(tmp_path, "engine.num_threads=2"))
+    finally:
+        torch.set_num_threads(threads)
+    # Assert: one warning naming both thread counts and the fix
+    (record,) = caplog.records
+    assert "ran with 1 torch threads and resumes with 2" in record.getMessage()
+    assert "engine.num_threads=1" in record.getMessage()
