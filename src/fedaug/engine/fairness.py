@@ -78,18 +78,21 @@ FAIRNESS_KEYS = {
 
 
 def fairness_summary(records: Sequence[dict[str, Any]], *, last: int = 10) -> dict[str, float]:
-    """The fairness numbers of a run: final value and mean over the last ``last`` evaluations of each.
+    """The fairness numbers of a run: final value and mean over the last ``last`` rounds of each.
 
     Keys: ``local_acc_mean``, ``local_acc_var``, ``global_acc``, ``class_acc_var`` (final round that has the
-    metric) and the same with ``_last10`` (mean over the last ``last`` rounds that have it). Client-level keys
-    are absent when the run has no local test sets.
+    metric) and the same with ``_last10``: the mean over the evaluations in the last ``last`` rounds, like
+    ``last10_acc``. The local tests run every ``engine.local_eval_every`` rounds and at the last round, so
+    with 5 that is rounds 95 and 100 of 100 (not the last 10 evaluations, which would reach back to round 55,
+    into a Fed-ZDA run's FedAvg burn-in). Client-level keys are absent when the run has no local test sets.
     """
     summary: dict[str, float] = {}
     for name, key in FAIRNESS_KEYS.items():
-        values = [float(r[key]) for r in records if key in r]
-        if not values:
+        evaluated = [(int(r["round"]), float(r[key])) for r in records if key in r]
+        if not evaluated:
             continue
-        tail = values[-last:]
-        summary[f"{name}_final"] = values[-1]
+        final_round, final = evaluated[-1]
+        tail = [value for round_num, value in evaluated if round_num > final_round - last]
+        summary[f"{name}_final"] = final
         summary[f"{name}_last10"] = sum(tail) / len(tail)
     return summary

@@ -81,6 +81,18 @@ def test_fairness_summary_final_and_last10() -> None:
     assert "local_acc_mean_final" not in fairness_summary(records[:1])
 
 
+def test_fairness_last10_covers_the_last_rounds_not_the_last_evaluations() -> None:
+    # Local tests every 5 rounds of 20 (values 0.1, 0.2, 0.3, 0.4), the global test every round (round / 100).
+    records = [
+        {"round": r, "test/acc": r / 100, **({"local/acc_var": r / 50} if r % 5 == 0 else {})}
+        for r in range(1, 21)
+    ]
+    summary = fairness_summary(records, last=10)
+    assert summary["local_acc_var_last10"] == pytest.approx((0.3 + 0.4) / 2)  # rounds 15 and 20 only
+    assert summary["global_acc_last10"] == pytest.approx(sum(range(11, 21)) / 10 / 100)
+    assert summary["local_acc_var_final"] == 0.4
+
+
 def test_engine_logs_local_accuracies_every_k_rounds_and_at_the_end(tmp_path: Path) -> None:
     # Prepare: 3 clients, each with 4 local test samples taken from the train tensors.
     spec = make_spec(tmp_path, rounds=3, per_round=2)
