@@ -52,8 +52,8 @@ def build_tables(
     """
     metrics = ["best_acc", "last10_acc"]
     runs = [run for cell in grouping.cells.values() for run in cell]
-    if any("local_acc_mean_final" in run.summary for run in runs):
-        metrics += FAIRNESS_METRICS
+    if any("local_acc_mean_final" in run.summary for run in runs):  # the fairness tables the runs have
+        metrics += [m for m in FAIRNESS_METRICS if any(m in run.summary for run in runs)]
     tables = []
     base_row = None if baseline is None else resolve_row(grouping, baseline)
     for metric in metrics:

@@ -57,6 +57,19 @@ def test_fairness_tables_scale_and_pick_the_lowest_variance(
     assert var.reference[("fedavg", column)][0].mean == 368.0
 
 
+def test_last10_fairness_tables_when_runs_have_them(tmp_path: Path, make_run: Callable[..., Path]) -> None:
+    run_dir = make_run(tmp_path, method="fedavg", accs=[0.5, 0.8])
+    _with_fairness(run_dir, 0.853, 0.0368, 0.0435)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary.update(local_acc_mean_last10=0.84, local_acc_var_last10=0.02, class_acc_var_last10=0.03)
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    tables = {t.metric: t for t in build_tables(group_runs(load_runs(tmp_path)))}
+    assert list(tables)[6:] == ["local_acc_mean_last10", "local_acc_var_last10", "class_acc_var_last10"]
+    column = tables["local_acc_var_last10"].columns[0]
+    assert tables["local_acc_var_last10"].stats[("fedavg", column)].mean == pytest.approx(200.0)  # %^2
+    assert tables["local_acc_mean_last10"].stats[("fedavg", column)].mean == pytest.approx(84.0)
+
+
 def test_no_fairness_tables_without_local_tests(tmp_path: Path, make_run: Callable[..., Path]) -> None:
     make_run(tmp_path, method="fedavg")
     assert [t.metric for t in build_tables(group_runs(load_runs(tmp_path)))] == ["best_acc", "last10_acc"]
