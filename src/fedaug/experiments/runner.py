@@ -59,6 +59,11 @@ def run_dir_for(config: ExperimentConfig) -> Path:
     )
 
 
+def fedavg_run_dir(config: ExperimentConfig) -> Path:
+    """The run dir of the FedAvg run that ``config`` branches from (``engine.branch_from_fedavg``)."""
+    return run_dir_for(replace(config, name=fedavg_name(config.name), method=MethodSpec(name="fedavg")))
+
+
 def build_method(config: ExperimentConfig) -> Method:
     """The registered method with its typed config built from ``method.*`` options."""
     cls = registry.get("method", config.method.name)
@@ -236,9 +241,7 @@ def run_experiment(
         config.train.rounds,
     )
     if config.engine.branch_from_fedavg:
-        fedavg = replace(config, name=fedavg_name(config.name), method=MethodSpec(name="fedavg"))
-        fedavg_dir = run_dir_for(fedavg)
-        start_from_fedavg(config, run_dir, prepared.spec.method, prepared.spec.run, fedavg_dir)
+        start_from_fedavg(config, run_dir, prepared.spec.method, prepared.spec.run, fedavg_run_dir(config))
     with flush_denormals(config.engine.flush_denormals):
         summary = engine(prepared.spec).run()
     write_json(run_dir / "summary.json", summary)

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fedaug.api import RunContext
 from fedaug.errors import FedaugError
-from fedaug.experiments.branching import fedavg_name
-from fedaug.experiments.config import ExperimentConfig, MethodSpec
-from fedaug.experiments.runner import build_method, run_dir_for
+from fedaug.experiments.config import ExperimentConfig
+from fedaug.experiments.runner import build_method, fedavg_run_dir
 
 if TYPE_CHECKING:
     from fedaug.experiments.sweep import SweepPoint
@@ -49,7 +47,7 @@ def branch_source(config: ExperimentConfig) -> Path | None:
     )
     if method.fedavg_rounds(plan) == 0:
         return None
-    return run_dir_for(replace(config, name=fedavg_name(config.name), method=MethodSpec(name="fedavg")))
+    return fedavg_run_dir(config)
 
 
 class Schedule:
