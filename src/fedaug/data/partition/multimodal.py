@@ -14,12 +14,22 @@ Paper is silent on the exact construction, so we build it as follows (documented
 2. Mode classes: like Qua(q) at the level of modes, on a random relabelling of the classes: mode m always
    holds class ``perm[m mod C]`` plus ``classes_per_mode - 1`` random others, so every class has a holder and
    class combinations are random. Two modes may draw the same combination.
-3. Samples: every client of a mode holds all of the mode's classes; each class's shuffled samples are split
-   evenly among all clients holding it. A class shared by a large and a small mode therefore goes mostly to
-   the large mode, which makes its class combination prevalent and the other rare.
+3. Samples, ``balance="classes"`` (default): every client of a mode holds all of the mode's classes; each
+   class's shuffled samples are split evenly among all clients holding it. A class shared by a large and a
+   small mode therefore goes mostly to the large mode, which makes its class combination prevalent and the
+   other rare. Every index is used exactly once, so the overall class balance of the dataset is unchanged;
+   prevalence shows in how many clients, and how much of each shared class, a class combination receives
+   (client sizes differ: a client of a small mode holds more).
+4. Samples, ``balance="clients"``: every client holds the same number ``s`` of samples of each of its classes,
+   the largest that every class can supply to all its holders (``s = min_k floor(n_k / holders_k)``), drawn
+   without replacement from the class's shuffled samples. A class's total is then proportional to the number
+   of clients holding it, so the classes of prevalent modes dominate the aggregate data, which is what the
+   paper states ("the classes are imbalanced in the data set aggregating from all clients' data"); samples
+   beyond ``s * holders_k`` are not used.
 
-Every index is used exactly once, so the overall class balance of the dataset is unchanged; prevalence shows
-in how many clients, and how much of each shared class, a class combination receives.
+Deviation from paper: the paper (and WAFFLe, which we could not consult) gives no construction; the two
+``balance`` values are our two readings, and ``balance="clients"`` is the one with the stated property (an
+imbalanced aggregate), at the price of leaving data unused.
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ import numpy as np
 from fedaug.data.partition._common import assign_class_sets, check_common, split_among_holders
 from fedaug.errors import PartitionError
 from fedaug.registry import register
+
+BALANCES = ("classes", "clients")
 
 
 def mode_sizes(num_clients: int, num_modes: int, size_skew: float) -> np.ndarray:
@@ -54,6 +66,7 @@ def multimodal(
     num_modes: int | None = None,
     classes_per_mode: int = 2,
     size_skew: float = 1.0,
+    balance: str = "classes",
 ) -> list[np.ndarray]:
     """Splits clients into modes of Zipf-distributed size, each mode sharing its own class subset.
 
@@ -67,9 +80,12 @@ def multimodal(
             Fed-ZDA: 2.
         size_skew: Zipf exponent of the mode sizes, >= 0; 0 gives equal modes, 1 (default) gives shares
             proportional to 1, 1/2, 1/3, ...
+        balance: ``"classes"`` (every sample used once, the dataset's class balance kept, client sizes vary)
+            or ``"clients"`` (every client the same size, class totals proportional to their holders, some
+            samples unused); see the module docstring.
 
     Returns:
-        One sorted int64 index array per client.
+        One sorted int64 index array per client (with ``balance="clients"`` they do not cover every index).
 
     Raises:
         PartitionError: If a parameter is out of range, K or the labels are invalid.
@@ -85,10 +101,54 @@ def multimodal(
         )
     if not (size_skew >= 0 and math.isfinite(size_skew)):
         raise PartitionError(f"size_skew must be >= 0, got {size_skew}")
+    if balance not in BALANCES:
+        raise PartitionError(f"balance must be one of {', '.join(BALANCES)}, got {balance!r}")
     relabel = rng.permutation(num_classes)
     mode_classes = [
         np.sort(relabel[c]) for c in assign_class_sets(num_modes, num_classes, classes_per_mode, rng)
     ]
     sizes = mode_sizes(num_clients, num_modes, size_skew)
     class_sets = [classes for classes, size in zip(mode_classes, sizes, strict=True) for _ in range(size)]
+    if balance == "clients":
+        return equal_share_per_holder(labels, class_sets, num_classes, rng)
     return split_among_holders(labels, class_sets, num_classes, rng)
+
+
+def equal_share_per_holder(
+    labels: np.ndarray, class_sets: list[np.ndarray], num_classes: int, rng: np.random.Generator
+) -> list[np.ndarray]:
+    """Gives every holder of class k the same ``s`` samples of it, ``s`` the largest all classes can supply.
+
+    Args:
+        labels: Labels, shape ``[N]``.
+        class_sets: Class ids held by each client.
+        num_classes: Number of classes C.
+        rng: Source of randomness (one permutation per class, classes in order).
+
+    Returns:
+        One sorted int64 index array per client; indices beyond ``s * holders_k`` of class k are unused.
+
+    Raises:
+        PartitionError: If some class has fewer samples than holders (``s`` would be 0).
+    """
+    holders: list[list[int]] = [[] for _ in range(num_classes)]
+    for client, classes in enumerate(class_sets):
+        for k in classes:
+            holders[int(k)].append(client)
+    available = np.bincount(labels, minlength=num_classes)
+    held = [k for k in range(num_classes) if holders[k]]
+    share = min(int(available[k]) // len(holders[k]) for k in held)
+    if share == 0:
+        short = min(held, key=lambda k: int(available[k]) // len(holders[k]))
+        raise PartitionError(
+            f"balance='clients' cannot give every client a sample of each of its classes: class {short} has "
+            f"{available[short]} samples for {len(holders[short])} clients; use fewer clients or "
+            "balance='classes'"
+        )
+    owner = np.full(labels.size, -1, dtype=np.int64)
+    for k in range(num_classes):
+        idx = rng.permutation(np.flatnonzero(labels == k))
+        for rank, client in enumerate(holders[k]):
+            owner[idx[rank * share : (rank + 1) * share]] = client
+    used = np.flatnonzero(owner >= 0)
+    return [used[owner[used] == client] for client in range(len(class_sets))]

@@ -80,6 +80,7 @@ def test_prevalent_mode_gets_more_clients_and_more_of_shared_classes(class_count
             r"classes_per_mode must be between 1 and the number of classes \(4\), got 5",
         ),
         ({"size_skew": -1.0}, "size_skew must be >= 0, got -1.0"),
+        ({"balance": "modes"}, "balance must be one of classes, clients, got 'modes'"),
     ],
 )
 def test_invalid_parameters(params: dict, message: str) -> None:
@@ -87,4 +88,58 @@ def test_invalid_parameters(params: dict, message: str) -> None:
     with pytest.raises(PartitionError, match=message):
         multimodal(
             np.tile(np.arange(4), 10), num_clients=10, num_classes=4, rng=np.random.default_rng(0), **params
+        )
+
+
+def test_balance_clients_gives_equal_clients_and_imbalanced_classes(class_counts: CountsFn) -> None:
+    # Prepare: 4 classes of 250, 10 clients in modes of 4, 2, 2, 2 clients (mode_sizes(10, 4, 1.0)), one class
+    # per mode, so the largest share every class can give all its holders is min(250 // 4, 250 // 2) = 62
+    labels = np.tile(np.arange(4), 250)
+    # Execute
+    parts = multimodal(
+        labels,
+        num_clients=10,
+        num_classes=4,
+        rng=np.random.default_rng(0),
+        classes_per_mode=1,
+        balance="clients",
+    )
+    # Assert
+    np.testing.assert_array_equal(mode_sizes(10, 4, 1.0), [4, 2, 2, 2])
+    assert [p.size for p in parts] == [62] * 10
+    used = np.concatenate(parts)
+    assert np.unique(used).size == used.size  # disjoint
+    totals = np.bincount(labels[used], minlength=4)
+    assert sorted(totals.tolist()) == [124, 124, 124, 248]  # the prevalent mode's class dominates
+    held = class_counts(parts, labels, 4) > 0
+    assert (held.sum(axis=1) == 1).all()
+    assert (held[:4] == held[0]).all()
+
+
+def test_balance_classes_is_the_default() -> None:
+    # Prepare
+    labels = np.tile(np.arange(4), 50)
+
+    def draw(**params: str) -> list[np.ndarray]:
+        return multimodal(labels, num_clients=8, num_classes=4, rng=np.random.default_rng(3), **params)
+
+    # Execute / Assert
+    for got, want in zip(draw(), draw(balance="classes"), strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert sum(p.size for p in draw()) == labels.size
+
+
+def test_balance_clients_needs_a_sample_per_holder() -> None:
+    # Prepare: class 0 has 2 samples but all 3 clients hold it
+    labels = np.array([0, 0, 1, 1, 1, 1])
+    # Execute / Assert
+    with pytest.raises(PartitionError, match="class 0 has 2 samples for 3 clients"):
+        multimodal(
+            labels,
+            num_clients=3,
+            num_classes=2,
+            rng=np.random.default_rng(0),
+            num_modes=1,
+            classes_per_mode=2,
+            balance="clients",
         )
