@@ -48,6 +48,9 @@ class TrainSettings:
             (which turns Adam into sign-SGD); off by default.
         precision: ``"float32"`` (default) or ``"bf16"`` (forward and loss under bfloat16 autocast, float32
             weights and optimizer; see :mod:`fedaug.precision`). Set from ``engine.precision``.
+        batchnorm_eval: keep BatchNorm layers in eval mode while training (they normalise with their running
+            statistics and do not update them); off by default. Fed-ZDAS's server step on synthetic data
+            can use it (``server_batchnorm: frozen``).
     """
 
     local_epochs: int = 5
@@ -58,6 +61,7 @@ class TrainSettings:
     weight_decay: float = 0.0
     reset_optimizer_every_step: bool = False
     precision: str = "float32"
+    batchnorm_eval: bool = False
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,13 @@ The loop itself is the nanoGPT shape: batch, (transform), loss, zero_grad, backw
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.modules.batchnorm import _BatchNorm
 
 from fedaug.api import ClientData, TrainSettings
 from fedaug.errors import ConfigError
@@ -94,36 +96,53 @@ def train_local(
         Mean of every logged loss part over steps as ``"train/<name>"``, plus ``"train/steps"``.
     """
     model.train()
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = make_optimizer(params, settings)
-    sums: dict[str, Tensor] = {}
-    num_steps = 0
-    for _ in range(settings.local_epochs):
-        order = torch.randperm(data.num_examples, generator=generator)
-        for idx in batch_indices(order, settings.batch_size):
-            x, y = data.x[idx], data.y[idx]
-            if batch_transform is not None:
-                x, y = batch_transform(x, y, generator)
-            if settings.reset_optimizer_every_step:
-                optimizer = make_optimizer(params, settings)  # official FLea code: Adam without memory
-            with autocast(model, settings.precision):  # float32: no context at all
-                out = loss_fn(model, x, y)
-            loss = out.loss if settings.precision == "float32" else out.loss.float()
-            if not torch.isfinite(loss):
-                # A NaN/inf update would silently poison the global model for every later round.
-                raise FloatingPointError(
-                    f"non-finite training loss ({float(loss.detach())}) at local step {num_steps + 1}: "
-                    "the model diverged (lower the lr or the method's loss weights)"
-                )
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()  # type: ignore[no-untyped-call]
-            optimizer.step()
-            for name, value in {"loss": out.loss.detach(), **out.logs}.items():
-                sums[name] = sums[name] + value if name in sums else value.clone()
-            num_steps += 1
+    frozen = batchnorm_eval(model) if settings.batchnorm_eval else nullcontext()
+    with frozen:
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = make_optimizer(params, settings)
+        sums: dict[str, Tensor] = {}
+        num_steps = 0
+        for _ in range(settings.local_epochs):
+            order = torch.randperm(data.num_examples, generator=generator)
+            for idx in batch_indices(order, settings.batch_size):
+                x, y = data.x[idx], data.y[idx]
+                if batch_transform is not None:
+                    x, y = batch_transform(x, y, generator)
+                if settings.reset_optimizer_every_step:
+                    optimizer = make_optimizer(params, settings)  # official FLea code: Adam without memory
+                with autocast(model, settings.precision):  # float32: no context at all
+                    out = loss_fn(model, x, y)
+                loss = out.loss if settings.precision == "float32" else out.loss.float()
+                if not torch.isfinite(loss):
+                    # A NaN/inf update would silently poison the global model for every later round.
+                    raise FloatingPointError(
+                        f"non-finite training loss ({float(loss.detach())}) at local step {num_steps + 1}: "
+                        "the model diverged (lower the lr or the method's loss weights)"
+                    )
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()  # type: ignore[no-untyped-call]
+                optimizer.step()
+                for name, value in {"loss": out.loss.detach(), **out.logs}.items():
+                    sums[name] = sums[name] + value if name in sums else value.clone()
+                num_steps += 1
     metrics = {f"train/{name}": float(total) / max(num_steps, 1) for name, total in sums.items()}
     metrics["train/steps"] = float(num_steps)
     return metrics
+
+
+@contextmanager
+def batchnorm_eval(model: nn.Module) -> Iterator[None]:
+    """BatchNorm layers of ``model`` in eval mode (running statistics used, not updated) inside the block;
+    the other layers keep their mode, and every BN layer gets its own mode back afterwards."""
+    layers = [m for m in model.modules() if isinstance(m, _BatchNorm)]
+    modes = [m.training for m in layers]
+    for m in layers:
+        m.eval()
+    try:
+        yield
+    finally:
+        for m, mode in zip(layers, modes, strict=True):
+            m.train(mode)
 
 
 def snapshot_state(model: nn.Module) -> StateDict:

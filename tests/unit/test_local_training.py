@@ -7,11 +7,13 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from fedaug.api import ClientContext, ClientData, Payload, RunContext, TrainSettings
 from fedaug.local_training import (
     LossOutput,
     batch_indices,
+    batchnorm_eval,
     cross_entropy_loss,
     snapshot_state,
     train_local,
@@ -105,3 +107,48 @@ def test_a_non_finite_loss_stops_training_with_the_step_named() -> None:
             model, ClientData(0, x, y, 3), loss_fn=loss_fn, settings=settings, generator=torch.Generator()
         )
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_batchnorm_eval_freezes_only_batchnorm_and_restores_each_mode() -> None:
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Dropout(0.5), nn.BatchNorm1d(4))
+    model.train()
+    model[3].eval()  # a layer already in eval mode stays so
+    before = model[1].running_mean.clone()
+    with batchnorm_eval(model):
+        assert not model[1].training and model[2].training
+        model(torch.randn(8, 4))
+    assert torch.equal(model[1].running_mean, before)
+    assert model[1].training and model[2].training and not model[3].training
+
+
+def test_batchnorm_eval_setting_trains_weights_but_keeps_running_statistics() -> None:
+    # Prepare: Linear -> BN -> ReLU -> Linear with non-default running statistics
+    x, y = make_blobs(40)
+    data = ClientData(0, x, y, 3)
+
+    def trained(freeze: bool) -> nn.Sequential:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 3))
+        model[1].running_mean.fill_(0.5)
+        settings = TrainSettings(
+            local_epochs=1, batch_size=10, lr=0.1, optimizer="sgd", batchnorm_eval=freeze
+        )
+        train_local(
+            model,
+            data,
+            loss_fn=cross_entropy_loss,
+            settings=settings,
+            generator=torch.Generator().manual_seed(0),
+        )
+        return model
+
+    # Execute
+    frozen, plain = trained(True), trained(False)
+    # Assert: frozen BN keeps its statistics (and its layer is back in training mode), plain BN moves them
+    assert torch.equal(frozen[1].running_mean, torch.full((16,), 0.5))
+    assert torch.equal(frozen[1].running_var, torch.ones(16))
+    assert int(frozen[1].num_batches_tracked) == 0
+    assert frozen[1].training
+    assert not torch.equal(frozen[0].weight, plain[0].weight)
+    assert int(plain[1].num_batches_tracked) == 4
+    assert not torch.equal(plain[1].running_mean, torch.full((16,), 0.5))

@@ -29,14 +29,12 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.nn.modules.batchnorm import _BatchNorm
 
 from fedaug.api import (
     ClientContext,
@@ -48,7 +46,7 @@ from fedaug.api import (
     TrainSettings,
 )
 from fedaug.errors import IncompatibleModelError
-from fedaug.local_training import LossFn, LossOutput, cross_entropy_loss
+from fedaug.local_training import LossFn, LossOutput, batchnorm_eval, cross_entropy_loss
 from fedaug.methods.checks import check_at_least, check_nonnegative, check_positive
 from fedaug.methods.fedavg import FedAvg
 from fedaug.registry import register
@@ -141,21 +139,6 @@ class ConditionalGenerator(nn.Module):
         left = (h.shape[3] - self.out_hw[1]) // 2
         h = h[:, :, top : top + self.out_hw[0], left : left + self.out_hw[1]]
         return self.output_scale * torch.tanh(h).reshape(-1, *self.input_shape)
-
-
-@contextmanager
-def batchnorm_eval(model: nn.Module) -> Iterator[None]:
-    """BatchNorm layers of ``model`` in eval mode (running statistics used, not updated) inside the block;
-    the other layers keep their mode, and every BN layer gets its own mode back afterwards."""
-    layers = [m for m in model.modules() if isinstance(m, _BatchNorm)]
-    modes = [m.training for m in layers]
-    for m in layers:
-        m.eval()
-    try:
-        yield
-    finally:
-        for m, mode in zip(layers, modes, strict=True):
-            m.train(mode)
 
 
 def diversity_loss(samples: Tensor, noise: Tensor) -> Tensor:

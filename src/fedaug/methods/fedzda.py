@@ -19,7 +19,8 @@ Before ``start_round`` both are FedAvg, bit for bit (same seeds), so a FedAvg ru
 # by local data size (real samples only), which is the same for the equal-sized unimodal (shards) clients.
 # Paper is silent on the number of synthetic samples, the start round of its tables (Section 4.6 studies
 # 80/90/95 of 100 rounds; default 80) and how the server trains on the synthetic set (default: one epoch of
-# SGD lr 0.02, batch 10, the paper's local optimiser settings).
+# SGD lr 0.02, batch 10, the paper's local optimiser settings, BatchNorm in training mode; with
+# ``server_batchnorm: frozen`` the running statistics aggregated from real data normalise and stay).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ from fedaug.methods.zsdg import BN_NORMS, Synthetic, ZSDGSettings, bn_layers, ge
 from fedaug.registry import register
 from fedaug.seeding import torch_generator
 from fedaug.types import Metrics, StateDict
+
+SERVER_BATCHNORM = ("train", "frozen")
 
 
 @dataclass(frozen=True)
@@ -184,12 +187,16 @@ class ZDASConfig(ZDAConfig):
         server_lr: learning rate (default 0.02, the paper's local lr).
         server_batch_size: mini-batch size (default 10, the paper's local batch).
         server_optimizer: ``sgd`` (default, the paper's optimiser) or ``adam``.
+        server_batchnorm: ``train`` (default: BatchNorm layers in training mode, so the synthetic batches'
+            statistics normalise and replace the running statistics aggregated from the clients' real data) or
+            ``frozen`` (BatchNorm layers in eval mode: the aggregated running statistics normalise and stay).
     """
 
     server_epochs: int = 1
     server_lr: float = 0.02
     server_batch_size: int = 10
     server_optimizer: str = "sgd"
+    server_batchnorm: str = "train"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -199,6 +206,7 @@ class ZDASConfig(ZDAConfig):
         if not (math.isfinite(self.server_lr) and self.server_lr > 0):
             raise ConfigError(f"method.server_lr must be a finite number > 0, got {self.server_lr}")
         check_choice("server_optimizer", self.server_optimizer, OPTIMIZERS)
+        check_choice("server_batchnorm", self.server_batchnorm, SERVER_BATCHNORM)
 
 
 @register("method", "fedzdas")
@@ -248,6 +256,7 @@ class FedZDAS(FedAvg):
             batch_size=cfg.server_batch_size,
             lr=cfg.server_lr,
             optimizer=cfg.server_optimizer,
+            batchnorm_eval=cfg.server_batchnorm == "frozen",
         )
         train = train_local(
             model,

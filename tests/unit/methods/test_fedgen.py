@@ -15,7 +15,6 @@ from fedaug.methods.fedgen import (
     ConditionalGenerator,
     FedGen,
     FedGenConfig,
-    batchnorm_eval,
     diversity_loss,
 )
 from tests.unit.methods.helpers import assert_equals_fedavg, initial_state, mlp_fn, run_sim
@@ -123,18 +122,6 @@ def test_generated_samples_stay_within_output_scale_whatever_the_diversity_loss_
 def test_output_scale_must_be_positive() -> None:
     with pytest.raises(ConfigError, match=r"method\.output_scale must be a finite number > 0, got 0\.0"):
         FedGenConfig(output_scale=0.0)
-
-
-def test_batchnorm_eval_freezes_only_batchnorm_and_restores_each_mode() -> None:
-    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Dropout(0.5), nn.BatchNorm1d(4))
-    model.train()
-    model[3].eval()  # a layer already in eval mode stays so
-    before = model[1].running_mean.clone()
-    with batchnorm_eval(model):
-        assert not model[1].training and model[2].training
-        model(torch.randn(8, 4))
-    assert torch.equal(model[1].running_mean, before)
-    assert model[1].training and model[2].training and not model[3].training
 
 
 def test_generated_batches_leave_the_clients_batchnorm_statistics_alone() -> None:

@@ -57,6 +57,25 @@ def test_zdas_server_generates_from_every_client_model_and_trains(tmp_path: Path
     assert all(torch.equal(state[k], again[k]) for k in state)  # deterministic
 
 
+def test_zdas_frozen_server_batchnorm_keeps_the_aggregated_running_statistics(tmp_path: Path) -> None:
+    # Prepare: one round, so the clients of all three runs train the same initial model
+    def run(name: str, **options: object) -> dict[str, torch.Tensor]:
+        return run_sim(
+            tmp_path / name, FedZDAS(ZDASConfig(start_round=1, **options)), rounds=1, model_fn=bn_mlp
+        )[1]
+
+    # Execute
+    fedavg = run("fedavg", samples_per_class=0)
+    frozen = run("frozen", server_batchnorm="frozen", **FAST)
+    trained = run("train", **FAST)
+    # Assert: frozen keeps FedAvg's aggregated BN statistics exactly and trains the weights; train moves both
+    stats = [k for k in fedavg if "running" in k or "num_batches" in k]
+    assert len(stats) == 3
+    assert all(torch.equal(frozen[k], fedavg[k]) for k in stats)
+    assert not torch.equal(frozen["classifier.weight"], fedavg["classifier.weight"])
+    assert not torch.equal(trained["blocks.0.1.running_mean"], fedavg["blocks.0.1.running_mean"])
+
+
 @pytest.mark.parametrize("cls", [FedZDAC, FedZDAS])
 def test_model_without_batch_norm_fails_before_training(tmp_path: Path, cls: type) -> None:
     def mlp() -> torch.nn.Module:
@@ -75,6 +94,11 @@ def test_model_without_batch_norm_fails_before_training(tmp_path: Path, cls: typ
         (ZDAConfig, {"gen_bn_norm": "l1"}, "gen_bn_norm"),
         (ZDASConfig, {"server_optimizer": "lbfgs"}, "server_optimizer"),
         (ZDASConfig, {"server_epochs": 0}, "server_epochs"),
+        (
+            ZDASConfig,
+            {"server_batchnorm": "eval"},
+            "server_batchnorm must be one of train, frozen, got 'eval'",
+        ),
     ],
 )
 def test_config_validation(cls: type, options: dict[str, object], match: str) -> None:
