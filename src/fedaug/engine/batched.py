@@ -67,6 +67,8 @@ def check_batchable(method: Method, payload: Payload, ctx: ClientContext) -> Non
         problems.append(f"optimizer {settings.optimizer!r}")
     if settings.reset_optimizer_every_step:
         problems.append("train.reset_optimizer_every_step")
+    if settings.batchnorm_eval:
+        problems.append("BatchNorm in eval mode while training")
     if settings.precision != "float32":
         problems.append(f"engine.precision={settings.precision}")
     if problems:

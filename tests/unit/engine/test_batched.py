@@ -133,6 +133,7 @@ class _DropoutNet(SplitModel):
         (FedProx(), TrainSettings(), "fedprox"),
         (FedAvg(), TrainSettings(precision="bf16"), "precision=bf16"),
         (FedAvg(), TrainSettings(reset_optimizer_every_step=True), "reset_optimizer_every_step"),
+        (FedAvg(), TrainSettings(batchnorm_eval=True), "BatchNorm in eval mode while training"),
     ],
 )
 def test_unsupported_cases_are_refused_with_the_reason(
