@@ -31,7 +31,7 @@ def simulate(
     fresh: bool = False,
     num_cpus: int | None = None,
     cpus_per_client: float = 1.0,
-    node_timeout: float = 120.0,
+    node_timeout: float = 300.0,
 ) -> list[dict[str, Any]]:
     """Runs ``configs`` (same data and partition) in Flower's simulation; returns their summaries.
 
@@ -41,8 +41,9 @@ def simulate(
         num_cpus: CPUs Ray may use (None: all); with ``cpus_per_client`` it sets how many clients train
             at the same time.
         cpus_per_client: CPUs reserved per ClientApp (Flower's ``client_resources.num_cpus``).
-        node_timeout: seconds the ServerApp waits for the simulated SuperNodes (they register at once; the
-            bound ends the ServerApp's thread when Flower's runtime fails to start, e.g. Ray timing out).
+        node_timeout: seconds the ServerApp waits for the simulated SuperNodes (they register once Ray has
+            started, which took over 120 s on a loaded 2-core machine; the bound ends the ServerApp's thread
+            when Flower's runtime fails to start, e.g. Ray timing out).
     """
     from fedaug.experiments.runner import load_data_and_partition
 
