@@ -5,6 +5,9 @@ Usage (one thread)::
     OMP_NUM_THREADS=1 python docs/results/fedzda/zsdg_quality.py RUN_DIR --data-dir /work/shared/data \\
         --per-class 16 --iterations 200 --oracle-samples 20000 --out docs/results/fedzda/zsdg_quality.json
 
+``--plot PATH`` draws the paper's Figure 3 for it: per class, the source model's test accuracy beside the
+oracle's accuracy on the generated samples.
+
 RUN_DIR is a finished run of the Fed-ZDA setting (``ckpt/latest.pt`` holds the global model to invert). The
 oracle is the same architecture trained centrally (SGD lr 0.02, batch 10, the paper's optimiser; one epoch on
 ``--oracle-samples`` random training images). Prints and writes, per class: the source model's test accuracy
@@ -39,8 +42,10 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--bn-norm", default="l2")
     parser.add_argument("--oracle-samples", type=int, default=60000)
+    parser.add_argument("--oracle-epochs", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--plot", type=Path, default=None, help="bar chart like the paper's Figure 3")
     args = parser.parse_args()
     torch.set_num_threads(1)
 
@@ -63,7 +68,7 @@ def main() -> None:
         oracle,
         ClientData(-1, data.x_train[idx], data.y_train[idx], classes),
         loss_fn=cross_entropy_loss,
-        settings=TrainSettings(local_epochs=1, batch_size=10, lr=0.02, optimizer="sgd"),
+        settings=TrainSettings(local_epochs=args.oracle_epochs, batch_size=10, lr=0.02, optimizer="sgd"),
         generator=gen,
     )
     source_test = evaluate(source, data.x_test, data.y_test, num_classes=classes)
@@ -87,7 +92,7 @@ def main() -> None:
         predictions = oracle(noise).argmax(dim=1)
     result = {
         "run_dir": str(args.run_dir),
-        "settings": vars(args) | {"run_dir": str(args.run_dir), "out": str(args.out)},
+        "settings": vars(args) | {k: str(getattr(args, k)) for k in ("run_dir", "out", "plot")},
         "source_test_acc": source_test["acc"],
         "oracle_test_acc": oracle_test["acc"],
         "zsdg_final_losses": synthetic.logs,
@@ -108,6 +113,47 @@ def main() -> None:
     print(text)
     if args.out is not None:
         args.out.write_text(text + "\n")
+    if args.plot is not None:
+        plot(result, config["data"]["name"], args.plot)
+
+
+def plot(result: dict, dataset: str, path: Path) -> None:
+    """Per class: the source model's test accuracy and the oracle's accuracy on ZSDG samples (Figure 3)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["per_class"]
+    x = torch.arange(len(rows)).numpy()
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    ax.bar(
+        x - 0.2,
+        [100 * r["source_test_acc"] for r in rows],
+        0.4,
+        color="tab:blue",
+        label="source model, test set",
+    )
+    ax.bar(
+        x + 0.2,
+        [100 * r["oracle_acc_on_synthetic"] for r in rows],
+        0.4,
+        color="tab:red",
+        label="oracle on ZSDG samples",
+    )
+    ax.set_xticks(x)
+    ax.set_xlabel("class")
+    ax.set_ylabel("accuracy (%)")
+    ax.set_ylim(0, 105)
+    ax.set_title(
+        f"{dataset}: ZSDG samples from the source model ({100 * result['source_test_acc']:.1f}% test), "
+        f"oracle {100 * result['oracle_test_acc']:.1f}%",
+        fontsize=9,
+    )
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
