@@ -84,6 +84,7 @@ def test_fedzda_preset_expands_to_the_papers_grid() -> None:
     assert {c.partition.name for c in configs} == {"shards", "multimodal"}
     multimodal = {c.partition.options.get("balance") for c in configs if c.partition.name == "multimodal"}
     assert multimodal == {"clients"}  # the paper's class-imbalanced aggregate
+    assert {c.method.options.get("q") for c in configs if c.method.name == "qffl"} == {0.01}
     first = configs[0]
     assert (first.partition.num_clients, first.partition.local_test_fraction) == (100, 0.25)
     assert (first.train.rounds, first.train.local_epochs, first.train.batch_size) == (100, 5, 10)
