@@ -9,11 +9,11 @@ Usage (one thread)::
 oracle's accuracy on the generated samples.
 
 RUN_DIR is a finished run of the Fed-ZDA setting (``ckpt/latest.pt`` holds the global model to invert). The
-oracle is the same architecture trained centrally (SGD lr 0.02, batch 10, the paper's optimiser; one epoch on
-``--oracle-samples`` random training images). Prints and writes, per class: the source model's test accuracy
-(the paper's blue bars), the oracle's accuracy on the generated samples (red bars) and the source model's own
-accuracy on them; as a control, the oracle's accuracy on Gaussian noise (ZSDG's starting point) with the same
-target labels, and its predictions on that noise.
+oracle is the same architecture trained centrally (SGD lr 0.02, batch 10, the paper's optimiser;
+``--oracle-epochs`` epochs on ``--oracle-samples`` random training images). Prints and writes, per class: the
+source model's test accuracy (the paper's blue bars), the oracle's accuracy on the generated samples (red
+bars) and the source model's own accuracy on them; as a control, the oracle's accuracy on Gaussian noise
+(ZSDG's starting point) with the same target labels, and its predictions on that noise.
 """
 
 from __future__ import annotations

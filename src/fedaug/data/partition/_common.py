@@ -48,9 +48,10 @@ def check_common(labels: np.ndarray, num_clients: int, num_classes: int) -> np.n
 
 
 def group_by_owner(owner: np.ndarray, num_clients: int) -> list[np.ndarray]:
-    """Turns a per-sample owner vector into one sorted int64 index array per client."""
-    order = np.argsort(owner, kind="stable").astype(np.int64)
-    counts = np.bincount(owner, minlength=num_clients)
+    """Turns a per-sample owner vector into one sorted int64 index array per client; owner -1 means unused."""
+    used = np.flatnonzero(owner >= 0)
+    order = used[np.argsort(owner[used], kind="stable")].astype(np.int64)
+    counts = np.bincount(owner[used], minlength=num_clients)
     return list(np.split(order, np.cumsum(counts)[:-1]))
 
 
@@ -87,6 +88,15 @@ def assign_class_sets(
     return class_sets
 
 
+def holders_by_class(class_sets: list[np.ndarray], num_classes: int) -> list[list[int]]:
+    """The clients holding each class, in client order."""
+    holders: list[list[int]] = [[] for _ in range(num_classes)]
+    for client, classes in enumerate(class_sets):
+        for k in classes:
+            holders[int(k)].append(client)
+    return holders
+
+
 def split_among_holders(
     labels: np.ndarray, class_sets: list[np.ndarray], num_classes: int, rng: np.random.Generator
 ) -> list[np.ndarray]:
@@ -105,10 +115,7 @@ def split_among_holders(
         One sorted int64 index array per client.
     """
     num_clients = len(class_sets)
-    holders: list[list[int]] = [[] for _ in range(num_classes)]
-    for client, classes in enumerate(class_sets):
-        for k in classes:
-            holders[int(k)].append(client)
+    holders = holders_by_class(class_sets, num_classes)
     owner = np.empty(labels.size, dtype=np.int64)
     for k in range(num_classes):
         idx = rng.permutation(np.flatnonzero(labels == k))

@@ -38,7 +38,13 @@ import math
 
 import numpy as np
 
-from fedaug.data.partition._common import assign_class_sets, check_common, split_among_holders
+from fedaug.data.partition._common import (
+    assign_class_sets,
+    check_common,
+    group_by_owner,
+    holders_by_class,
+    split_among_holders,
+)
 from fedaug.errors import PartitionError
 from fedaug.registry import register
 
@@ -131,10 +137,7 @@ def equal_share_per_holder(
     Raises:
         PartitionError: If some class has fewer samples than holders (``s`` would be 0).
     """
-    holders: list[list[int]] = [[] for _ in range(num_classes)]
-    for client, classes in enumerate(class_sets):
-        for k in classes:
-            holders[int(k)].append(client)
+    holders = holders_by_class(class_sets, num_classes)
     available = np.bincount(labels, minlength=num_classes)
     held = [k for k in range(num_classes) if holders[k]]
     share = min(int(available[k]) // len(holders[k]) for k in held)
@@ -150,5 +153,4 @@ def equal_share_per_holder(
         idx = rng.permutation(np.flatnonzero(labels == k))
         for rank, client in enumerate(holders[k]):
             owner[idx[rank * share : (rank + 1) * share]] = client
-    used = np.flatnonzero(owner >= 0)
-    return [used[owner[used] == client] for client in range(len(class_sets))]
+    return group_by_owner(owner, len(class_sets))
