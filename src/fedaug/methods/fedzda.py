@@ -241,15 +241,29 @@ class FedZDAS(FedAvg):
         if run.workspace is None:
             raise IncompatibleModelError("fedzdas trains on the server; this engine gives no server model")
         model = run.workspace("server/fedzdas")
+        parts = self.synthesize(model, updates, run, state.round_num)
+        model.load_state_dict(state.model_state)
+        metrics = self.train_server(model, parts, run, state.round_num)
+        return replace(state, model_state=snapshot_state(model), extra={**extra, "metrics": metrics})
+
+    def synthesize(
+        self, model: torch.nn.Module, updates: Sequence[ClientUpdate], run: RunContext, round_num: int
+    ) -> list[Synthetic]:
+        """ZSDG from every received client model (Algorithm 3, line 8), loaded in turn into ``model``."""
         parts: list[Synthetic] = []
-        for update in updates:  # ZSDG from every received client model (Algorithm 3, line 8)
+        for update in updates:
             model.load_state_dict(update.model_state)
-            generator = torch_generator(run.seed, "zdas-generate", state.round_num, update.client_id)
+            generator = torch_generator(run.seed, "zdas-generate", round_num, update.client_id)
             parts.append(_synthesize(self.config, model, run, generator))
+        return parts
+
+    def train_server(
+        self, model: torch.nn.Module, parts: Sequence[Synthetic], run: RunContext, round_num: int
+    ) -> Metrics:
+        """Trains the aggregated ``model`` in place on the union of ``parts`` (Algorithm 3, line 11)."""
         union = ClientData(
             -1, torch.cat([p.x for p in parts]), torch.cat([p.y for p in parts]), run.num_classes
         )
-        model.load_state_dict(state.model_state)
         cfg = self.config
         settings = TrainSettings(
             local_epochs=cfg.server_epochs,
@@ -263,7 +277,7 @@ class FedZDAS(FedAvg):
             union,
             loss_fn=cross_entropy_loss,
             settings=settings,
-            generator=torch_generator(run.seed, "zdas-train", state.round_num),
+            generator=torch_generator(run.seed, "zdas-train", round_num),
         )
         metrics: Metrics = {
             "zdas/synthetic": float(union.num_examples),
@@ -271,7 +285,7 @@ class FedZDAS(FedAvg):
         }
         for key in ("acc", "bn", "ce"):
             metrics[f"zdas/gen_{key}"] = sum(p.logs[key] for p in parts) / len(parts)
-        return replace(state, model_state=snapshot_state(model), extra={**extra, "metrics": metrics})
+        return metrics
 
     def round_metrics(self, state: ServerState) -> Metrics:
         return dict(state.extra.get("metrics", {}))
