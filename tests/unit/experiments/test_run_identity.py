@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from fedaug.errors import ConfigError
 from fedaug.experiments.config import ExperimentConfig
@@ -69,3 +71,17 @@ def test_resuming_with_another_thread_count_warns(tmp_path: Path, caplog: pytest
     (record,) = caplog.records
     assert "ran with 1 torch threads and resumes with 2" in record.getMessage()
     assert "engine.num_threads=1" in record.getMessage()
+
+
+def test_env_json_records_every_method_option_with_its_default(tmp_path: Path) -> None:
+    # config.yaml keeps only the options given; env.json says what the run used, defaults included
+    config = _config(tmp_path, "method.name=fedprox", "method.proximal_mu=0.5")
+    run_experiment(config)
+    run_dir = run_dir_for(config)
+    env = json.loads((run_dir / "env.json").read_text())
+    assert env["method_config"] == {"proximal_mu": 0.5}
+    default = _config(tmp_path / "default", "method.name=qffl")
+    run_experiment(default)
+    env = json.loads((run_dir_for(default) / "env.json").read_text())
+    assert env["method_config"] == {"q": 1.0, "lipschitz": None}
+    assert yaml.safe_load((run_dir_for(default) / "config.yaml").read_text())["method"] == {"name": "qffl"}
