@@ -10,7 +10,9 @@ RUN_DIR is a Fed-ZDAS run that branched from a FedAvg run (``branch.json`` names
 it started after, R - 1). The script loads that FedAvg checkpoint, trains round R's clients exactly as the run
 did (same seeds), aggregates them (FedAvg), generates the synthetic union once from the ten client models
 (the run's ZSDG settings and seeds) and then applies every server variant to a copy of the aggregate,
-printing the global test accuracy and the variance of the per-class accuracies for each. Two rows are
+printing the global test accuracy and the variance of the per-class accuracies for each, and how often the
+aggregate labels each client's synthetic samples as their target, for the classes that client holds and for
+the others. Two rows are
 controls: ``fedavg`` (no server step; equals the FedAvg run's round R) and ``run`` (the run's own server
 settings; equals the Fed-ZDAS run's round R).
 
@@ -35,7 +37,7 @@ from typing import Any
 import torch
 import yaml
 
-from fedaug.api import ServerState
+from fedaug.api import ClientUpdate, ServerState
 from fedaug.engine.checkpoint import RunStore
 from fedaug.engine.evaluation import evaluate
 from fedaug.engine.sampling import sample_clients
@@ -44,6 +46,7 @@ from fedaug.experiments.load import config_from_dict
 from fedaug.experiments.runner import prepare
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.fedzda import FedZDAS
+from fedaug.methods.zsdg import Synthetic
 
 
 def parse_variant(text: str) -> dict[str, Any]:
@@ -67,6 +70,25 @@ def scores(model: torch.nn.Module, sim: Simulation) -> dict[str, float]:
     spec = sim.spec
     test = evaluate(model, spec.test_x, spec.test_y, num_classes=spec.run.num_classes)
     return {"acc": 100 * test["acc"], "class_var": 1e4 * test["class_acc_var"]}  # % and %^2
+
+
+@torch.no_grad()
+def synthetic_agreement(
+    model: torch.nn.Module, parts: list[Synthetic], updates: list[ClientUpdate], sim: Simulation
+) -> dict[str, float]:
+    """How often ``model`` (the aggregate) labels each client's synthetic samples as their target, split into
+    the classes that client holds training data of (``own``) and the others (``foreign``)."""
+    model.eval()
+    hits = {"own": 0.0, "foreign": 0.0}
+    counts = {"own": 0, "foreign": 0}
+    for part, update in zip(parts, updates, strict=True):
+        held = torch.unique(sim.spec.train_y[sim.spec.client_indices[update.client_id]])
+        own = torch.isin(part.y, held)
+        correct = model(part.x).argmax(dim=1) == part.y
+        for key, mask in (("own", own), ("foreign", ~own)):
+            hits[key] += float(correct[mask].sum())
+            counts[key] += int(mask.sum())
+    return {k: hits[k] / counts[k] if counts[k] else math.nan for k in hits}
 
 
 def main() -> None:
@@ -108,6 +130,11 @@ def main() -> None:
 
     rows: list[dict[str, Any]] = []
     model.load_state_dict(aggregated.model_state)
+    agreement = synthetic_agreement(model, parts, updates, sim)
+    print(
+        "the aggregate labels as their target {own:.1%} of the synthetic samples of the classes their "
+        "client holds and {foreign:.1%} of the others".format(**agreement)
+    )
     rows.append({"variant": "fedavg", **scores(model, sim)})
     for text in ["run", *args.variant]:
         options = {} if text == "run" else parse_variant(text)
@@ -126,7 +153,7 @@ def main() -> None:
         loss = r.get("server_loss", math.nan)
         print(f"{r['variant']:<{width}}  {r['acc']:8.2f}  {r['class_var']:9.1f}  {loss:11.4f}")
     if args.out is not None:
-        result = {"run_dir": str(args.run_dir), "round": round_num, "rows": rows}
+        result = {"run_dir": str(args.run_dir), "round": round_num, "agreement": agreement, "rows": rows}
         args.out.write_text(json.dumps(result, indent=2) + "\n")
 
 
