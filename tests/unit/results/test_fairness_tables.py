@@ -85,6 +85,8 @@ def test_fedzda_preset_expands_to_the_papers_grid() -> None:
     multimodal = {c.partition.options.get("balance") for c in configs if c.partition.name == "multimodal"}
     assert multimodal == {"clients"}  # the paper's class-imbalanced aggregate
     assert {c.method.options.get("q") for c in configs if c.method.name == "qffl"} == {0.01}
+    zdas = {c.method.options.get("server_batch_size") for c in configs if c.method.name == "fedzdas"}
+    assert zdas == {100}  # 10 server steps a round (README: "Fed-ZDAS's server step")
     first = configs[0]
     assert (first.partition.num_clients, first.partition.local_test_fraction) == (100, 0.25)
     assert (first.train.rounds, first.train.local_epochs, first.train.batch_size) == (100, 5, 10)
