@@ -30,7 +30,7 @@ import copy
 import json
 import math
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +140,12 @@ def main() -> None:
         options = {} if text == "run" else parse_variant(text)
         keep_stats = bool(options.pop("keep_bn_stats", False))
         probe = copy.copy(method)
+        unknown = sorted(set(options) - {f.name for f in fields(method.config)})
+        if unknown:
+            valid = ", ".join(f.name for f in fields(method.config) if f.name.startswith("server_"))
+            raise SystemExit(
+                f"variant {text!r}: unknown option(s) {', '.join(unknown)}; valid: {valid}, keep_bn_stats"
+            )
         probe.config = replace(method.config, **options)
         model.load_state_dict(aggregated.model_state)
         train = probe.train_server(model, parts, run, round_num)
