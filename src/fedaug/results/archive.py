@@ -5,8 +5,9 @@ Long tables are often measured over several machines or sessions whose run dirs 
 away; archiving each finished run into a folder that is committed (e.g. ``docs/results/<table>/runs``) lets a
 later ``fedaug report runs/<sweep> docs/results/<table>/runs`` put the old and the new runs in one table.
 
-An archived run is a directory with the same relative path as the run dir: ``config.yaml``,
-``summary.json`` and ``timings.jsonl`` (per-round wall times) as written by the run, and ``metrics.jsonl``
+An archived run is a directory with the same relative path as the run dir: ``config.yaml``, ``env.json``
+(versions, git sha, the method's resolved options), ``summary.json`` and ``timings.jsonl`` (per-round wall
+times) as written by the run, and ``metrics.jsonl``
 with the per-round scalars; list-valued entries (``clients``, ``local/acc``, ``test/class_acc``) are kept in
 the final round's record only (the fairness plot of ``fedaug report --plots`` reads them there; the summary
 already holds the fairness numbers). It is a valid run dir for :func:`fedaug.results.store.load_runs`.
@@ -25,7 +26,7 @@ from fedaug.results.store import load_runs
 
 logger = logging.getLogger(__name__)
 
-COPIED_FILES = ("config.yaml", "summary.json", "timings.jsonl")
+COPIED_FILES = ("config.yaml", "env.json", "summary.json", "timings.jsonl")
 """Copied as they are when present; ``metrics.jsonl`` is rewritten with its scalars only."""
 
 

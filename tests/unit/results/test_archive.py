@@ -30,6 +30,7 @@ def test_archive_keeps_what_report_reads_without_checkpoints_or_early_vectors(
     run_dir = make_run(tmp_path / "runs", accs=[0.5, 0.7, 0.6])
     _with_vectors(run_dir)
     (run_dir / "timings.jsonl").write_text('{"round": 1, "round_time": 2.5}\n')
+    (run_dir / "env.json").write_text('{"method_config": {"q": 1.0}}\n')
     (run_dir / "ckpt").mkdir()
     (run_dir / "ckpt" / "latest.pt").write_bytes(b"x" * 100)
     make_run(tmp_path / "runs", method="flea", accs=[0.4], finished=False)
@@ -40,11 +41,13 @@ def test_archive_keeps_what_report_reads_without_checkpoints_or_early_vectors(
     assert written == [target]  # the unfinished flea run is not archived
     assert sorted(p.name for p in target.iterdir()) == [
         "config.yaml",
+        "env.json",
         "metrics.jsonl",
         "summary.json",
         "timings.jsonl",
     ]
-    assert (target / "timings.jsonl").read_text() == (run_dir / "timings.jsonl").read_text()
+    for name in ("timings.jsonl", "env.json"):
+        assert (target / name).read_text() == (run_dir / name).read_text()
     rows = [json.loads(line) for line in (target / "metrics.jsonl").read_text().splitlines()]
     scalars = [{"round": i + 1, "test/acc": a, "test/loss": 1.5} for i, a in enumerate([0.5, 0.7, 0.6])]
     assert rows[:2] == scalars[:2]  # the vectors are kept in the final round only (the fairness plot's)
