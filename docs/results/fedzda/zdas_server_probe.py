@@ -26,7 +26,6 @@ clients' real data gave).
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
 import time
@@ -139,14 +138,13 @@ def main() -> None:
     for text in ["run", *args.variant]:
         options = {} if text == "run" else parse_variant(text)
         keep_stats = bool(options.pop("keep_bn_stats", False))
-        probe = copy.copy(method)
         unknown = sorted(set(options) - {f.name for f in fields(method.config)})
         if unknown:
             valid = ", ".join(f.name for f in fields(method.config) if f.name.startswith("server_"))
             raise SystemExit(
                 f"variant {text!r}: unknown option(s) {', '.join(unknown)}; valid: {valid}, keep_bn_stats"
             )
-        probe.config = replace(method.config, **options)
+        probe = type(method)(replace(method.config, **options))
         model.load_state_dict(aggregated.model_state)
         train = probe.train_server(model, parts, run, round_num)
         if keep_stats:

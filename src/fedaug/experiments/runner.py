@@ -11,7 +11,7 @@ import json
 import logging
 import shutil
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, is_dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -70,16 +70,6 @@ def build_method(config: ExperimentConfig) -> Method:
     method_config = build_dataclass(cls.config_cls, config.method.options, path="method")
     method: Method = cls(method_config)
     return method
-
-
-def method_config(method: Method) -> dict[str, Any]:
-    """Every option of ``method``'s typed config, defaults included, for ``env.json``.
-
-    ``config.yaml`` keeps the options as given (its comparison on resume must not change when a default
-    does); this records what the run actually used, so a default changed later cannot change its meaning.
-    """
-    config = getattr(method, "config", None)
-    return asdict(config) if is_dataclass(config) and not isinstance(config, type) else {}
 
 
 def round_settings(config: ExperimentConfig, round_num: int) -> TrainSettings:
@@ -240,9 +230,10 @@ def run_experiment(
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(dump_yaml(config))
     _warn_thread_change(run_dir)
-    write_env(
-        run_dir, {"dataset_source": prepared.dataset.source, "method_config": method_config(prepared.method)}
-    )
+    # config.yaml keeps the method options as given (its comparison on resume must not change when a default
+    # does); env.json records every option the run used, so a default changed later cannot change its meaning.
+    method_options = asdict(prepared.method.config)
+    write_env(run_dir, {"dataset_source": prepared.dataset.source, "method_config": method_options})
     logger.info(
         "run %s: %s on %s (%d clients, %d per round), %d rounds",
         run_dir,
