@@ -234,7 +234,8 @@ def _add_report_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     report.add_argument("--methods", help="comma-separated: only these methods' runs (default: all)")
     report.add_argument(
-        "--baseline", help="method whose number every row's gain is shown over, ours and the paper's"
+        "--baseline",
+        help="method whose number every row's gain is shown over, ours (paired by seed) and the paper's",
     )
     report.add_argument(
         "--include-unfinished", action="store_true", help="also use runs without summary.json"

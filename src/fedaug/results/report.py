@@ -14,7 +14,6 @@ from fedaug.results.reference import ReferenceTable, load_reference
 from fedaug.results.store import Grouping, Run, group_runs, load_runs
 from fedaug.results.tables import (
     FAIRNESS_METRICS,
-    GAIN_METRICS,
     Table,
     build_table,
     gain_table,
@@ -48,7 +47,8 @@ def build_tables(
     """The best-accuracy and last-10 tables of ``grouping``, plus Fed-ZDA's fairness tables (local test mean
     and variance across clients, global accuracy and variance across classes) when runs have local test sets.
 
-    With a ``baseline`` method (or row label) each accuracy table is followed by its :func:`gain_table`.
+    With a ``baseline`` method (or row label) each table is followed by its :func:`gain_table` (paired by
+    seed).
     """
     metrics = ["best_acc", "last10_acc"]
     runs = [run for cell in grouping.cells.values() for run in cell]
@@ -59,7 +59,7 @@ def build_tables(
     for metric in metrics:
         table = build_table(grouping, metric, highlight=highlight, exclude=exclude, reference=reference)
         tables.append(table)
-        if base_row is not None and metric in GAIN_METRICS:
+        if base_row is not None:
             tables.append(gain_table(table, base_row))
     return tables
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from fedaug.results.reference import ReferenceTable, lookup
 from fedaug.results.store import Grouping, Stat, aggregate
 
+_ACCURACY = ("best_acc", "last10_acc")
 METRICS = {
     "best_acc": "Best test accuracy (%)",
     "last10_acc": "Mean test accuracy of the last 10 rounds (%)",
@@ -31,13 +32,15 @@ METRICS = {
     "local_acc_var_last10": "Variance of local test accuracy over clients (%^2), mean of the last 10 rounds",
     "global_acc_last10": "Global test accuracy (%), mean of the last 10 rounds",
     "class_acc_var_last10": "Variance of accuracy across classes (%^2), mean of the last 10 rounds",
-    # gain_table: a method's number minus the baseline row's, in the same setting (ours and the paper's)
+}
+# gain_table: a method's number minus the baseline row's, in the same setting and seed (ours), and the paper's
+METRICS |= {
     "best_acc_gain": "Best test accuracy minus the baseline's (points)",
     "last10_acc_gain": "Last-10 mean test accuracy minus the baseline's (points)",
+    **{f"{m}_gain": f"{text}, minus the baseline's" for m, text in METRICS.items() if m not in _ACCURACY},
 }
 _FAIRNESS = ("local_acc_mean", "local_acc_var", "global_acc", "class_acc_var")
 FAIRNESS_METRICS = tuple(f"{m}_{when}" for when in ("final", "last10") for m in _FAIRNESS)
-GAIN_METRICS = ("best_acc", "last10_acc")  # tables that get a gain table with a baseline
 LOWER_IS_BETTER = {m for m in FAIRNESS_METRICS if "_var_" in m}
 SCALE = dict.fromkeys(LOWER_IS_BETTER, 1e4)  # fraction^2 -> %^2; the rest: x100
 REFERENCE_METRIC = {m: m.rsplit("_", 1)[0] for m in FAIRNESS_METRICS}  # published tables' metric names
@@ -64,6 +67,7 @@ class Table:
         metric: the summary key (``best_acc`` or ``last10_acc``).
         rows: row labels (methods); columns: column labels (settings).
         stats: mean ± std (%) over seeds per (row, column) that has runs.
+        values: per (row, column), the value (%) of each seed (gain tables: the per-seed differences).
         best: per column, the rows with the highest mean.
         highlight: the highlighted row (None: no comparison).
         improvements: per column, the highlighted row's improvement over the best other row.
@@ -76,6 +80,7 @@ class Table:
     rows: list[str]
     columns: list[str]
     stats: dict[tuple[str, str], Stat]
+    values: dict[tuple[str, str], dict[int, float]] = field(default_factory=dict)
     best: dict[str, set[str]] = field(default_factory=dict)
     highlight: str | None = None
     improvements: dict[str, Improvement] = field(default_factory=dict)
@@ -107,12 +112,13 @@ def build_table(
     are left empty.
     """
     scale = SCALE.get(metric, 100.0)
-    stats = {
-        key: aggregate([scale * run.summary[metric] for run in runs])
+    values = {
+        key: {run.seed: scale * run.summary[metric] for run in runs}
         for key, runs in grouping.cells.items()
         if runs and all(metric in run.summary for run in runs)
     }
-    table = Table(metric, list(grouping.rows), list(grouping.columns), stats)
+    stats = {key: aggregate(list(by_seed.values())) for key, by_seed in values.items()}
+    table = Table(metric, list(grouping.rows), list(grouping.columns), stats, values)
     table.unfinished = {key for key, runs in grouping.cells.items() if any(not r.finished for r in runs)}
     table.best = _best_rows(table, lowest=metric in LOWER_IS_BETTER)
     if highlight is not None and metric not in LOWER_IS_BETTER:  # improvements assume higher is better
@@ -133,25 +139,32 @@ def build_table(
 
 
 def gain_table(table: Table, baseline: str) -> Table:
-    """``table`` as differences to the ``baseline`` row in each column, ours and the published numbers alike.
+    """``table`` as differences to the ``baseline`` row in each column, paired by seed; the paper's too.
 
-    Where our baseline sits far from the paper's (a different FedAvg), the gains still compare the methods'
-    effects. Means are differences of the cells' means (std left out; n is the smaller seed count); the
-    baseline's row is all zeros. Metric ``<metric>_gain``.
+    Ours: the mean ± std over the seeds both rows have of (row's value - baseline's value) with the same seed,
+    so the spread is that of the effect, not of the seeds (runs of one seed share the partition, the client
+    sampling and, for branched runs, the burn-in); a cell without a seed in common with the baseline is left
+    empty. The paper's: difference of the published means (no std). Where our baseline sits far from the
+    paper's (a different FedAvg), the gains still compare the methods' effects. The baseline's row is all
+    zeros. Metric ``<metric>_gain``; for variances the best gain is the lowest.
     """
     gains: dict[tuple[str, str], Stat] = {}
+    values: dict[tuple[str, str], dict[int, float]] = {}
     reference: dict[tuple[str, str], tuple[Stat, ReferenceTable]] = {}
-    for (row, column), stat in table.stats.items():
-        base = table.stats.get((baseline, column))
-        if base is not None:
-            gains[(row, column)] = Stat(stat.mean - base.mean, math.nan, min(stat.n, base.n))
+    for (row, column), by_seed in table.values.items():
+        base = table.values.get((baseline, column), {})
+        diffs = {seed: value - base[seed] for seed, value in by_seed.items() if seed in base}
+        if diffs:
+            values[(row, column)] = diffs
+            gains[(row, column)] = aggregate([diffs[seed] for seed in sorted(diffs)])
         ref, ref_base = table.reference.get((row, column)), table.reference.get((baseline, column))
-        if ref is not None and ref_base is not None and (row, column) in gains:
+        if ref is not None and ref_base is not None:
             reference[(row, column)] = (Stat(ref[0].mean - ref_base[0].mean, math.nan, 0), ref[1])
-    gain = Table(f"{table.metric}_gain", list(table.rows), list(table.columns), gains, reference=reference)
+    metric = f"{table.metric}_gain"
+    gain = Table(metric, list(table.rows), list(table.columns), gains, values, reference=reference)
     gain.unfinished = table.unfinished & set(gains)
-    gain.caption = METRICS[gain.metric].replace("the baseline's", f"{baseline}'s")
-    gain.best = _best_rows(gain, lowest=False)
+    gain.caption = METRICS[metric].replace("the baseline's", f"{baseline}'s") + ", paired by seed"
+    gain.best = _best_rows(gain, lowest=table.metric in LOWER_IS_BETTER)
     return gain
 
 

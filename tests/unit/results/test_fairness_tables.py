@@ -57,6 +57,29 @@ def test_fairness_tables_scale_and_pick_the_lowest_variance(
     assert var.reference[("fedavg", column)][0].mean == 368.0
 
 
+def test_fairness_gains_over_a_baseline_pick_the_lowest_variance(
+    tmp_path: Path, make_run: Callable[..., Path]
+) -> None:
+    _with_fairness(make_run(tmp_path, method="fedavg", accs=[0.5, 0.8]), 0.853, 0.0368, 0.0435)
+    _with_fairness(make_run(tmp_path, method="fedzdas", accs=[0.5, 0.7]), 0.8623, 0.0188, 0.0260)
+    by_metric = {t.metric: t for t in build_tables(group_runs(load_runs(tmp_path)), baseline="fedavg")}
+    assert list(by_metric)[4:8] == [
+        "local_acc_mean_final",
+        "local_acc_mean_final_gain",
+        "local_acc_var_final",
+        "local_acc_var_final_gain",
+    ]
+    gain = by_metric["local_acc_var_final_gain"]
+    column = gain.columns[0]
+    assert gain.stats[("fedzdas", column)].mean == pytest.approx(-180.0)  # 188 - 368 %^2
+    assert gain.best[column] == {"fedzdas"}  # the larger drop in variance
+    assert gain.title == (
+        "Variance of local test accuracy over clients (%^2; lower is fairer), final round, minus fedavg's, "
+        "paired by seed"
+    )
+    assert by_metric["global_acc_final_gain"].best[column] == {"fedavg"}  # 80 vs 70: higher is better
+
+
 def test_last10_fairness_tables_when_runs_have_them(tmp_path: Path, make_run: Callable[..., Path]) -> None:
     run_dir = make_run(tmp_path, method="fedavg", accs=[0.5, 0.8])
     _with_fairness(run_dir, 0.853, 0.0368, 0.0435)

@@ -197,14 +197,32 @@ def test_gain_table_subtracts_the_baseline_in_each_setting_ours_and_the_papers(
     assert [t.metric for t in tables] == ["best_acc", "best_acc_gain", "last10_acc", "last10_acc_gain"]
     gain = tables[1]
     text = to_markdown(gain)
-    assert gain.title == "Best test accuracy minus fedavg's (points)"
-    # qua2: fedavg 60 (mean of 59, 61), flea 72 -> +12; the paper 75.17 - 66.99 = 8.18; dir0.1: 53 - 50
+    assert gain.title == "Best test accuracy minus fedavg's (points), paired by seed"
+    # paired by seed: qua2 flea seed 0 72 - fedavg seed 0 59 = 13 (not 72 - the mean 60); paper 75.17 - 66.99
     assert (
-        _line(text, "flea") == "| flea | 12.00 (n=1) | 8.18 | **10.00 (n=1)** | **3.00 (n=1)** |"
+        _line(text, "flea") == "| flea | 13.00 (n=1) | 8.18 | **10.00 (n=1)** | **3.00 (n=1)** |"
     )  # ties feddata
-    assert _line(text, "fedavg") == "| fedavg | 0.00 (n=2) | 0.00 | 0.00 (n=1) | 0.00 (n=1) |"
+    assert _line(text, "fedavg") == "| fedavg | 0.00 ± 0.00 (n=2) | 0.00 | 0.00 (n=1) | 0.00 (n=1) |"
     assert _line(text, "fedlc").split(" | ")[2] == "–"  # no published FedLC number
-    assert gain.best["uci_har Qua(2) K=75"] == {"feddata"}  # 80 - 60
+    assert gain.best["uci_har Qua(2) K=75"] == {"feddata"}  # 80 - 59
+
+
+def test_gain_std_is_the_spread_of_the_per_seed_differences(
+    tmp_path: Path, make_run: Callable[..., Path]
+) -> None:
+    # fedavg 59 / 61 / 70, flea 70 / 74 / 83 with the same seeds: differences 11, 13, 13 -> 12.33 ± 1.15,
+    # although flea spreads by 6.66 points over the seeds; moon has seed 5 only: nothing to pair with
+    for method, accs in {"fedavg": [0.59, 0.61, 0.70], "flea": [0.70, 0.74, 0.83], "moon": [0.9]}.items():
+        for seed, value in enumerate(accs, start=5 if method == "moon" else 0):
+            make_run(tmp_path, method=method, partition="qua2", seed=seed, accs=[value])
+    best, gain = build_tables(group_runs(load_runs(tmp_path)), baseline="fedavg")[:2]
+    column = "uci_har Qua(2) K=75"
+    assert best.stats[("flea", column)].std == pytest.approx(6.658, abs=1e-3)
+    assert gain.stats[("flea", column)].mean == pytest.approx(37 / 3)
+    assert gain.stats[("flea", column)].std == pytest.approx(1.1547, abs=1e-4)
+    assert gain.values[("flea", column)] == pytest.approx({0: 11.0, 1: 13.0, 2: 13.0})
+    assert ("moon", column) not in gain.stats
+    assert _line(to_markdown(gain), "moon") == "| moon | – |"
 
 
 def test_unknown_baseline_is_refused_naming_the_rows(grouping: Grouping) -> None:
