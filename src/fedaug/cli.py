@@ -119,8 +119,8 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from fedaug.experiments.schedule import Schedule
-    from fedaug.experiments.sweep import expand_sweep, run_status, run_sweep
+    from fedaug.experiments.estimate import dry_run_lines
+    from fedaug.experiments.sweep import expand_sweep, run_sweep
 
     overrides = list(SMOKE_OVERRIDES) if args.smoke else []
     if args.data_dir:
@@ -129,11 +129,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         overrides.append(f"out_dir={args.out_dir}")
     points = expand_sweep(args.config, [*overrides, *args.overrides], args.grid)
     if args.dry_run:
-        waits = Schedule(points).waits_for()
-        for point in points:
-            after = f"  (after {waits[point.run_dir]})" if point.run_dir in waits else ""
-            print(f"{run_status(point):<26}{point.run_dir}{after}")
-        print(f"{len(points)} runs")
+        print("\n".join(dry_run_lines(points)))
         return 0
     result = run_sweep(points, workers=args.workers)
     print(
@@ -209,7 +205,9 @@ def _add_sweep_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     sweep.add_argument("--smoke", action="store_true", help="2 rounds, 1 local epoch per run")
     sweep.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     sweep.add_argument(
-        "--dry-run", action="store_true", help="list the run dirs and their status; run nothing"
+        "--dry-run",
+        action="store_true",
+        help="list the run dirs, their status and run time left (other seeds' round times); run nothing",
     )
     sweep.set_defaults(func=cmd_sweep)
 

@@ -25,7 +25,14 @@ if TYPE_CHECKING:
 
 
 def branch_source(config: ExperimentConfig) -> Path | None:
-    """The run dir of the FedAvg run that ``config`` would start from, or None if it would not branch.
+    """The run dir of the FedAvg run that ``config`` would start from, or None if it would not branch."""
+    plan = branch_plan(config)
+    return None if plan is None else plan[0]
+
+
+def branch_plan(config: ExperimentConfig) -> tuple[Path, int] | None:
+    """The FedAvg run dir that ``config`` would start from and the number of FedAvg rounds it would take from
+    it, or None if it would not branch.
 
     Decided before any data is loaded: the method's :meth:`~fedaug.api.Method.fedavg_rounds` is asked with a
     planning :class:`~fedaug.api.RunContext` that has the config's seed, rounds and K but no data facts
@@ -45,9 +52,10 @@ def branch_source(config: ExperimentConfig) -> Path | None:
         seed=config.seed,
         num_rounds=config.train.rounds,
     )
-    if method.fedavg_rounds(plan) == 0:
+    rounds = method.fedavg_rounds(plan)
+    if rounds == 0:
         return None
-    return fedavg_run_dir(config)
+    return fedavg_run_dir(config), rounds
 
 
 class Schedule:

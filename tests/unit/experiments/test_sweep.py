@@ -144,8 +144,8 @@ def test_dry_run_lists_run_dirs_and_status(tmp_path: Path, capsys: pytest.Captur
     assert main(["sweep", str(path), "--dry-run"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["finished", str(finished)]
-    assert lines[1].split()[0] == "new" and lines[1].endswith("flea/seed0")
-    assert lines[-1] == "2 runs"
+    assert lines[1].split()[:2] == ["new", "?"] and lines[1].endswith("flea/seed0")  # no FLea times yet
+    assert lines[-1].startswith("2 runs: 1 finished, 1 new; about 0 s of run time left")
     assert not (tmp_path / "runs" / "sw" / "synthetic-dirichlet0.5_2-K6" / "flea").exists()
 
 

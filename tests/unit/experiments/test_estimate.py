@@ -1,0 +1,69 @@
+"""`fedaug sweep --dry-run`'s run time left: other seeds' round times, branched FedAvg rounds left out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fedaug.experiments.estimate import dry_run_lines, format_duration, remaining_rounds, remaining_seconds
+from tests.unit.experiments.test_schedule import ZDAS, _points
+
+
+def _log(run_dir: Path, round_times: list[float], *, finished: bool = False) -> None:
+    """A run dir that has logged ``len(round_times)`` rounds with these times."""
+    run_dir.mkdir(parents=True)
+    rounds = range(1, len(round_times) + 1)
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps({"round": r}) + "\n" for r in rounds))
+    lines = [
+        json.dumps({"round": r, "round_time": t}) + "\n" for r, t in zip(rounds, round_times, strict=True)
+    ]
+    (run_dir / "timings.jsonl").write_text("".join(lines))
+    if finished:
+        (run_dir / "summary.json").write_text(json.dumps({"rounds": len(round_times)}))
+
+
+def test_round_times_of_the_other_seeds_cost_the_rounds_left(tmp_path: Path) -> None:
+    # Prepare: 4 rounds; Fed-ZDAS is FedAvg in rounds 1-2 (start_round 3), which it takes from FedAvg's run.
+    zdas0, fedavg0 = _points(tmp_path, f"[{ZDAS}, fedavg]")
+    zdas1, fedavg1 = _points(tmp_path, f"[{ZDAS}, fedavg]", "seed=1")
+    _log(fedavg0.run_dir, [1.0, 2.0, 3.0, 4.0], finished=True)
+    # Assert: a new FedAvg seed runs every round, each at seed 0's time
+    assert remaining_rounds(fedavg1) == range(1, 5)
+    assert remaining_seconds(fedavg1) == pytest.approx(10.0)
+    assert remaining_seconds(fedavg0) == 0.0
+    # ZDAS: no seed has logged one of its own rounds (3-4) yet: no estimate, although FedAvg's are known
+    assert remaining_rounds(zdas1) == range(3, 5)
+    assert remaining_seconds(zdas1) is None
+    # Prepare: ZDAS seed 0 branched (rounds 1-2 copied with FedAvg's times) and ran round 3 in 30 s
+    _log(zdas0.run_dir, [1.0, 2.0, 30.0])
+    # Assert: round 4, logged by no seed, costs the mean of the own rounds logged (30 s), not of FedAvg's
+    assert remaining_seconds(zdas0) == pytest.approx(30.0)
+    assert remaining_seconds(zdas1) == pytest.approx(60.0)
+    # a partial FedAvg seed 1 (round 1 in 5 s): rounds 2-4 at seed 0's times; round 1's mean is now 3 s
+    _log(fedavg1.run_dir, [5.0])
+    assert remaining_seconds(fedavg1) == pytest.approx(9.0)
+    lines = dry_run_lines([zdas0, fedavg0, zdas1, fedavg1])
+    assert lines[0].startswith("partial (3/4 rounds)      ~30 s     ")
+    assert lines[1].startswith(f"finished                            {fedavg0.run_dir}")
+    assert lines[2].startswith("new                       ~1 min    ")
+    left = "about 2 min of run time left (round times of their seeds so far)"  # 30 + 60 + 9 s
+    assert lines[-1] == f"4 runs: 1 finished, 2 partial, 1 new; {left}"
+
+
+def test_a_run_without_an_estimate_is_counted(tmp_path: Path) -> None:
+    (zdas,) = _points(tmp_path, f"[{ZDAS}]")
+    lines = dry_run_lines([zdas])
+    assert lines[0].startswith("new                       ?         ")
+    assert lines[-1] == (
+        "1 run: 1 new; about 0 s of run time left (round times of their seeds so far); "
+        "1 run without an estimate ('?': no seed has logged that kind of round)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(44.6, "45 s"), (60.0, "1 min"), (3420.0, "57 min"), (78840.0, "21.9 h")]
+)
+def test_format_duration(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text
