@@ -172,11 +172,36 @@ def _check_existing(run_dir: Path, config: ExperimentConfig) -> None:
     # compare lists sibling runs; name and out_dir only say where the run dir is (a run moved into a sweep's
     # tree is that sweep's run), nor does data.data_dir.
     diffs = config_differences(saved_path, config)
+    used = _used_method_options(run_dir)
+    if used is not None and "method.name" not in diffs:
+        diffs = [key for key in diffs if not key.startswith("method.")] + _option_changes(used, config)
     if diffs:
         raise ConfigError(
             f"{run_dir} holds a run with a different config (differs in: {', '.join(diffs)}); "
-            "use --fresh to overwrite it or choose another --set out_dir/name"
+            "use --fresh to overwrite it, choose another --set out_dir/name, or set the values the run used"
         )
+
+
+def _used_method_options(run_dir: Path) -> dict[str, Any] | None:
+    """Every method option the run in ``run_dir`` used, defaults included (``env.json``; None before it)."""
+    env_path = run_dir / "env.json"
+    if not env_path.exists():
+        return None
+    used: dict[str, Any] | None = json.loads(env_path.read_text()).get("method_config")
+    return used
+
+
+def _option_changes(used: dict[str, Any], config: ExperimentConfig) -> list[str]:
+    """The method options whose values ``config`` would run with differ from those the run ``used``.
+
+    Compares the options in effect, defaults included, not the options as given in ``config.yaml``: a method
+    default changed since the run (e.g. Fed-ZDAS's ``server_batch_size``) would otherwise resume it with the
+    new value, and naming the old value (``--set method.server_batch_size=10``) finishes it as it started.
+    Options added since the run are left out (a new option's default keeps the old behaviour).
+    """
+    now = json.loads(json.dumps(asdict(build_method(config).config)))  # tuples as lists, as in env.json
+    changed = sorted(key for key in used.keys() & now.keys() if used[key] != now[key])
+    return [f"method.{k} (the run used {json.dumps(used[k])}, now {json.dumps(now[k])})" for k in changed]
 
 
 def _warn_thread_change(run_dir: Path) -> None:

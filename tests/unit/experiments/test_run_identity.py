@@ -85,3 +85,32 @@ def test_env_json_records_every_method_option_with_its_default(tmp_path: Path) -
     env = json.loads((run_dir_for(default) / "env.json").read_text())
     assert env["method_config"] == {"q": 1.0, "lipschitz": None}
     assert yaml.safe_load((run_dir_for(default) / "config.yaml").read_text())["method"] == {"name": "qffl"}
+
+
+def test_a_method_default_changed_since_the_run_started_is_refused_until_named(tmp_path: Path) -> None:
+    # Prepare: a q-FFL run "interrupted" before its summary, started when q's default was (say) 0.5 and before
+    # the option `lipschitz` existed; its config.yaml names no option, like any run on the defaults.
+    config = _config(tmp_path, "method.name=qffl")
+    run_experiment(config)
+    run_dir = run_dir_for(config)
+    (run_dir / "summary.json").unlink()
+    env = json.loads((run_dir / "env.json").read_text())
+    env["method_config"] = {"q": 0.5, "an_option_removed_since": 3}
+    (run_dir / "env.json").write_text(json.dumps(env))
+    # Execute / Assert: resuming on today's default (q = 1) would change the rest of the run: refused
+    with pytest.raises(ConfigError, match=r"differs in: method\.q \(the run used 0\.5, now 1\.0\)"):
+        run_experiment(config)
+    assert not (run_dir / "summary.json").exists()
+    # Execute / Assert: naming the value the run used finishes it (config.yaml as given differs, the run not)
+    summary = run_experiment(_config(tmp_path, "method.name=qffl", "method.q=0.5"))
+    assert summary["rounds"] == 2
+    assert json.loads((run_dir / "env.json").read_text())["method_config"] == {"q": 0.5, "lipschitz": None}
+
+
+def test_method_options_compare_as_run_not_as_written(tmp_path: Path) -> None:
+    # Prepare: a finished FedProx run on the default mu (0.01)
+    summary = run_experiment(_config(tmp_path, "method.name=fedprox"))
+    # Execute / Assert: the default written out is the same run (skipped), another mu is not
+    assert run_experiment(_config(tmp_path, "method.name=fedprox", "method.proximal_mu=0.01")) == summary
+    with pytest.raises(ConfigError, match=r"method\.proximal_mu \(the run used 0\.01, now 0\.5\)"):
+        run_experiment(_config(tmp_path, "method.name=fedprox", "method.proximal_mu=0.5"))
