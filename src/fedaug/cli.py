@@ -131,6 +131,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.dry_run:
         print("\n".join(dry_run_lines(points)))
         return 0
+    logger.info("%s (--dry-run lists them)", dry_run_lines(points)[-1])
     result = run_sweep(points, workers=args.workers)
     print(
         f"{len(points)} runs: {len(result.finished)} finished now, {len(result.skipped)} already finished, "

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
 
+from fedaug.cli import main
 from fedaug.experiments.estimate import dry_run_lines, format_duration, remaining_rounds, remaining_seconds
 from tests.unit.experiments.test_schedule import ZDAS, _points
+from tests.unit.experiments.test_sweep import SMOKE
 
 
 def _log(run_dir: Path, round_times: list[float], *, finished: bool = False) -> None:
@@ -67,3 +70,23 @@ def test_a_run_without_an_estimate_is_counted(tmp_path: Path) -> None:
 )
 def test_format_duration(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
+
+
+def test_a_sweep_says_how_much_is_left_before_it_starts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Prepare: two seeds of the smoke config (3 rounds); seed 0 ran, in 2 s a round
+    path = tmp_path / "sweep.yaml"
+    body = "engine: {progress: false}\ngrid:\n  seed: [0, 1]\n"
+    path.write_text(f"extends: {SMOKE}\nname: sw\nout_dir: {tmp_path / 'runs'}\n{body}")
+    seed0 = tmp_path / "runs" / "sw" / "synthetic-dirichlet0.5_2-K6" / "fedavg" / "seed0"
+    assert main(["sweep", str(path), "--grid", "seed=[0]"]) == 0
+    (seed0 / "timings.jsonl").write_text("".join(f'{{"round": {r}, "round_time": 2.0}}\n' for r in (1, 2, 3)))
+    # Execute
+    with caplog.at_level(logging.INFO, logger="fedaug"):
+        assert main(["sweep", str(path)]) == 0
+    # Assert: the first line counts what is done and costs the rest by seed 0's times
+    assert caplog.records[0].getMessage() == (
+        "2 runs: 1 finished, 1 new; about 6 s of run time left (round times of their seeds so far) "
+        "(--dry-run lists them)"
+    )
