@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from fedaug import registry
 from fedaug.cli_attack import add_attack_parser
 from fedaug.cli_flower import add_flower_parser
+from fedaug.cli_zsdg import add_zsdg_parser
 from fedaug.errors import FedaugError
 
 if TYPE_CHECKING:
@@ -267,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report_parser(sub)
     _add_archive_parser(sub)
     add_attack_parser(sub)
+    add_zsdg_parser(sub)
     add_flower_parser(sub, _add_config_args)
     return parser
 
