@@ -26,15 +26,12 @@ from typing import Any
 
 import torch
 
-from fedaug.api import ServerState
-from fedaug.attacks.target import parse_spec, run_config, to_pixels
+from fedaug.api import Method
+from fedaug.attacks.target import global_model, parse_spec, run_config, to_pixels
 from fedaug.data.datasets import load_dataset
-from fedaug.engine.checkpoint import RunStore
 from fedaug.engine.evaluation import evaluate
 from fedaug.errors import ConfigError
-from fedaug.experiments.runner import build_method
 from fedaug.methods.zsdg import ZSDGSettings, class_accuracy, generate
-from fedaug.models import build_model
 
 
 def add_zsdg_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -53,7 +50,7 @@ def add_zsdg_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=cmd_zsdg)
 
 
-def zsdg_settings(method: Any, iterations: int | None, lr: float | None) -> ZSDGSettings:
+def zsdg_settings(method: Method, iterations: int | None, lr: float | None) -> ZSDGSettings:
     """The run's ZSDG settings (a Fed-ZDA method's ``zsdg()``), else the defaults, with the overrides."""
     zsdg = getattr(method.config, "zsdg", None)
     settings = zsdg() if callable(zsdg) else ZSDGSettings()
@@ -71,25 +68,10 @@ def cmd_zsdg(args: argparse.Namespace) -> int:
         raise ConfigError(f"--per-class must be >= 1, got {args.per_class}")
     _, run_dir, round_num = parse_spec(args.target)
     config = run_config(run_dir)
-    store = RunStore(run_dir)
-    ckpt = store.load_checkpoint(round_num)
-    if ckpt is None:
-        kept = ", ".join(map(str, store.kept_rounds())) or "none"
-        raise ConfigError(
-            f"{run_dir} has no checkpoint for round {round_num if round_num is not None else 'latest'} "
-            f"(kept rounds: {kept})"
-        )
     dataset = load_dataset(
         config.data.name, data_dir=args.data_dir or config.data.data_dir, **config.data.options
     )
-    method = build_method(config)
-    model = build_model(
-        config.model.name,
-        num_classes=dataset.num_classes,
-        input_shape=dataset.input_shape,
-        **config.model.options,
-    )
-    model.load_state_dict(method.eval_state(ServerState(**ckpt["state"])))
+    model, method, round_done = global_model(run_dir, round_num, config, dataset)
     settings = zsdg_settings(method, args.iterations, args.lr)
     synthetic = generate(
         model,
@@ -110,7 +92,6 @@ def cmd_zsdg(args: argparse.Namespace) -> int:
         }
         for c in range(dataset.num_classes)
     ]
-    round_done = int(ckpt["round_num"])
     args.out.mkdir(parents=True, exist_ok=True)
     samples = [to_pixels(dataset, synthetic.x[synthetic.y == c]) for c in range(dataset.num_classes)]
     rows = [(_row_label(row), batch) for row, batch in zip(per_class, samples, strict=True)]

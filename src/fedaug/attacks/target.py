@@ -25,7 +25,7 @@ import torch
 import yaml
 from torch import Tensor
 
-from fedaug.api import ServerState
+from fedaug.api import Method, ServerState
 from fedaug.data.datasets import Dataset, load_dataset
 from fedaug.engine.checkpoint import RunStore, read_jsonl
 from fedaug.errors import ConfigError
@@ -131,14 +131,15 @@ def load_targets(
     return targets
 
 
-def _target(
-    label: str | None,
-    run_dir: Path,
-    round_num: int | None,
-    config: ExperimentConfig,
-    dataset: Dataset,
-    layer: int | None,
-) -> Target:
+def global_model(
+    run_dir: Path, round_num: int | None, config: ExperimentConfig, dataset: Dataset
+) -> tuple[SplitModel, Method, int]:
+    """The run's global model after ``round_num`` (None: the latest checkpoint) in eval mode, its method and
+    the round it is from.
+
+    Raises:
+        ConfigError: no checkpoint for that round (naming the kept rounds).
+    """
     store = RunStore(run_dir)
     ckpt = store.load_checkpoint(round_num)
     if ckpt is None:
@@ -148,17 +149,28 @@ def _target(
             f"(kept rounds: {kept}; keep more with --set engine.keep_checkpoints=[...])"
         )
     method = build_method(config)
-    name = config.method.name
-    shared = SHARED.get(name, "features")
-    state = ServerState(**ckpt["state"])
     model = build_model(
         config.model.name,
         num_classes=dataset.num_classes,
         input_shape=dataset.input_shape,
         **config.model.options,
     )
-    model.load_state_dict(method.eval_state(state))
+    model.load_state_dict(method.eval_state(ServerState(**ckpt["state"])))
     model.eval()
+    return model, method, int(ckpt["round_num"])
+
+
+def _target(
+    label: str | None,
+    run_dir: Path,
+    round_num: int | None,
+    config: ExperimentConfig,
+    dataset: Dataset,
+    layer: int | None,
+) -> Target:
+    model, method, done = global_model(run_dir, round_num, config, dataset)
+    name = config.method.name
+    shared = SHARED.get(name, "features")
     split = None
     if shared == "features":
         method_layer = getattr(method, "layer", None)
@@ -169,12 +181,12 @@ def _target(
         else:
             split = model.default_split
     group_size = int(getattr(method.config, "mean_group_size", 1)) if shared == "averages" else 1
-    metrics = next((r for r in read_jsonl(run_dir / "metrics.jsonl") if r["round"] == ckpt["round_num"]), {})
-    default_label = f"{name}" + (f" ({config.name})" if config.name else "") + f" r{ckpt['round_num']}"
+    metrics = next((r for r in read_jsonl(run_dir / "metrics.jsonl") if r["round"] == done), {})
+    default_label = f"{name}" + (f" ({config.name})" if config.name else "") + f" r{done}"
     return Target(
         label=label or default_label,
         run_dir=run_dir,
-        round_num=int(ckpt["round_num"]),
+        round_num=done,
         method=name,
         shared=shared,
         dataset=dataset,

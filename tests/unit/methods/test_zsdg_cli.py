@@ -46,7 +46,7 @@ def test_a_round_without_a_kept_checkpoint_is_refused(
     bn_run: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["zsdg", f"{bn_run}@1", "--iterations", "1"]) == 2
-    assert "has no checkpoint for round 1 (kept rounds: none)" in capsys.readouterr().err
+    assert "has no checkpoint for round 1 (kept rounds: none; keep more with" in capsys.readouterr().err
 
 
 def test_a_model_without_batch_norm_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
