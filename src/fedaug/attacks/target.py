@@ -93,8 +93,14 @@ class Target:
 
 
 def parse_spec(spec: str) -> tuple[str | None, Path, int | None]:
-    """``[LABEL=]RUN_DIR[@ROUND]`` -> (label, run dir, round or None for the latest checkpoint)."""
-    label, _, rest = spec.rpartition("=") if "=" in spec else ("", "", spec)
+    """``[LABEL=]RUN_DIR[@ROUND]`` -> (label, run dir, round or None for the latest checkpoint).
+
+    Sweep run dirs contain ``=`` (``runs/t/method.q=0.01/...``): the text before the first ``=`` is a label
+    only if it holds no ``/`` and the spec is not an existing path.
+    """
+    head, sep, tail = spec.partition("=")
+    is_path = any(Path(text).exists() for text in (spec, spec.rpartition("@")[0]) if text)
+    label, rest = (head, tail) if sep and "/" not in head and not is_path else ("", spec)
     path, _, round_text = rest.rpartition("@") if "@" in rest else (rest, "", "")
     if round_text and not round_text.isdigit():
         raise ConfigError(f"target {spec!r}: the round after '@' must be a number, got {round_text!r}")

@@ -202,6 +202,10 @@ def test_marker_classifier_learns_an_obvious_signal_and_not_a_missing_one() -> N
 def test_parse_spec() -> None:
     assert parse_spec("runs/a/seed0") == (None, Path("runs/a/seed0"), None)
     assert parse_spec("early=runs/a/seed0@5") == ("early", Path("runs/a/seed0"), 5)
+    # a sweep's run dir holds "key=value" segments: not a label
+    sweep_dir = "runs/t/method.q=0.01/mnist-shards2-K100/qffl/seed0"
+    assert parse_spec(f"{sweep_dir}@79") == (None, Path(sweep_dir), 79)
+    assert parse_spec(f"q small={sweep_dir}") == ("q small", Path(sweep_dir), None)
     with pytest.raises(ConfigError, match="must be a number"):
         parse_spec("runs/a@last")
 
