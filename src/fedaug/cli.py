@@ -3,11 +3,13 @@
 ``fedaug run [CONFIG ...] [--set key=value ...]`` runs an experiment (default preset: UCI-HAR, HARNet,
 Qua(2), K = 75, FedAvg, 100 rounds). ``fedaug list`` shows what is registered. ``fedaug partition`` prints a
 partition's per-client class counts and saves its heat-map. ``fedaug sweep SWEEP.yaml`` runs a grid of
-experiments (``--workers N`` processes, ``--dry-run`` lists the run dirs); ``fedaug report RUNS_DIR [...]``
+experiments (``--workers N`` processes, ``--dry-run`` lists the run dirs and their time left); ``fedaug report
+RUNS_DIR [...]``
 turns finished run dirs into tables (Markdown, CSV, LaTeX) and plots; ``fedaug archive RUNS_DIR --out DIR``
-keeps their reportable part (no checkpoints) where it can be committed; ``fedaug flower ...`` runs the same
-experiments on Flower (simulation, or a SuperLink with SuperNodes over TLS). Every user error is one line on
-stderr and exit code 2; an interrupted run or sweep resumes when the same command is run again.
+keeps their reportable part (no checkpoints) where it can be committed; ``fedaug zsdg RUN_DIR`` draws the
+zero-shot samples of every class that Fed-ZDA's ZSDG makes of a run's model; ``fedaug flower ...`` runs the
+same experiments on Flower (simulation, or a SuperLink with SuperNodes over TLS). Every user error is one line
+on stderr and exit code 2; an interrupted run or sweep resumes when the same command is run again.
 """
 
 from __future__ import annotations
