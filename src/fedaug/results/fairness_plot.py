@@ -66,7 +66,8 @@ def _class_lines(axes: Any, rows: Sequence[str], finals: dict[str, list[dict[str
         per_class = final_vector(finals[row], "test/class_acc")
         if per_class:
             mean = 100.0 * np.nanmean(np.asarray(per_class, dtype=float), axis=0)
-            axes.plot(range(len(mean)), mean, "o-", label=row, markersize=4, linewidth=1.2)
-    axes.set(xlabel="class", ylabel="global test accuracy (%)", title="classes (mean over seeds)")
+            label = f"{row} (n={len(per_class)})"
+            axes.plot(range(len(mean)), mean, "o-", label=label, markersize=4, linewidth=1.2)
+    axes.set(xlabel="class", ylabel="global test accuracy (%)", title="classes (mean over the n seeds)")
     axes.grid(alpha=0.3)
     axes.legend(fontsize="small")
