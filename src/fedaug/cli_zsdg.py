@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from fedaug.api import Method
-from fedaug.attacks.target import global_model, parse_spec, run_config, to_pixels
+from fedaug.attacks.target import global_model, is_image, parse_spec, run_config, to_pixels
 from fedaug.data.datasets import load_dataset
 from fedaug.engine.evaluation import evaluate
 from fedaug.errors import ConfigError
@@ -95,7 +95,7 @@ def cmd_zsdg(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     samples = [to_pixels(dataset, synthetic.x[synthetic.y == c]) for c in range(dataset.num_classes)]
     rows = [(_row_label(row), batch) for row, batch in zip(per_class, samples, strict=True)]
-    figures = example_grid(rows, args.out / "zsdg_samples", image=_is_image(dataset.input_shape))
+    figures = example_grid(rows, args.out / "zsdg_samples", image=is_image(dataset.input_shape))
     result = {
         "run_dir": str(run_dir),
         "round": round_done,
@@ -115,11 +115,6 @@ def cmd_zsdg(args: argparse.Namespace) -> int:
         print(f"{name:<22}{_percent(row['model_test_acc']):>16}{_percent(row['model_acc_on_samples']):>20}")
     print("wrote " + ", ".join(str(p) for p in [*figures, args.out / "zsdg.json"]))
     return 0
-
-
-def _is_image(shape: tuple[int, ...]) -> bool:
-    """``[C, H, W]`` with 1 or 3 channels and both sides > 3 (UCI-HAR's ``[1, 128, 3]`` windows are not)."""
-    return len(shape) == 3 and shape[0] in (1, 3) and min(shape[1:]) > 3
 
 
 def _row_label(row: dict[str, Any]) -> str:

@@ -36,16 +36,18 @@ def round_times(method_dir: Path) -> dict[int, float]:
     return {round_num: statistics.fmean(times) for round_num, times in samples.items()}
 
 
-def remaining_rounds_start(point: SweepPoint) -> int:
-    """The first round ``point`` runs itself (after the FedAvg rounds it would take from its FedAvg run)."""
+def _rounds(point: SweepPoint) -> tuple[range, range]:
+    """The rounds ``point`` runs itself (after the FedAvg rounds it would take from its FedAvg run), and those
+    of them it has still to run."""
     plan = branch_plan(point.config)
-    return 1 if plan is None else plan[1] + 1
+    own = range(1 if plan is None else plan[1] + 1, point.config.train.rounds + 1)
+    done = len(read_jsonl(point.run_dir / "metrics.jsonl"))
+    return own, range(max(done + 1, own.start), own.stop)
 
 
 def remaining_rounds(point: SweepPoint) -> range:
     """The rounds ``point`` has still to run itself."""
-    done = len(read_jsonl(point.run_dir / "metrics.jsonl"))
-    return range(max(done + 1, remaining_rounds_start(point)), point.config.train.rounds + 1)
+    return _rounds(point)[1]
 
 
 def remaining_seconds(point: SweepPoint) -> float | None:
@@ -56,15 +58,14 @@ def remaining_seconds(point: SweepPoint) -> float | None:
     the logged rounds among those ``point`` runs itself, so that a branching point's remaining rounds are
     costed by augmented rounds, not by FedAvg's.
     """
-    needed = remaining_rounds(point)
+    own, needed = _rounds(point)
     if not needed:
         return 0.0
     times = round_times(point.run_dir.parent)
-    first_own = remaining_rounds_start(point)
-    own = [seconds for round_num, seconds in times.items() if round_num >= first_own]
-    if not own:
+    logged_own = [seconds for round_num, seconds in times.items() if round_num in own]
+    if not logged_own:
         return None
-    fallback = statistics.fmean(own)
+    fallback = statistics.fmean(logged_own)
     return math.fsum(times.get(round_num, fallback) for round_num in needed)
 
 

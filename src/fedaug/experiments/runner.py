@@ -255,8 +255,8 @@ def run_experiment(
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(dump_yaml(config))
     _warn_thread_change(run_dir)
-    # config.yaml keeps the method options as given (its comparison on resume must not change when a default
-    # does); env.json records every option the run used, so a default changed later cannot change its meaning.
+    # config.yaml keeps the method options as given; env.json records every option the run used, defaults
+    # included, so a later default change cannot change its meaning (_check_existing compares them on resume).
     method_options = asdict(prepared.method.config)
     write_env(run_dir, {"dataset_source": prepared.dataset.source, "method_config": method_options})
     logger.info(
