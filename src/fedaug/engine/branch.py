@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fedaug.api import Method, RunContext, ServerState
-from fedaug.engine.checkpoint import RunStore, write_json
+from fedaug.engine.checkpoint import RunStore, read_jsonl, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +32,15 @@ def start_checkpoint(source: RunStore, last_fedavg_round: int) -> dict[str, Any]
     if latest is not None and kept <= latest["round_num"] <= last_fedavg_round:
         return latest
     return source.load_checkpoint(kept) if kept else None
+
+
+def has_start_checkpoint(source_dir: Path, last_fedavg_round: int) -> bool:
+    """Whether :func:`start_checkpoint` would find a checkpoint in ``source_dir``, loading none: a kept round
+    ``<= last_fedavg_round``, or ``ckpt/latest.pt`` of a run that has logged no later round."""
+    source = RunStore(source_dir)
+    if any(r <= last_fedavg_round for r in source.kept_rounds()):
+        return True
+    return source.ckpt_path.exists() and len(read_jsonl(source.metrics_path)) <= last_fedavg_round
 
 
 def branch_from_fedavg(

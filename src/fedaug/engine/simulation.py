@@ -43,6 +43,7 @@ from fedaug.engine.progress import RoundClock, format_duration
 from fedaug.engine.sampling import sample_clients
 from fedaug.errors import ClientError, FedaugError
 from fedaug.local_training import snapshot_state
+from fedaug.machine import cpu_facts
 from fedaug.models.base import SplitModel
 from fedaug.seeding import seed_for, torch_generator
 from fedaug.types import ClientId, Metrics
@@ -309,7 +310,8 @@ def _mean_metrics(updates: list[ClientUpdate]) -> Metrics:
 
 
 def write_env(run_dir: Path, extra: dict[str, Any] | None = None) -> None:
-    """Writes ``env.json``: python, torch and fedaug versions, threads, platform, git sha."""
+    """Writes ``env.json``: python, torch and fedaug versions, threads, platform, CPU (:mod:`fedaug.machine`),
+    git sha."""
     import platform
     import subprocess
 
@@ -334,6 +336,7 @@ def write_env(run_dir: Path, extra: dict[str, Any] | None = None) -> None:
         "num_threads": torch.get_num_threads(),
         "platform": platform.platform(),
         "processor": platform.processor(),
+        **cpu_facts(),
         "git_sha": sha or None,
         **(extra or {}),
     }

@@ -1,7 +1,9 @@
 """How long a sweep's unfinished points will take: the estimate that ``fedaug sweep --dry-run`` prints.
 
 A point's remaining rounds are those after the rounds its ``metrics.jsonl`` holds; a point that branches from
-its FedAvg run skips the FedAvg rounds it takes from it (:func:`~fedaug.experiments.schedule.branch_plan`).
+its FedAvg run skips the FedAvg rounds it takes from it (:func:`~fedaug.experiments.schedule.branch_plan`),
+unless that run has finished without a checkpoint to start from (restored from an archive): then it runs
+them too (:func:`plan`).
 Each remaining round is costed at the mean ``round_time`` (``timings.jsonl``) of that round over the point's
 siblings: the run dirs of the same sweep name, setting and method with any seed (``.../<method>/seed*``, the
 point's own included), finished or not; a round none of them has logged yet, at the mean of the logged rounds
@@ -17,9 +19,11 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fedaug.engine.branch import has_start_checkpoint
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.experiments.schedule import Schedule, branch_plan
 
@@ -36,29 +40,58 @@ def round_times(method_dir: Path) -> dict[int, float]:
     return {round_num: statistics.fmean(times) for round_num, times in samples.items()}
 
 
-def _rounds(point: SweepPoint) -> tuple[range, range]:
-    """The rounds ``point`` runs itself (after the FedAvg rounds it would take from its FedAvg run), and those
-    of them it has still to run."""
-    plan = branch_plan(point.config)
-    own = range(1 if plan is None else plan[1] + 1, point.config.train.rounds + 1)
+@dataclass(frozen=True)
+class Plan:
+    """What a point has left to run.
+
+    ``own``: its own kind of rounds (after its FedAvg rounds, if it has any); ``needed``: the rounds it has
+    still to run, its FedAvg rounds included when it runs them itself; ``alone``: the FedAvg run dir it could
+    branch from but will not (None: it does not branch, or will, or did).
+    """
+
+    own: range
+    needed: range
+    alone: Path | None
+
+
+def plan(point: SweepPoint) -> Plan:
+    """``point``'s :class:`Plan`.
+
+    A branching point runs FedAvg's rounds itself when its FedAvg run holds no checkpoint to start from and
+    will not write one: a finished run restored from ``fedaug archive`` (which keeps no checkpoints). A
+    FedAvg run that has not finished is taken to leave its checkpoint (the sweep that holds both runs it
+    first, with the preset's ``engine.keep_checkpoints``). A point that has started already branched if its
+    run dir has ``branch.json``.
+    """
+    branch = branch_plan(point.config)
     done = len(read_jsonl(point.run_dir / "metrics.jsonl"))
-    return own, range(max(done + 1, own.start), own.stop)
+    alone = None
+    if branch is not None:
+        source, fedavg_rounds = branch
+        if done:
+            alone = None if (point.run_dir / "branch.json").exists() else source
+        elif not has_start_checkpoint(source, fedavg_rounds) and (source / "summary.json").exists():
+            alone = source
+    own = range(1 if branch is None else branch[1] + 1, point.config.train.rounds + 1)
+    first = 1 if alone is not None else own.start
+    return Plan(own, range(max(done + 1, first), own.stop), alone)
 
 
 def remaining_rounds(point: SweepPoint) -> range:
     """The rounds ``point`` has still to run itself."""
-    return _rounds(point)[1]
+    return plan(point).needed
 
 
-def remaining_seconds(point: SweepPoint) -> float | None:
+def remaining_seconds(point: SweepPoint, point_plan: Plan | None = None) -> float | None:
     """Run time (s) ``point`` still needs by its siblings' round times (None: no sibling has logged a round
-    that ``point`` runs itself).
+    that ``point`` runs itself); ``point_plan`` is ``plan(point)`` if the caller has it.
 
     A round no sibling has logged yet (the next rounds of the most advanced one) is costed at the mean time of
     the logged rounds among those ``point`` runs itself, so that a branching point's remaining rounds are
     costed by augmented rounds, not by FedAvg's.
     """
-    own, needed = _rounds(point)
+    point_plan = point_plan or plan(point)
+    own, needed = point_plan.own, point_plan.needed
     if not needed:
         return 0.0
     times = round_times(point.run_dir.parent)
@@ -89,14 +122,18 @@ def dry_run_lines(points: Sequence[SweepPoint]) -> list[str]:
     for point in points:
         status = run_status(point)
         counts[status.split(" ")[0]] += 1
-        seconds = None if status == "finished" else remaining_seconds(point)
+        point_plan = None if status == "finished" else plan(point)
+        seconds = None if point_plan is None else remaining_seconds(point, point_plan)
         if status == "finished":
             left = ""
         elif seconds is None:
             left, unknown = "?", unknown + 1
         else:
             left, total = f"~{format_duration(seconds)}", total + seconds
-        after = f"  (after {waits[point.run_dir]})" if point.run_dir in waits else ""
+        if point_plan is not None and point_plan.alone is not None:
+            after = f"  (from round 1: no FedAvg checkpoint in {point_plan.alone})"
+        else:
+            after = f"  (after {waits[point.run_dir]})" if point.run_dir in waits else ""
         lines.append(f"{status:<26}{left:<10}{point.run_dir}{after}")
     states = ", ".join(f"{counts[s]} {s}" for s in ("finished", "partial", "new") if counts[s])
     summary = f"{_runs(len(points))}: {states}"

@@ -32,6 +32,7 @@ from fedaug.errors import ConfigError
 from fedaug.experiments.branching import config_differences, fedavg_name, start_from_fedavg
 from fedaug.experiments.config import ExperimentConfig, MethodSpec
 from fedaug.experiments.load import build_dataclass, dump_yaml
+from fedaug.machine import cpu_facts
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
 from fedaug.paths import cache_dir
@@ -168,7 +169,7 @@ def _check_existing(run_dir: Path, config: ExperimentConfig) -> None:
     if not saved_path.exists():
         return
     # Engine settings do not change results, except precision and flush_denormals, which stay in the
-    # comparison (threads change the rounding of multi-threaded sums: warned on resume, _warn_thread_change);
+    # comparison (threads and the CPU change the rounding: warned on resume, _warn_rounding_change);
     # compare lists sibling runs; name and out_dir only say where the run dir is (a run moved into a sweep's
     # tree is that sweep's run), nor does data.data_dir.
     diffs = config_differences(saved_path, config)
@@ -204,17 +205,20 @@ def _option_changes(used: dict[str, Any], config: ExperimentConfig) -> list[str]
     return [f"method.{k} (the run used {json.dumps(used[k])}, now {json.dumps(now[k])})" for k in changed]
 
 
-def _warn_thread_change(run_dir: Path) -> None:
-    """Warns when a run resumes with another torch thread count than it last ran with (``env.json``).
+def _warn_rounding_change(run_dir: Path) -> None:
+    """Warns when a run resumes with another torch thread count, or on another kind of CPU, than it last ran
+    with (``env.json``; runs from before the CPU was recorded are not checked for it).
 
-    Multi-threaded ops split their sums differently, so the rest of the run rounds differently (HARNet: train
-    loss 1.0212539 with 1 thread vs 1.0212342 with 2 after one round) and will not be bit-identical to an
-    uninterrupted run. Not refused: the run is as valid, only not the same to the last digit.
+    Multi-threaded ops split their sums differently (HARNet: train loss 1.0212539 with 1 thread vs 1.0212342
+    with 2 after one round), and oneDNN's kernels for another instruction set round differently
+    (:mod:`fedaug.machine`), so the rest of the run will not be bit-identical to an uninterrupted run. Not
+    refused: the run is as valid, only not the same to the last digit.
     """
     env_path = run_dir / "env.json"
     if not (run_dir / "metrics.jsonl").exists() or not env_path.exists():
         return
-    before = json.loads(env_path.read_text()).get("num_threads")
+    env = json.loads(env_path.read_text())
+    before = env.get("num_threads")
     now = torch.get_num_threads()
     if before is not None and before != now:
         logger.warning(
@@ -225,6 +229,18 @@ def _warn_thread_change(run_dir: Path) -> None:
             before,
             now,
             before,
+        )
+    cpu = cpu_facts()
+    keys = ("cpu_model", "cpu_capability")
+    if all(key in env for key in keys) and any(env[key] != cpu[key] for key in keys):
+        logger.warning(
+            "%s ran on %s (%s) and resumes on %s (%s): kernels round differently on another kind of CPU, so "
+            "its remaining rounds will not be bit-identical to an uninterrupted run's",
+            run_dir,
+            env["cpu_model"],
+            env["cpu_capability"],
+            cpu["cpu_model"],
+            cpu["cpu_capability"],
         )
 
 
@@ -254,7 +270,7 @@ def run_experiment(
     prepared = prepare(config, run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(dump_yaml(config))
-    _warn_thread_change(run_dir)
+    _warn_rounding_change(run_dir)
     # config.yaml keeps the method options as given; env.json records every option the run used, defaults
     # included, so a later default change cannot change its meaning (_check_existing compares them on resume).
     method_options = asdict(prepared.method.config)

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from fedaug.cli import main
-from fedaug.experiments.estimate import dry_run_lines, format_duration, remaining_rounds, remaining_seconds
+from fedaug.engine.branch import has_start_checkpoint
+from fedaug.experiments.estimate import (
+    dry_run_lines,
+    format_duration,
+    plan,
+    remaining_rounds,
+    remaining_seconds,
+)
 from tests.unit.experiments.test_schedule import ZDAS, _points
 from tests.unit.experiments.test_sweep import SMOKE
 
@@ -41,6 +48,7 @@ def test_round_times_of_the_other_seeds_cost_the_rounds_left(tmp_path: Path) -> 
     assert remaining_seconds(zdas1) is None
     # Prepare: ZDAS seed 0 branched (rounds 1-2 copied with FedAvg's times) and ran round 3 in 30 s
     _log(zdas0.run_dir, [1.0, 2.0, 30.0])
+    (zdas0.run_dir / "branch.json").write_text(json.dumps({"from": str(fedavg0.run_dir), "round": 2}))
     # Assert: round 4, logged by no seed, costs the mean of the own rounds logged (30 s), not of FedAvg's
     assert remaining_seconds(zdas0) == pytest.approx(30.0)
     assert remaining_seconds(zdas1) == pytest.approx(60.0)
@@ -53,6 +61,45 @@ def test_round_times_of_the_other_seeds_cost_the_rounds_left(tmp_path: Path) -> 
     assert lines[2].startswith("new                       ~1 min    ")
     left = "about 2 min of run time left (round times of their seeds so far)"  # 30 + 60 + 9 s
     assert lines[-1] == f"4 runs: 1 finished, 2 partial, 1 new; {left}"
+
+
+def test_a_branching_run_whose_fedavg_run_kept_no_checkpoint_runs_every_round(tmp_path: Path) -> None:
+    # Prepare: FedAvg seed 0 finished with its times but no checkpoint (restored from `fedaug archive`), and
+    # ZDAS seed 1 ran rounds 1-3 (branched from its FedAvg run, 30 s for round 3)
+    zdas0, fedavg0 = _points(tmp_path, f"[{ZDAS}, fedavg]")
+    zdas1, _ = _points(tmp_path, f"[{ZDAS}, fedavg]", "seed=1")
+    _log(fedavg0.run_dir, [1.0, 2.0, 3.0, 4.0], finished=True)
+    _log(zdas1.run_dir, [1.0, 2.0, 30.0])
+    (zdas1.run_dir / "branch.json").write_text("{}")
+    # Assert: ZDAS seed 0 runs FedAvg's rounds too, costed at the siblings' times of rounds 1-2 (1 and 2 s)
+    assert remaining_rounds(zdas0) == range(1, 5)
+    assert remaining_seconds(zdas0) == pytest.approx(1.0 + 2.0 + 30.0 + 30.0)
+    lines = dry_run_lines([zdas0, fedavg0])
+    assert lines[0].startswith("new                       ~1 min    ")
+    assert lines[0].endswith(f"{zdas0.run_dir}  (from round 1: no FedAvg checkpoint in {fedavg0.run_dir})")
+    # a kept checkpoint of round 2 (or earlier) is one to start from
+    (fedavg0.run_dir / "ckpt").mkdir()
+    (fedavg0.run_dir / "ckpt" / "round_0002.pt").touch()
+    assert remaining_rounds(zdas0) == range(3, 5)
+    assert dry_run_lines([zdas0, fedavg0])[0].endswith(f"{zdas0.run_dir}  (after {fedavg0.run_dir})")
+    # a run that started from round 1 (no branch.json) goes on alone after an interruption
+    (zdas1.run_dir / "branch.json").unlink()
+    assert remaining_rounds(zdas1) == range(4, 5)
+    assert plan(zdas1).alone == fedavg0.run_dir.parent.parent / "fedavg" / "seed1"
+
+
+def test_has_start_checkpoint(tmp_path: Path) -> None:
+    run = tmp_path / "fedavg"
+    _log(run, [1.0, 1.0, 1.0])
+    assert not has_start_checkpoint(run, 3)  # no checkpoint at all
+    (run / "ckpt").mkdir()
+    (run / "ckpt" / "latest.pt").touch()  # after round 3
+    assert has_start_checkpoint(run, 3)
+    assert not has_start_checkpoint(run, 2)
+    (run / "ckpt" / "round_0002.pt").touch()
+    assert has_start_checkpoint(run, 2)
+    assert not has_start_checkpoint(run, 1)
+    assert not has_start_checkpoint(tmp_path / "missing", 5)
 
 
 def test_a_run_without_an_estimate_is_counted(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from fedaug.errors import ConfigError
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.load import load_config
 from fedaug.experiments.runner import run_dir_for, run_experiment
+from fedaug.machine import cpu_model
 from tests.conftest import REPO_ROOT
 
 
@@ -71,6 +72,33 @@ def test_resuming_with_another_thread_count_warns(tmp_path: Path, caplog: pytest
     (record,) = caplog.records
     assert "ran with 1 torch threads and resumes with 2" in record.getMessage()
     assert "engine.num_threads=1" in record.getMessage()
+
+
+def test_resuming_on_another_kind_of_cpu_warns(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Prepare: an "interrupted" run; env.json records the CPU it ran on
+    config = _config(tmp_path)
+    run_experiment(config)
+    run_dir = run_dir_for(config)
+    (run_dir / "summary.json").unlink()
+    env = json.loads((run_dir / "env.json").read_text())
+    assert env["cpu_model"] == cpu_model()
+    assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    # Execute: resumed on the same CPU (silent), then "on another one" (as if env.json came from elsewhere)
+    with caplog.at_level(logging.WARNING, logger="fedaug.experiments.runner"):
+        run_experiment(config)
+        assert not caplog.records
+        (run_dir / "summary.json").unlink()
+        (run_dir / "env.json").write_text(json.dumps({**env, "cpu_model": "Some Other CPU"}))
+        run_experiment(config)
+        (run_dir / "summary.json").unlink()
+        old = {k: v for k, v in env.items() if k not in ("cpu_model", "cpu_capability")}
+        (run_dir / "env.json").write_text(json.dumps(old))  # a run from before the CPU was recorded
+        run_experiment(config)
+    # Assert: one warning, naming both CPUs
+    (record,) = caplog.records
+    message = record.getMessage()
+    assert f"ran on Some Other CPU ({env['cpu_capability']}) and resumes on {cpu_model()}" in message
+    assert "not be bit-identical" in message
 
 
 def test_env_json_records_every_method_option_with_its_default(tmp_path: Path) -> None:

@@ -1,0 +1,37 @@
+"""Facts about the CPU a run or benchmark ran on (``env.json``, benchmark JSON).
+
+The same seed gives bit-identical runs only on the same kind of CPU: oneDNN picks its kernels by the CPU's
+instruction set, and kernels round differently. Measured (Fed-ZDA MNIST unimodal, seed 1, 1 thread): round 1's
+train loss was 0.12100755 on an Intel Xeon and 0.12100852 on an AMD EPYC (both AVX512 to torch), and the runs
+drift apart from there. Timings also depend on the CPU (bf16 is 1.5x faster with AVX-512 BF16 and 14x slower
+without it).
+"""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fedaug.precision import native_bf16
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; ``platform.processor()`` where there is none)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def cpu_facts() -> dict[str, Any]:
+    """The CPU model, torch's vector capability and whether the CPU has native bfloat16."""
+    return {
+        "cpu_model": cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "native_bf16": native_bf16(),
+    }
