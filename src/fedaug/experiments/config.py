@@ -46,6 +46,9 @@ class PartitionConfig:
         mean_local_size: average samples per client (the papers' scarcity level, 100 or 50).
         local_test_fraction: fraction of each client's data held out as its local test set.
         options: the partitioner's parameters (``classes_per_client``, ``alpha``, ``min_size``, ...).
+        seed: the partition's seed; None (default) draws it from the run's ``seed``. Set it to keep one
+            partition over the seeds of a table, so that their spread is the training randomness alone
+            (client sampling, batches, initial model; the local test sets are part of the partition).
     """
 
     name: str = "quantity"
@@ -53,8 +56,13 @@ class PartitionConfig:
     mean_local_size: float | None = None
     local_test_fraction: float = 0.0
     options: dict[str, Any] = field(default_factory=lambda: {"classes_per_client": 2})
+    seed: int | None = None
 
     def __post_init__(self) -> None:
+        if self.seed is not None and (
+            isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0
+        ):
+            raise ConfigError(f"partition.seed must be a non-negative int or null, got {self.seed!r}")
         if (self.num_clients is None) == (self.mean_local_size is None):
             raise ConfigError(
                 "set exactly one of partition.num_clients and partition.mean_local_size, got "

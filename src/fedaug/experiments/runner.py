@@ -42,11 +42,13 @@ logger = logging.getLogger(__name__)
 
 
 def partition_tag(config: ExperimentConfig) -> str:
-    """A short name of the partition, e.g. ``quantity2-K75`` or ``dirichlet0.3-K75``."""
+    """A short name of the partition, e.g. ``quantity2-K75`` or ``dirichlet0.3-K75`` (``-pseed0`` added when
+    ``partition.seed`` fixes the partition's seed)."""
     part = config.partition
     params = "_".join(str(v) for v in part.options.values())
     size = f"K{part.num_clients}" if part.num_clients is not None else f"n{part.mean_local_size:g}"
-    return f"{part.name}{params}-{size}"
+    fixed = "" if part.seed is None else f"-pseed{part.seed}"
+    return f"{part.name}{params}-{size}{fixed}"
 
 
 def run_dir_for(config: ExperimentConfig) -> Path:
@@ -97,7 +99,7 @@ def load_data_and_partition(config: ExperimentConfig) -> tuple[Dataset, Partitio
         dataset.y_train.numpy(),
         name=part.name,
         num_classes=dataset.num_classes,
-        seed=config.seed,
+        seed=config.seed if part.seed is None else part.seed,
         num_clients=part.num_clients,
         mean_local_size=part.mean_local_size,
         local_test_fraction=part.local_test_fraction,

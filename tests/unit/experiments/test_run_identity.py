@@ -7,6 +7,7 @@ import logging
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -14,7 +15,7 @@ import yaml
 from fedaug.errors import ConfigError
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import run_dir_for, run_experiment
+from fedaug.experiments.runner import load_data_and_partition, run_dir_for, run_experiment
 from fedaug.machine import cpu_model
 from tests.conftest import REPO_ROOT
 
@@ -142,3 +143,29 @@ def test_method_options_compare_as_run_not_as_written(tmp_path: Path) -> None:
     assert run_experiment(_config(tmp_path, "method.name=fedprox", "method.proximal_mu=0.01")) == summary
     with pytest.raises(ConfigError, match=r"method\.proximal_mu \(the run used 0\.01, now 0\.5\)"):
         run_experiment(_config(tmp_path, "method.name=fedprox", "method.proximal_mu=0.5"))
+
+
+def test_partition_seed_keeps_one_partition_over_the_run_seeds(tmp_path: Path) -> None:
+    # Prepare: run seeds 0 and 1, with the partition drawn from the run seed (default) or fixed to seed 0
+    drawn = [load_data_and_partition(_config(tmp_path, f"seed={s}"))[1] for s in (0, 1)]
+    fixed = [_config(tmp_path, f"seed={s}", "partition.seed=0") for s in (0, 1)]
+    parts = [load_data_and_partition(c)[1] for c in fixed]
+    # Assert: by default the seeds' partitions differ; with partition.seed both are seed 0's
+    assert any(not np.array_equal(a, b) for a, b in zip(*(p.train_indices for p in drawn), strict=True))
+    for part in parts:
+        for got, want in zip(part.train_indices, drawn[0].train_indices, strict=True):
+            np.testing.assert_array_equal(got, want)
+    # the run dirs say so, and the two training seeds still differ in what they train
+    assert run_dir_for(fixed[1]).parts[-3].endswith("-K6-pseed0")
+    metrics = []
+    for config in fixed:
+        run_experiment(config)
+        metrics.append((run_dir_for(config) / "metrics.jsonl").read_text())
+    assert metrics[0] != metrics[1]
+
+
+@pytest.mark.parametrize("bad", ["-1", "1.5", "true", "zero"])
+def test_a_bad_partition_seed_is_refused(tmp_path: Path, bad: str) -> None:
+    message = r"partition\.seed must be (a non-negative int or null|of type int), got"
+    with pytest.raises(ConfigError, match=message):
+        _config(tmp_path, f"partition.seed={bad}")
