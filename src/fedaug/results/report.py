@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,7 +81,19 @@ def _summary_line(grouping: Grouping, runs_dir: str) -> str:
     rounds = sorted({int(r.summary["rounds"]) for r in runs})
     shape = f"{len(grouping.rows)} methods x {len(grouping.columns)} settings"
     text = f"{len(runs)} runs from `{runs_dir}`: {shape}, rounds {', '.join(map(str, rounds))}"
-    return text + (f" ({unfinished} unfinished runs included)" if unfinished else "")
+    text += f" ({unfinished} unfinished runs included)" if unfinished else ""
+    return text + f"; CPUs: {_cpu_counts(runs)}"
+
+
+def _cpu_counts(runs: Sequence[Run]) -> str:
+    """How many runs ran on each CPU model (``env.json``), most first.
+
+    A seed's runs on different CPUs do not share their float rounding (:mod:`fedaug.machine`), so a paired
+    gain between them holds that drift too.
+    """
+    counts = Counter(run.cpu or "not recorded" for run in runs)
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{cpu} ({n})" for cpu, n in ranked)
 
 
 def _check_formats(formats: Sequence[str]) -> None:

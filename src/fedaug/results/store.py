@@ -31,6 +31,8 @@ logger = logging.getLogger(__name__)
 
 
 _PARTITION_FIXED = ("partition.name", "partition.num_clients", "partition.mean_local_size")
+_PARTITION_APART = ("partition.local_test_fraction", "partition.seed")
+"""Partition keys that are not the partitioner's parameters (a fixed partition seed shows as ``pseed=k``)."""
 _PARTITION_SHORT = {"quantity": "Qua", "dirichlet": "Dir", "iid": "IID", "shards": "Shards"}
 _MISSING = object()
 
@@ -46,6 +48,7 @@ class Run:
         summary: ``summary.json`` (or, for an unfinished run, the same numbers computed from its metrics).
         finished: whether ``summary.json`` exists and covers the configured number of rounds.
         method_options: the options given to the method that differ from its defaults.
+        cpu: the CPU model it ran on (``env.json``; None for runs from before it was recorded).
     """
 
     path: Path
@@ -53,6 +56,7 @@ class Run:
     summary: dict[str, Any]
     finished: bool
     method_options: dict[str, Any] = field(default_factory=dict)
+    cpu: str | None = None
 
     @property
     def method(self) -> str:
@@ -102,7 +106,9 @@ def load_run(path: Path, *, include_unfinished: bool = False) -> Run | None:
     defaults = method_defaults(name)
     changed = {k: v for k, v in given.items() if defaults.get(k, _MISSING) != v}
     config.update({f"method.{k}": v for k, v in defaults.items() if f"method.{k}" not in config})
-    return Run(path=path, config=config, summary=summary, finished=finished, method_options=changed)
+    env_path = path / "env.json"
+    cpu = json.loads(env_path.read_text()).get("cpu_model") if env_path.exists() else None
+    return Run(path=path, config=config, summary=summary, finished=finished, method_options=changed, cpu=cpu)
 
 
 def _resolved(raw: dict[str, Any]) -> dict[str, Any]:
@@ -198,11 +204,13 @@ def setting_label(config: Mapping[str, Any], extra_keys: Iterable[str] = ()) -> 
     params = [
         _fmt(v)
         for k, v in config.items()
-        if k.startswith("partition.") and k not in _PARTITION_FIXED and k != "partition.local_test_fraction"
+        if k.startswith("partition.") and k not in (*_PARTITION_FIXED, *_PARTITION_APART)
     ]
     partition = _PARTITION_SHORT.get(name, name) + (f"({', '.join(params)})" if params else "")
     clients = config.get("partition.num_clients")
     size = f"K={clients}" if clients is not None else f"n={_fmt(config.get('partition.mean_local_size'))}"
+    if config.get("partition.seed") is not None:
+        size += f" pseed={config['partition.seed']}"
     extras = "".join(f", {k.split('.', 1)[-1]}={_fmt(config.get(k))}" for k in extra_keys)
     return f"{config.get('data.name')} {partition} {size}{extras}"
 
@@ -298,7 +306,7 @@ def _column_key(config: Mapping[str, Any], label: str) -> tuple[Any, ...]:
     params = [
         -v
         for k, v in config.items()
-        if k.startswith("partition.") and k not in _PARTITION_FIXED
+        if k.startswith("partition.") and k not in (*_PARTITION_FIXED, *_PARTITION_APART)
         if isinstance(v, int | float) and not isinstance(v, bool)
     ]
     return (str(config.get("data.name")), size, rank, params, label)

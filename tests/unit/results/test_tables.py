@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
 from fedaug.results.reference import load_reference
 from fedaug.results.report import build_tables, render, write_report
@@ -233,3 +235,26 @@ def test_unknown_baseline_is_refused_naming_the_rows(grouping: Grouping) -> None
         FedaugError, match=r"--baseline moon: no such method among fedavg, fedlc, feddata, flea"
     ):
         write_report(runs_dir, baseline="moon")
+
+
+def test_report_title_counts_the_cpus_and_a_fixed_partition_seed_is_its_own_column(
+    tmp_path: Path, make_run: Callable[..., Path]
+) -> None:
+    # Prepare: three seeds, two with env.json naming their CPU, one from before it was recorded; and one run
+    # whose partition seed was fixed
+    for seed, cpu in ((0, "Intel Xeon"), (1, "AMD EPYC"), (2, None)):
+        run_dir = make_run(tmp_path, seed=seed)
+        if cpu is not None:
+            (run_dir / "env.json").write_text(json.dumps({"cpu_model": cpu, "num_threads": 1}))
+    fixed = make_run(tmp_path / "fixed", seed=1)
+    config = yaml.safe_load((fixed / "config.yaml").read_text())
+    config["partition"]["seed"] = 0
+    (fixed / "config.yaml").write_text(yaml.safe_dump(config))
+    (fixed / "env.json").write_text(json.dumps({"cpu_model": "AMD EPYC"}))
+    # Execute
+    printed = write_report([tmp_path], formats=["md"]).printed[0]
+    # Assert: CPUs most first, then by name; the fixed-partition run is a column of its own
+    title = printed.splitlines()[0]
+    assert title.endswith("; CPUs: AMD EPYC (2), Intel Xeon (1), not recorded (1)")
+    assert "uci_har Qua(2) K=75 pseed=0" in printed
+    assert "uci_har Qua(2) K=75 |" in printed
