@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,29 @@ def test_sweep_listing_the_branching_run_first_still_branches(tmp_path: Path, wo
     assert len(result.finished) == 2 and not result.failures
     assert result.finished[-1] == points[0].run_dir
     assert json.loads((points[0].run_dir / "branch.json").read_text())["round"] == 2
+
+
+def test_a_grid_goes_on_from_its_archive_on_a_fresh_machine(tmp_path: Path) -> None:
+    # Prepare: the grid ran (FedAvg, then ZDAS branched off its round-2 checkpoint) and was archived
+    from fedaug.experiments.estimate import dry_run_lines
+    from fedaug.results.archive import archive_runs
+
+    points = _points(tmp_path, f"[{ZDAS}, fedavg]")
+    zdas, fedavg = points
+    assert not run_sweep(points, workers=1).failures
+    first = (zdas.run_dir / "metrics.jsonl").read_text()
+    root = fedavg.run_dir.parents[2]  # runs/sw
+    archive_runs(root, tmp_path / "archive")
+    # Execute: a fresh machine: no run dirs, the archive copied back, the ZDAS run not archived yet
+    shutil.rmtree(root)
+    shutil.copytree(tmp_path / "archive", root)
+    shutil.rmtree(zdas.run_dir)
+    lines = dry_run_lines(points)
+    result = run_sweep(points, workers=1)
+    # Assert: FedAvg is taken as finished; ZDAS, with no checkpoint to start from, said so and ran from
+    # round 1 to the same metrics as the branched run
+    assert lines[0].endswith(f"{zdas.run_dir}  (from round 1: no FedAvg checkpoint in {fedavg.run_dir})")
+    assert lines[1].startswith("finished")
+    assert result.skipped == [fedavg.run_dir] and result.finished == [zdas.run_dir]
+    assert not (zdas.run_dir / "branch.json").exists()
+    assert (zdas.run_dir / "metrics.jsonl").read_text() == first
