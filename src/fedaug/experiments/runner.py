@@ -212,8 +212,8 @@ def _warn_rounding_change(run_dir: Path) -> None:
     with (``env.json``; runs from before the CPU was recorded are not checked for it).
 
     Multi-threaded ops split their sums differently (HARNet: train loss 1.0212539 with 1 thread vs 1.0212342
-    with 2 after one round), and oneDNN's kernels for another instruction set round differently
-    (:mod:`fedaug.machine`), so the rest of the run will not be bit-identical to an uninterrupted run. Not
+    with 2 after one round), and the kernels picked for another CPU round differently (:mod:`fedaug.machine`),
+    so the rest of the run will not be bit-identical to an uninterrupted run. Not
     refused: the run is as valid, only not the same to the last digit.
     """
     env_path = run_dir / "env.json"

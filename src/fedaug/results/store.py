@@ -48,7 +48,8 @@ class Run:
         summary: ``summary.json`` (or, for an unfinished run, the same numbers computed from its metrics).
         finished: whether ``summary.json`` exists and covers the configured number of rounds.
         method_options: the options given to the method that differ from its defaults.
-        cpu: the CPU model it ran on (``env.json``; None for runs from before it was recorded).
+        cpu: the CPU model it (last) ran on (``env.json``, rewritten at each start; a resume on another CPU
+            is warned about in its log); None for runs from before it was recorded.
     """
 
     path: Path
