@@ -175,7 +175,7 @@ def _check_existing(run_dir: Path, config: ExperimentConfig) -> None:
     # compare lists sibling runs; name and out_dir only say where the run dir is (a run moved into a sweep's
     # tree is that sweep's run), nor does data.data_dir.
     diffs = config_differences(saved_path, config)
-    used = _used_method_options(run_dir)
+    used = _saved_env(run_dir).get("method_config")  # every option the run used, defaults included
     if used is not None and "method.name" not in diffs:
         diffs = [key for key in diffs if not key.startswith("method.")] + _option_changes(used, config)
     if diffs:
@@ -185,13 +185,11 @@ def _check_existing(run_dir: Path, config: ExperimentConfig) -> None:
         )
 
 
-def _used_method_options(run_dir: Path) -> dict[str, Any] | None:
-    """Every method option the run in ``run_dir`` used, defaults included (``env.json``; None before it)."""
+def _saved_env(run_dir: Path) -> dict[str, Any]:
+    """The ``env.json`` of the run in ``run_dir`` as it last started (empty if there is none)."""
     env_path = run_dir / "env.json"
-    if not env_path.exists():
-        return None
-    used: dict[str, Any] | None = json.loads(env_path.read_text()).get("method_config")
-    return used
+    env: dict[str, Any] = json.loads(env_path.read_text()) if env_path.exists() else {}
+    return env
 
 
 def _option_changes(used: dict[str, Any], config: ExperimentConfig) -> list[str]:
@@ -213,13 +211,12 @@ def _warn_rounding_change(run_dir: Path) -> None:
 
     Multi-threaded ops split their sums differently (HARNet: train loss 1.0212539 with 1 thread vs 1.0212342
     with 2 after one round), and the kernels picked for another CPU round differently (:mod:`fedaug.machine`),
-    so the rest of the run will not be bit-identical to an uninterrupted run. Not
-    refused: the run is as valid, only not the same to the last digit.
+    so the rest of the run will not be bit-identical to an uninterrupted run. Not refused: the run is as
+    valid, only not the same to the last digit.
     """
-    env_path = run_dir / "env.json"
-    if not (run_dir / "metrics.jsonl").exists() or not env_path.exists():
+    if not (run_dir / "metrics.jsonl").exists():
         return
-    env = json.loads(env_path.read_text())
+    env = _saved_env(run_dir)
     before = env.get("num_threads")
     now = torch.get_num_threads()
     if before is not None and before != now:
