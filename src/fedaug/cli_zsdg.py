@@ -27,7 +27,14 @@ from typing import Any
 import torch
 
 from fedaug.api import Method
-from fedaug.attacks.target import global_model, is_image, parse_spec, run_config, to_pixels
+from fedaug.attacks.target import (
+    global_model,
+    is_image,
+    parse_spec,
+    run_checkpoint,
+    run_config,
+    to_pixels,
+)
 from fedaug.data.datasets import load_dataset
 from fedaug.engine.evaluation import evaluate
 from fedaug.errors import ConfigError
@@ -68,10 +75,11 @@ def cmd_zsdg(args: argparse.Namespace) -> int:
         raise ConfigError(f"--per-class must be >= 1, got {args.per_class}")
     _, run_dir, round_num = parse_spec(args.target)
     config = run_config(run_dir)
+    ckpt = run_checkpoint(run_dir, round_num)
     dataset = load_dataset(
         config.data.name, data_dir=args.data_dir or config.data.data_dir, **config.data.options
     )
-    model, method, round_done = global_model(run_dir, round_num, config, dataset)
+    model, method, round_done = global_model(ckpt, config, dataset)
     settings = zsdg_settings(method, args.iterations, args.lr)
     synthetic = generate(
         model,

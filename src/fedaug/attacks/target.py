@@ -124,6 +124,7 @@ def load_targets(
     for spec in specs:
         label, run_dir, round_num = parse_spec(spec)
         config = run_config(run_dir)
+        ckpt = run_checkpoint(run_dir, round_num)
         key = repr((config.data.name, sorted(config.data.options.items())))
         if key not in datasets:
             if datasets:
@@ -133,15 +134,12 @@ def load_targets(
             datasets[key] = load_dataset(
                 config.data.name, data_dir=data_dir or config.data.data_dir, **config.data.options
             )
-        targets.append(_target(label, run_dir, round_num, config, datasets[key], layer))
+        targets.append(_target(label, run_dir, ckpt, config, datasets[key], layer))
     return targets
 
 
-def global_model(
-    run_dir: Path, round_num: int | None, config: ExperimentConfig, dataset: Dataset
-) -> tuple[SplitModel, Method, int]:
-    """The run's global model after ``round_num`` (None: the latest checkpoint) in eval mode, its method and
-    the round it is from.
+def run_checkpoint(run_dir: Path, round_num: int | None) -> dict[str, Any]:
+    """The run's checkpoint after ``round_num`` (None: the latest), read before any dataset is loaded.
 
     Raises:
         ConfigError: no checkpoint for that round (naming the kept rounds).
@@ -154,6 +152,14 @@ def global_model(
             f"{run_dir} has no checkpoint for round {round_num if round_num is not None else 'latest'} "
             f"(kept rounds: {kept}; keep more with --set engine.keep_checkpoints=[...])"
         )
+    return ckpt
+
+
+def global_model(
+    ckpt: dict[str, Any], config: ExperimentConfig, dataset: Dataset
+) -> tuple[SplitModel, Method, int]:
+    """The global model of ``ckpt`` (from :func:`run_checkpoint`) in eval mode, its method and the round it
+    is from."""
     method = build_method(config)
     model = build_model(
         config.model.name,
@@ -169,12 +175,12 @@ def global_model(
 def _target(
     label: str | None,
     run_dir: Path,
-    round_num: int | None,
+    ckpt: dict[str, Any],
     config: ExperimentConfig,
     dataset: Dataset,
     layer: int | None,
 ) -> Target:
-    model, method, done = global_model(run_dir, round_num, config, dataset)
+    model, method, done = global_model(ckpt, config, dataset)
     name = config.method.name
     shared = SHARED.get(name, "features")
     split = None

@@ -230,7 +230,10 @@ def tiny_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_reconstruct_cli_end_to_end(
-    tiny_runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tiny_runs: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     flea = tiny_runs["flea"]
     argv = [
@@ -251,8 +254,11 @@ def test_reconstruct_cli_end_to_end(
         assert (tmp_path / name).is_file()
     assert any(p.name.startswith("flea_privacy_") for p in tmp_path.glob("*.png"))
     assert "eval MSE" in capsys.readouterr().out
+    loaded: list[str] = []
+    monkeypatch.setattr("fedaug.attacks.target.load_dataset", lambda name, **_: loaded.append(name))
     assert main(["attack", "reconstruct", f"{flea}@7", "--out", str(tmp_path)]) == 2
     assert "kept rounds: 1" in capsys.readouterr().err
+    assert loaded == []  # refused before the dataset loads
 
 
 def test_context_cli_end_to_end(tiny_runs: dict[str, Path], tmp_path: Path) -> None:

@@ -42,11 +42,14 @@ def test_samples_figure_and_numbers_per_class(bn_run: Path, tmp_path: Path) -> N
     assert saved["x"].shape == (6, 1, 28, 28) and saved["y"].tolist() == [0, 0, 1, 1, 2, 2]
 
 
-def test_a_round_without_a_kept_checkpoint_is_refused(
-    bn_run: Path, capsys: pytest.CaptureFixture[str]
+def test_a_round_without_a_kept_checkpoint_is_refused_before_the_dataset_loads(
+    bn_run: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    loaded: list[str] = []
+    monkeypatch.setattr("fedaug.cli_zsdg.load_dataset", lambda name, **_: loaded.append(name))
     assert main(["zsdg", f"{bn_run}@1", "--iterations", "1"]) == 2
     assert "has no checkpoint for round 1 (kept rounds: none; keep more with" in capsys.readouterr().err
+    assert loaded == []  # a paper-scale dataset is not loaded only to be refused
 
 
 def test_a_model_without_batch_norm_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
