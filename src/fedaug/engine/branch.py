@@ -25,22 +25,32 @@ from fedaug.engine.checkpoint import RunStore, read_jsonl, write_json
 logger = logging.getLogger(__name__)
 
 
+def _start_round(kept_rounds: list[int], latest_round: int | None, last: int) -> int | str | None:
+    """Which checkpoint a branch starts from: ``"latest"`` when ``ckpt/latest.pt`` is after every kept round
+    ``<= last`` and not after ``last``, else the latest such kept round (None: none). The one rule of
+    :func:`start_checkpoint` and :func:`has_start_checkpoint`."""
+    kept = max((r for r in kept_rounds if r <= last), default=0)
+    if latest_round is not None and kept <= latest_round <= last:
+        return "latest"
+    return kept or None
+
+
 def start_checkpoint(source: RunStore, last_fedavg_round: int) -> dict[str, Any] | None:
     """The checkpoint of the latest round ``<= last_fedavg_round`` in ``source`` (None: none), loaded once."""
-    kept = max((r for r in source.kept_rounds() if r <= last_fedavg_round), default=0)
     latest = source.load_checkpoint()
-    if latest is not None and kept <= latest["round_num"] <= last_fedavg_round:
+    latest_round = None if latest is None else int(latest["round_num"])
+    choice = _start_round(source.kept_rounds(), latest_round, last_fedavg_round)
+    if choice == "latest":
         return latest
-    return source.load_checkpoint(kept) if kept else None
+    return source.load_checkpoint(choice) if isinstance(choice, int) else None
 
 
 def has_start_checkpoint(source_dir: Path, last_fedavg_round: int) -> bool:
-    """Whether :func:`start_checkpoint` would find a checkpoint in ``source_dir``, loading none: a kept round
-    ``<= last_fedavg_round``, or ``ckpt/latest.pt`` of a run that has logged no later round."""
+    """Whether :func:`start_checkpoint` would find a checkpoint in ``source_dir``, loading none (the latest
+    checkpoint's round taken as the number of rounds in ``metrics.jsonl``)."""
     source = RunStore(source_dir)
-    if any(r <= last_fedavg_round for r in source.kept_rounds()):
-        return True
-    return source.ckpt_path.exists() and len(read_jsonl(source.metrics_path)) <= last_fedavg_round
+    latest_round = len(read_jsonl(source.metrics_path)) if source.ckpt_path.exists() else None
+    return _start_round(source.kept_rounds(), latest_round, last_fedavg_round) is not None
 
 
 def branch_from_fedavg(

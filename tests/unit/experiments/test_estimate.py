@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from fedaug.cli import main
-from fedaug.engine.branch import has_start_checkpoint
+from fedaug.engine.branch import has_start_checkpoint, start_checkpoint
+from fedaug.engine.checkpoint import RunStore
 from fedaug.experiments.estimate import (
     dry_run_lines,
     format_duration,
@@ -100,6 +101,26 @@ def test_has_start_checkpoint(tmp_path: Path) -> None:
     assert has_start_checkpoint(run, 2)
     assert not has_start_checkpoint(run, 1)
     assert not has_start_checkpoint(tmp_path / "missing", 5)
+
+
+@pytest.mark.parametrize(("kept", "latest"), [((), 3), ((2,), 3), ((2, 4), 4), ((1, 3), 3), ((2,), None)])
+def test_has_start_checkpoint_agrees_with_the_checkpoint_a_branch_loads(
+    tmp_path: Path, kept: tuple[int, ...], latest: int | None
+) -> None:
+    store = RunStore(tmp_path / "fedavg")
+    store.prepare()
+    for r in range(1, max((*kept, latest or 0)) + 1):
+        store.append(store.metrics_path, {"round": r})
+        store.save_checkpoint({"round_num": r, "state": {}})
+        if r in kept:
+            store.keep_checkpoint(r)
+    if latest is None:
+        store.ckpt_path.unlink()
+    for last in range(6):
+        loaded = start_checkpoint(store, last)
+        expected = max((r for r in (*kept, latest or 0) if 0 < r <= last), default=None)
+        assert (loaded and loaded["round_num"]) == expected, last
+        assert has_start_checkpoint(store.run_dir, last) == (loaded is not None), last
 
 
 def test_a_run_without_an_estimate_is_counted(tmp_path: Path) -> None:
