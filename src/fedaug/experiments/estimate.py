@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from fedaug.engine.branch import has_start_checkpoint
 from fedaug.engine.checkpoint import read_jsonl
+from fedaug.experiments.runner import finished_summary
 from fedaug.experiments.schedule import Schedule, branch_plan
 
 if TYPE_CHECKING:
@@ -70,7 +71,10 @@ def plan(point: SweepPoint) -> Plan:
         source, fedavg_rounds = branch
         if done:
             alone = None if (point.run_dir / "branch.json").exists() else source
-        elif not has_start_checkpoint(source, fedavg_rounds) and (source / "summary.json").exists():
+        elif (
+            not has_start_checkpoint(source, fedavg_rounds)
+            and finished_summary(source, point.config.train.rounds) is not None
+        ):
             alone = source
     own = range(1 if branch is None else branch[1] + 1, point.config.train.rounds + 1)
     first = 1 if alone is not None else own.start

@@ -258,12 +258,10 @@ def run_experiment(
     if fresh and run_dir.exists():
         shutil.rmtree(run_dir)
     _check_existing(run_dir, config)
-    summary_path = run_dir / "summary.json"
-    if summary_path.exists():
-        summary: dict[str, Any] = yaml.safe_load(summary_path.read_text())
-        if summary.get("rounds") == config.train.rounds:
-            logger.info("%s is already finished; skipping (use --fresh to run it again)", run_dir)
-            return summary
+    finished = finished_summary(run_dir, config.train.rounds)
+    if finished is not None:
+        logger.info("%s is already finished; skipping (use --fresh to run it again)", run_dir)
+        return finished
     if config.engine.num_threads is not None:
         torch.set_num_threads(config.engine.num_threads)
     prepared = prepare(config, run_dir)
@@ -289,6 +287,16 @@ def run_experiment(
         summary = engine(prepared.spec).run()
     write_json(run_dir / "summary.json", summary)
     return summary
+
+
+def finished_summary(run_dir: Path, rounds: int) -> dict[str, Any] | None:
+    """The summary of the run in ``run_dir`` if it has finished ``rounds`` rounds (its ``summary.json`` says
+    so), else None: the one test of "finished" for a run, a sweep's status and its time estimate."""
+    summary_path = run_dir / "summary.json"
+    if not summary_path.exists():
+        return None
+    summary: dict[str, Any] = yaml.safe_load(summary_path.read_text())
+    return summary if summary.get("rounds") == rounds else None
 
 
 def comparison_configs(config: ExperimentConfig) -> list[ExperimentConfig]:

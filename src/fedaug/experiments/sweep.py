@@ -47,7 +47,7 @@ from fedaug.experiments.load import (
     read_yaml,
 )
 from fedaug.experiments.naming import format_suffix
-from fedaug.experiments.runner import run_dir_for, run_experiment
+from fedaug.experiments.runner import finished_summary, run_dir_for, run_experiment
 from fedaug.experiments.schedule import Schedule
 
 logger = logging.getLogger(__name__)
@@ -241,9 +241,8 @@ def expand_sweep(
 
 def run_status(point: SweepPoint) -> str:
     """``finished``, ``partial (r/R rounds)`` or ``new``, from the files in the point's run dir."""
-    summary_path = point.run_dir / "summary.json"
     rounds = point.config.train.rounds
-    if summary_path.exists() and yaml.safe_load(summary_path.read_text()).get("rounds") == rounds:
+    if finished_summary(point.run_dir, rounds) is not None:
         return "finished"
     done = len(read_jsonl(point.run_dir / "metrics.jsonl"))
     return f"partial ({done}/{rounds} rounds)" if done else "new"

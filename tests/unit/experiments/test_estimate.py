@@ -89,6 +89,18 @@ def test_a_branching_run_whose_fedavg_run_kept_no_checkpoint_runs_every_round(tm
     assert plan(zdas1).alone == fedavg0.run_dir.parent.parent / "fedavg" / "seed1"
 
 
+def test_a_fedavg_run_finished_with_other_rounds_is_not_finished_for_the_branch(tmp_path: Path) -> None:
+    # Prepare: FedAvg seed 0 ran 2 rounds and wrote a summary for 2 (a --smoke run) in the 4-round grid's dir,
+    # no checkpoint kept: the sweep resumes it to 4 rounds and keeps round 2, so ZDAS will branch
+    zdas0, fedavg0 = _points(tmp_path, f"[{ZDAS}, fedavg]")
+    _log(fedavg0.run_dir, [1.0, 2.0], finished=True)
+    assert plan(zdas0).alone is None and remaining_rounds(zdas0) == range(3, 5)
+    assert dry_run_lines([zdas0, fedavg0])[1].startswith("partial (2/4 rounds)")
+    # the same run finished with the grid's 4 rounds is finished: ZDAS runs from round 1
+    (fedavg0.run_dir / "summary.json").write_text(json.dumps({"rounds": 4}))
+    assert plan(zdas0).alone == fedavg0.run_dir and remaining_rounds(zdas0) == range(1, 5)
+
+
 def test_has_start_checkpoint(tmp_path: Path) -> None:
     run = tmp_path / "fedavg"
     _log(run, [1.0, 1.0, 1.0])
