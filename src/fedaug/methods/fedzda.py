@@ -31,7 +31,6 @@ Before ``start_round`` both are FedAvg, bit for bit (same seeds), so a FedAvg ru
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -47,9 +46,9 @@ from fedaug.api import (
     ServerState,
     TrainSettings,
 )
-from fedaug.errors import ConfigError, IncompatibleModelError
+from fedaug.errors import IncompatibleModelError
 from fedaug.local_training import OPTIMIZERS, cross_entropy_loss, snapshot_state, train_local
-from fedaug.methods.checks import check_at_least, check_choice, check_positive
+from fedaug.methods.checks import check_at_least, check_choice, check_nonnegative, check_positive
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.zsdg import BN_NORMS, Synthetic, ZSDGSettings, bn_layers, generate
 from fedaug.registry import register
@@ -89,10 +88,7 @@ class ZDAConfig(MethodConfig):
         check_at_least(self, ("samples_per_class", "gen_iterations"), 0)
         check_positive(self, ("gen_lr",))
         check_choice("gen_bn_norm", self.gen_bn_norm, BN_NORMS)
-        for key in ("gen_bn_weight", "gen_ce_weight", "gen_tv_weight"):
-            value = getattr(self, key)
-            if not (math.isfinite(value) and value >= 0):
-                raise ConfigError(f"method.{key} must be a finite number >= 0, got {value}")
+        check_nonnegative(self, ("gen_bn_weight", "gen_ce_weight", "gen_tv_weight"))
 
     def zsdg(self) -> ZSDGSettings:
         """The ZSDG settings these options describe."""
@@ -123,17 +119,28 @@ def _synthesize(
     )
 
 
-def _check_bn(run: RunContext, method: str) -> None:
-    """Fails at round 0 (not at the start round) for a model without BN statistics."""
-    if run.workspace is not None:
-        try:
-            bn_layers(run.workspace(f"server/{method}"))
-        except IncompatibleModelError as exc:
-            raise IncompatibleModelError(f"{method}: {exc}") from None
+class _ZDA(FedAvg):
+    """What Fed-ZDAC and Fed-ZDAS share: FedAvg until ``start_round`` (the burn-in), and a model with BN."""
+
+    config: ZDAConfig
+
+    def init_server(self, model_state: StateDict, run: RunContext) -> ServerState:
+        """Fails at round 0 (not at the start round) for a model without BN statistics."""
+        if run.workspace is not None:
+            try:
+                bn_layers(run.workspace(f"server/{self.name}"))
+            except IncompatibleModelError as exc:
+                raise IncompatibleModelError(f"{self.name}: {exc}") from None
+        return super().init_server(model_state, run)
+
+    def fedavg_rounds(self, run: RunContext) -> int:
+        """The burn-in: rounds before ``start_round`` are FedAvg's."""
+        del run
+        return self.config.start_round - 1
 
 
 @register("method", "fedzdac")
-class FedZDAC(FedAvg):
+class FedZDAC(_ZDA):
     """Fed-ZDAC: clients train on real + ZSDG samples of every class generated from the received model.
 
     Logs ``zdac/synthetic`` (synthetic samples per client), ``zdac/gen_acc`` (fraction the global model
@@ -144,15 +151,6 @@ class FedZDAC(FedAvg):
     name = "fedzdac"
     config_cls = ZDAConfig
     config: ZDAConfig
-
-    def init_server(self, model_state: StateDict, run: RunContext) -> ServerState:
-        _check_bn(run, self.name)
-        return super().init_server(model_state, run)
-
-    def fedavg_rounds(self, run: RunContext) -> int:
-        """The burn-in: rounds before ``start_round`` are FedAvg's."""
-        del run
-        return self.config.start_round - 1
 
     def client_update(self, payload: Payload, ctx: ClientContext) -> ClientUpdate:
         if not self.config.augments(payload.round_num):
@@ -207,17 +205,14 @@ class ZDASConfig(ZDAConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for key in ("server_epochs", "server_batch_size"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"method.{key} must be >= 1, got {getattr(self, key)}")
-        if not (math.isfinite(self.server_lr) and self.server_lr > 0):
-            raise ConfigError(f"method.server_lr must be a finite number > 0, got {self.server_lr}")
+        check_at_least(self, ("server_epochs", "server_batch_size"), 1)
+        check_positive(self, ("server_lr",))
         check_choice("server_optimizer", self.server_optimizer, OPTIMIZERS)
         check_choice("server_batchnorm", self.server_batchnorm, SERVER_BATCHNORM)
 
 
 @register("method", "fedzdas")
-class FedZDAS(FedAvg):
+class FedZDAS(_ZDA):
     """Fed-ZDAS: the server inverts every client model, aggregates, then trains on the balanced union.
 
     Logs ``zdas/synthetic`` (size of the union), ``zdas/gen_acc`` (fraction of samples their source client
@@ -228,15 +223,6 @@ class FedZDAS(FedAvg):
     name = "fedzdas"
     config_cls = ZDASConfig
     config: ZDASConfig
-
-    def init_server(self, model_state: StateDict, run: RunContext) -> ServerState:
-        _check_bn(run, self.name)
-        return super().init_server(model_state, run)
-
-    def fedavg_rounds(self, run: RunContext) -> int:
-        """The burn-in: rounds before ``start_round`` are FedAvg's."""
-        del run
-        return self.config.start_round - 1
 
     def server_update(
         self, state: ServerState, updates: Sequence[ClientUpdate], run: RunContext

@@ -94,6 +94,10 @@ def test_model_without_batch_norm_fails_before_training(tmp_path: Path, cls: typ
         (ZDAConfig, {"gen_bn_norm": "l1"}, "gen_bn_norm"),
         (ZDASConfig, {"server_optimizer": "lbfgs"}, "server_optimizer"),
         (ZDASConfig, {"server_epochs": 0}, "server_epochs"),
+        (ZDAConfig, {"gen_ce_weight": -1.0}, r"method.gen_ce_weight must be a finite number >= 0, got -1.0"),
+        (ZDAConfig, {"gen_tv_weight": float("nan")}, "gen_tv_weight must be a finite number >= 0, got nan"),
+        (ZDASConfig, {"server_batch_size": 0}, r"method.server_batch_size must be >= 1, got 0"),
+        (ZDASConfig, {"server_lr": float("inf")}, "server_lr must be a finite number > 0, got inf"),
         (
             ZDASConfig,
             {"server_batchnorm": "eval"},
