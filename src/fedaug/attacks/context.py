@@ -36,7 +36,16 @@ import torch
 from torch import Tensor, nn
 
 from fedaug.attacks import figures
-from fedaug.attacks.target import Target, attacker_split, from_pixels, is_image, load_targets, to_pixels
+from fedaug.attacks.target import (
+    Target,
+    add_run_arguments,
+    add_target_arguments,
+    attacker_split,
+    from_pixels,
+    is_image,
+    load_targets,
+    to_pixels,
+)
 from fedaug.errors import ConfigError
 from fedaug.registry import register
 from fedaug.seeding import seed_for, torch_generator
@@ -327,7 +336,7 @@ def markdown(report: dict[str, Any], sizes: list[int]) -> str:
         reach = report["needed_for_90"][label]
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {reach if reach else f'> {max(sizes)}'} |")
     lines += ["", "Accuracy in % (mean ± std over repeats).", ""]
-    lines += [f"![{Path(f).stem}]({Path(f).name})" for f in report["files"] if f.endswith(".png")]
+    lines += figures.markdown_links(report["files"])
     return "\n".join(lines) + "\n"
 
 
@@ -339,13 +348,7 @@ class Context:
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "targets",
-            nargs="+",
-            metavar="[LABEL=]RUN_DIR[@ROUND]",
-            help="run dirs (@ROUND: a kept checkpoint)",
-        )
-        parser.add_argument("--out", required=True, help="folder for context.md/.json and the figures")
+        add_target_arguments(parser, "context")
         parser.add_argument("--sizes", default="100,300,1000,3000,10000", help="attacker training sizes")
         parser.add_argument(
             "--repeats", type=int, default=3, help="repeats per size (fresh samples and init)"
@@ -370,9 +373,7 @@ class Context:
         parser.add_argument("--batch-size", type=int, default=64)
         parser.add_argument("--lr", type=float, default=1e-3)
         parser.add_argument("--layer", type=int, help="split layer for methods that share no features")
-        parser.add_argument("--seed", type=int, default=0)
-        parser.add_argument("--threads", type=int, default=1, help="torch threads")
-        parser.add_argument("--data-dir", help="dataset folder (default: the run's, then $FEDAUG_DATA)")
+        add_run_arguments(parser)
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:

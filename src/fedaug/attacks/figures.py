@@ -14,6 +14,11 @@ from torch import Tensor
 from fedaug.results.plots import new_figure, save_figure
 
 
+def markdown_links(files: Sequence[str]) -> list[str]:
+    """Markdown image links to the PNG figures among ``files`` (relative: the report sits beside them)."""
+    return [f"![{Path(f).stem}]({Path(f).name})" for f in files if f.endswith(".png")]
+
+
 def example_grid(rows: Sequence[tuple[str, Tensor]], stem: Path, *, image: bool) -> list[Path]:
     """One row per (label, batch ``[n, C, H, W]``), the same ``n`` examples in every row.
 

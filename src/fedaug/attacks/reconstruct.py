@@ -37,7 +37,15 @@ from torch import Tensor, nn
 
 from fedaug.attacks import figures
 from fedaug.attacks.decoders import DECODERS, build_decoder
-from fedaug.attacks.target import Target, attacker_split, is_image, load_targets, to_pixels
+from fedaug.attacks.target import (
+    Target,
+    add_run_arguments,
+    add_target_arguments,
+    attacker_split,
+    is_image,
+    load_targets,
+    to_pixels,
+)
 from fedaug.errors import ConfigError
 from fedaug.privacy.dcor import distance_correlation, u_distance_correlation_sqr
 from fedaug.registry import register
@@ -317,7 +325,7 @@ def markdown(report: dict[str, Any], targets: list[Target], rows: list[Row]) -> 
             f"| {r.target} | {r.shared} | {r.round} | {r.attacker} | {train} | {r.mse:.5f} "
             f"| {r.baseline_mse:.5f} | {ratio:.3f} |"
         )
-    lines += ["", *(f"![{Path(f).stem}]({Path(f).name})" for f in report["files"] if f.endswith(".png"))]
+    lines += ["", *figures.markdown_links(report["files"])]
     del targets
     return "\n".join(lines) + "\n"
 
@@ -330,13 +338,7 @@ class Reconstruct:
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "targets",
-            nargs="+",
-            metavar="[LABEL=]RUN_DIR[@ROUND]",
-            help="run dirs to attack (@ROUND: a kept checkpoint)",
-        )
-        parser.add_argument("--out", required=True, help="folder for reconstruct.md/.json and the figures")
+        add_target_arguments(parser, "reconstruct")
         parser.add_argument(
             "--decoders", default="linear,conv4,deep", help=f"comma-separated, from {', '.join(DECODERS)}"
         )
@@ -362,9 +364,7 @@ class Reconstruct:
         parser.add_argument(
             "--plots", action="store_true", help="also plot the FLea runs' dCor and exposure curves"
         )
-        parser.add_argument("--seed", type=int, default=0)
-        parser.add_argument("--threads", type=int, default=1, help="torch threads")
-        parser.add_argument("--data-dir", help="dataset folder (default: the run's, then $FEDAUG_DATA)")
+        add_run_arguments(parser)
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:

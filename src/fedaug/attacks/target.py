@@ -15,6 +15,7 @@ their natural scale (``Dataset.denormalize``: pixels in [0, 1] for images, the r
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -247,3 +248,21 @@ def attacker_split(
 def is_image(shape: Sequence[int]) -> bool:
     """Whether samples of ``shape`` can be shown as images (``[1 or 3, H, W]`` with H, W >= 8)."""
     return len(shape) == 3 and shape[0] in (1, 3) and min(shape[1:]) >= 8
+
+
+def add_target_arguments(parser: argparse.ArgumentParser, report: str) -> None:
+    """The run dirs to attack and ``--out``: the first arguments of every ``fedaug attack`` command."""
+    parser.add_argument(
+        "targets",
+        nargs="+",
+        metavar="[LABEL=]RUN_DIR[@ROUND]",
+        help="run dirs to attack (@ROUND: a kept checkpoint)",
+    )
+    parser.add_argument("--out", required=True, help=f"folder for {report}.md/.json and the figures")
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--seed``, ``--threads`` and ``--data-dir``: the last arguments of every ``fedaug attack`` command."""
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--data-dir", help="dataset folder (default: the run's, then $FEDAUG_DATA)")

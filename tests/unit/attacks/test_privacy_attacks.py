@@ -253,6 +253,7 @@ def test_reconstruct_cli_end_to_end(
     for name in ("reconstruct.md", "reconstruct_examples.png", "reconstruct_training.png"):
         assert (tmp_path / name).is_file()
     assert any(p.name.startswith("flea_privacy_") for p in tmp_path.glob("*.png"))
+    assert "![reconstruct_examples](reconstruct_examples.png)" in (tmp_path / "reconstruct.md").read_text()
     assert "eval MSE" in capsys.readouterr().out
     loaded: list[str] = []
     monkeypatch.setattr("fedaug.attacks.target.load_dataset", lambda name, **_: loaded.append(name))
@@ -284,4 +285,5 @@ def test_context_cli_end_to_end(tiny_runs: dict[str, Path], tmp_path: Path) -> N
         for accs in c.values()
     )
     assert (tmp_path / "context_accuracy.png").is_file() and (tmp_path / "context_examples.png").is_file()
+    assert "![context_accuracy](context_accuracy.png)" in (tmp_path / "context.md").read_text()
     assert main([*argv, "--marker-size", "13"]) == 2  # does not fit in 12x12
