@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import yaml
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
-from fedaug.api import Method
+from fedaug.api import ClientContext, Method
 from fedaug.engine.simulation import SimulationSpec, client_context
 from fedaug.errors import ConfigError
 from fedaug.experiments.load import config_from_dict
@@ -39,6 +40,7 @@ HEADER = "fedaug.run"
 STATE_PREFIX = "fedaug.client_state/"
 
 app = ClientApp()
+T = TypeVar("T")
 
 
 @dataclasses.dataclass
@@ -96,6 +98,23 @@ def _open(msg: Message, context: Context) -> tuple[ClientHost, int, int]:
     return host, client_id, round_num
 
 
+def _run_phase(
+    msg: Message, context: Context, phase: str, call: Callable[[Method, Any, ClientContext], T]
+) -> T:
+    """``call(method, payload, ctx)`` for the message's client and round, with the engine's own context."""
+    host, client_id, round_num = _open(msg, context)
+    ctx = client_context(
+        host.spec,
+        client_id,
+        round_num,
+        phase,
+        workspace=host.workspace,
+        client_state=load_client_state(context),
+    )
+    with flush_denormals(host.flush_denormals):
+        return call(host.method, decode(msg.content), ctx)
+
+
 def load_client_state(context: Context) -> Any:
     """The client state saved by :func:`save_client_state` (None before the first one)."""
     records = {k[len(STATE_PREFIX) :]: v for k, v in context.state.items() if k.startswith(STATE_PREFIX)}
@@ -118,17 +137,9 @@ def query_partition(msg: Message, context: Context) -> Message:
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     """Local training: ``method.client_update`` on this node's partition."""
-    host, client_id, round_num = _open(msg, context)
-    ctx = client_context(
-        host.spec,
-        client_id,
-        round_num,
-        "client",
-        workspace=host.workspace,
-        client_state=load_client_state(context),
+    update = _run_phase(
+        msg, context, "client", lambda method, payload, ctx: method.client_update(payload, ctx)
     )
-    with flush_denormals(host.flush_denormals):
-        update = host.method.client_update(decode(msg.content), ctx)
     if update.client_state is not None:
         save_client_state(context, update.client_state)
     return Message(encode(dataclasses.replace(update, client_state=None)), reply_to=msg)
@@ -137,15 +148,5 @@ def train(msg: Message, context: Context) -> Message:
 @app.query("share")
 def share(msg: Message, context: Context) -> Message:
     """The share phase: ``method.client_share`` on this node's partition."""
-    host, client_id, round_num = _open(msg, context)
-    ctx = client_context(
-        host.spec,
-        client_id,
-        round_num,
-        "share",
-        workspace=host.workspace,
-        client_state=load_client_state(context),
-    )
-    with flush_denormals(host.flush_denormals):
-        shared = host.method.client_share(decode(msg.content), ctx)
+    shared = _run_phase(msg, context, "share", lambda method, request, ctx: method.client_share(request, ctx))
     return Message(encode(shared), reply_to=msg)
