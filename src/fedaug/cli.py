@@ -53,14 +53,20 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", help="run only these methods (comma-separated), overriding the preset's")
 
 
-def _load(args: argparse.Namespace) -> ExperimentConfig:
-    from fedaug.experiments.load import load_config
-
+def _shared_overrides(args: argparse.Namespace) -> list[str]:
+    """The ``--set`` overrides for ``--smoke``, ``--data-dir`` and ``--out-dir`` (run and sweep)."""
     overrides = list(SMOKE_OVERRIDES) if args.smoke else []
     if args.data_dir:
         overrides.append(f"data.data_dir={args.data_dir}")
     if args.out_dir:
         overrides.append(f"out_dir={args.out_dir}")
+    return overrides
+
+
+def _load(args: argparse.Namespace) -> ExperimentConfig:
+    from fedaug.experiments.load import load_config
+
+    overrides = _shared_overrides(args)
     if args.seed is not None:
         overrides.append(f"seed={args.seed}")
     names = [m.strip() for m in (getattr(args, "method", None) or "").split(",") if m.strip()]
@@ -125,11 +131,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from fedaug.experiments.estimate import dry_run_lines
     from fedaug.experiments.sweep import expand_sweep, run_sweep
 
-    overrides = list(SMOKE_OVERRIDES) if args.smoke else []
-    if args.data_dir:
-        overrides.append(f"data.data_dir={args.data_dir}")
-    if args.out_dir:
-        overrides.append(f"out_dir={args.out_dir}")
+    overrides = _shared_overrides(args)
     points = expand_sweep(args.config, [*overrides, *args.overrides], args.grid)
     if args.dry_run:
         print("\n".join(dry_run_lines(points)))
