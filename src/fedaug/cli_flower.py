@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -92,7 +91,7 @@ def _tls(args: argparse.Namespace) -> CertPaths | None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     require("flwr")
-    from fedaug.experiments.runner import comparison_configs, comparison_table, run_dir_for
+    from fedaug.experiments.runner import comparison_configs, comparison_table, finished_summary, run_dir_for
     from fedaug.flower.deploy import ServeOptions, serve
 
     options = ServeOptions(
@@ -106,10 +105,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     code = serve(config, options)
     rows = []
     for sub in comparison_configs(config):
-        summary_path = run_dir_for(sub) / "summary.json"
-        if not summary_path.exists():
+        summary = finished_summary(run_dir_for(sub), sub.train.rounds)
+        if summary is None:
             raise FedaugError(f"the Flower run did not finish {sub.method.name} (flwr exit code {code})")
-        rows.append((sub.method.name, json.loads(summary_path.read_text())))
+        rows.append((sub.method.name, summary))
         print(f"{sub.method.name}: run dir {run_dir_for(sub)}")
     print(comparison_table(rows))
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import ssl
 import threading
@@ -15,6 +16,7 @@ pytest.importorskip("flwr")
 from fedaug import cli_flower
 from fedaug.cli import main
 from fedaug.experiments.load import config_from_dict, load_config
+from fedaug.experiments.runner import run_dir_for
 from fedaug.flower.certs import make_certificates
 from fedaug.flower.deploy import superlink_command, supernode_command, write_app, write_connection
 from fedaug.flower.server_app import CONFIG_KEY, FRESH_KEY, NODE_TIMEOUT_KEY
@@ -169,3 +171,23 @@ def test_simulate_command_runs_each_compared_method_as_name_flower(monkeypatch, 
     ]
     assert seen["kwargs"] == {"fresh": False, "num_cpus": 1, "cpus_per_client": 1.0}
     assert "smoke-flower" in capsys.readouterr().out
+
+
+def test_serve_reports_only_runs_finished_with_the_configs_rounds(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Prepare: no SuperLink is started; the run dir holds a summary of a 2-round run of the 3-round config
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr("fedaug.flower.deploy.serve", lambda config, options: 1)
+    config = load_config([REPO / "configs/smoke.yaml"], [f"out_dir={tmp_path}", "name=smoke-flower"])
+    run = run_dir_for(config)
+    run.mkdir(parents=True)
+    summary = {"best_acc": 0.5, "best_round": 2, "last10_acc": 0.5, "final_acc": 0.5}
+    argv = ["flower", "serve", "configs/smoke.yaml", "--insecure", "--out-dir", str(tmp_path)]
+    # Execute / Assert: a summary of other rounds is not this run's result
+    (run / "summary.json").write_text(json.dumps({**summary, "rounds": 2}))
+    assert main(argv) == 2
+    assert "did not finish fedavg" in capsys.readouterr().err
+    (run / "summary.json").write_text(json.dumps({**summary, "rounds": 3}))
+    assert main(argv) == 0
+    assert "50.00" in capsys.readouterr().out
