@@ -105,11 +105,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     code = serve(config, options)
     rows = []
     for sub in comparison_configs(config):
-        summary = finished_summary(run_dir_for(sub), sub.train.rounds)
+        run_dir = run_dir_for(sub)
+        summary = finished_summary(run_dir, sub.train.rounds)
         if summary is None:
             raise FedaugError(f"the Flower run did not finish {sub.method.name} (flwr exit code {code})")
         rows.append((sub.method.name, summary))
-        print(f"{sub.method.name}: run dir {run_dir_for(sub)}")
+        print(f"{sub.method.name}: run dir {run_dir}")
     print(comparison_table(rows))
     return 0
 
