@@ -73,6 +73,8 @@ class Table:
         improvements: per column, the highlighted row's improvement over the best other row.
         reference: per (row, column), the published number and the table it comes from.
         unfinished: cells that include unfinished runs (marked ``†``).
+        cpus: per (row, column), the CPU model each seed's run ran on (None: not recorded).
+        cross_cpu: gain cells with a seed whose two runs ran on different recorded CPUs (marked ``‡``).
         caption: a title replacing the metric's (gain tables name their baseline).
     """
 
@@ -86,6 +88,8 @@ class Table:
     improvements: dict[str, Improvement] = field(default_factory=dict)
     reference: dict[tuple[str, str], tuple[Stat, ReferenceTable]] = field(default_factory=dict)
     unfinished: set[tuple[str, str]] = field(default_factory=set)
+    cpus: dict[tuple[str, str], dict[int, str | None]] = field(default_factory=dict)
+    cross_cpu: set[tuple[str, str]] = field(default_factory=set)
     caption: str | None = None
 
     @property
@@ -120,6 +124,7 @@ def build_table(
     stats = {key: aggregate(list(by_seed.values())) for key, by_seed in values.items()}
     table = Table(metric, list(grouping.rows), list(grouping.columns), stats, values)
     table.unfinished = {key for key, runs in grouping.cells.items() if any(not r.finished for r in runs)}
+    table.cpus = {key: {run.seed: run.cpu for run in grouping.cells[key]} for key in values}
     table.best = _best_rows(table, lowest=metric in LOWER_IS_BETTER)
     if highlight is not None and metric not in LOWER_IS_BETTER:  # improvements assume higher is better
         table.highlight = resolve_row(grouping, highlight)
@@ -147,25 +152,39 @@ def gain_table(table: Table, baseline: str) -> Table:
     empty. The paper's: difference of the published means (no std). Where our baseline sits far from the
     paper's (a different FedAvg), the gains still compare the methods' effects. The baseline's row is all
     zeros. Metric ``<metric>_gain``; for variances the best gain is the lowest.
+
+    A cell with a seed whose run and baseline run ran on different CPU models (both recorded) is marked
+    ``‡``: float rounding differs between CPUs (:mod:`fedaug.machine`), so the rounds the pair should share
+    (a branched run's burn-in) drift apart and the difference holds that drift too.
     """
     gains: dict[tuple[str, str], Stat] = {}
     values: dict[tuple[str, str], dict[int, float]] = {}
     reference: dict[tuple[str, str], tuple[Stat, ReferenceTable]] = {}
+    cross_cpu: set[tuple[str, str]] = set()
     for (row, column), by_seed in table.values.items():
         base = table.values.get((baseline, column), {})
         diffs = {seed: value - base[seed] for seed, value in by_seed.items() if seed in base}
         if diffs:
             values[(row, column)] = diffs
             gains[(row, column)] = aggregate([diffs[seed] for seed in sorted(diffs)])
+            if any(_other_cpu(table, (row, column), (baseline, column), seed) for seed in diffs):
+                cross_cpu.add((row, column))
         ref, ref_base = table.reference.get((row, column)), table.reference.get((baseline, column))
         if ref is not None and ref_base is not None:
             reference[(row, column)] = (Stat(ref[0].mean - ref_base[0].mean, math.nan, 0), ref[1])
     metric = f"{table.metric}_gain"
     gain = Table(metric, list(table.rows), list(table.columns), gains, values, reference=reference)
     gain.unfinished = table.unfinished & set(gains)
+    gain.cross_cpu = cross_cpu
     gain.caption = METRICS[metric].replace("the baseline's", f"{baseline}'s") + ", paired by seed"
     gain.best = _best_rows(gain, lowest=table.metric in LOWER_IS_BETTER)
     return gain
+
+
+def _other_cpu(table: Table, cell: tuple[str, str], base: tuple[str, str], seed: int) -> bool:
+    """Whether ``seed``'s runs of ``cell`` and ``base`` ran on different CPU models, both recorded."""
+    cpu, base_cpu = table.cpus.get(cell, {}).get(seed), table.cpus.get(base, {}).get(seed)
+    return cpu is not None and base_cpu is not None and cpu != base_cpu
 
 
 def _best_rows(table: Table, *, lowest: bool) -> dict[str, set[str]]:
@@ -221,6 +240,8 @@ def _cells(table: Table, row: str, *, bold: str, pm: str, arrow: dict[str, str])
             text = bold.format(text)
         if (row, column) in table.unfinished:
             text += arrow["†"]
+        if (row, column) in table.cross_cpu:
+            text += arrow["‡"]
         improvement = table.improvements.get(column)
         if row == table.highlight and improvement is not None and improvement.arrows:
             text += " " + arrow[improvement.arrows]
@@ -261,7 +282,7 @@ def to_markdown(table: Table) -> str:
     lines = [f"**{table.title}**, mean ± std over seeds (n = seeds)", ""]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
-    arrows = {"↑": "↑", "↑↑": "↑↑", "†": "†"}
+    arrows = {"↑": "↑", "↑↑": "↑↑", "†": "†", "‡": "‡"}
     for row in table.rows:
         lines.append(
             "| " + " | ".join([row, *_cells(table, row, bold="**{}**", pm="±", arrow=arrows)]) + " |"
@@ -272,6 +293,13 @@ def to_markdown(table: Table) -> str:
         lines += ["", "↑: relative improvement over the best other method > 5 %; ↑↑: > 10 %."]
     if table.unfinished:
         lines += ["", "† includes unfinished runs (their numbers so far)."]
+    if table.cross_cpu:
+        lines += [
+            "",
+            "‡ a seed's run and its baseline run ran on different CPU models (env.json), so they do not "
+            "share float rounding: rounds that should match (a branched run's burn-in) drift apart, and the "
+            "difference holds that drift too.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -287,7 +315,7 @@ def _latex_escape(text: str) -> str:
 def to_latex(table: Table) -> str:
     """A ``tabular`` (booktabs) with ``\\textbf`` for the best per column and ``$\\uparrow$`` arrows."""
     header = [_latex_escape(h) for h in _header(table)]
-    arrows = {"↑": r"$\uparrow$", "↑↑": r"$\uparrow\uparrow$", "†": r"$^\dagger$"}
+    arrows = {"↑": r"$\uparrow$", "↑↑": r"$\uparrow\uparrow$", "†": r"$^\dagger$", "‡": r"$^\ddagger$"}
     lines = [
         f"% {table.title}, mean $\\pm$ std over seeds (n = seeds)",
         r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}",

@@ -227,6 +227,37 @@ def test_gain_std_is_the_spread_of_the_per_seed_differences(
     assert _line(to_markdown(gain), "moon") == "| moon | – |"
 
 
+def test_gain_cells_pairing_runs_of_different_cpus_are_marked(
+    tmp_path: Path, make_run: Callable[..., Path]
+) -> None:
+    # Prepare: fedavg seeds 0 and 1 on the Xeon and the EPYC; flea's seed 1 on the Xeon (pairs across CPUs),
+    # moon's seeds on the same CPUs as fedavg's, fedlc's seed 1 without a recorded CPU
+    cpus = {
+        "fedavg": ("Intel Xeon", "AMD EPYC"),
+        "flea": ("Intel Xeon", "Intel Xeon"),
+        "moon": ("Intel Xeon", "AMD EPYC"),
+        "fedlc": ("Intel Xeon", None),
+    }
+    gains = {"fedavg": 0.0, "flea": 0.1, "moon": 0.05, "fedlc": -0.02}  # the same for both seeds
+    for method, by_seed in cpus.items():
+        for seed, cpu in enumerate(by_seed):
+            run_dir = make_run(tmp_path, method=method, seed=seed, accs=[0.5 + 0.01 * seed + gains[method]])
+            if cpu is not None:
+                (run_dir / "env.json").write_text(json.dumps({"cpu_model": cpu}))
+    # Execute
+    best, gain = build_tables(group_runs(load_runs(tmp_path)), baseline="fedavg")[:2]
+    text, latex = to_markdown(gain), to_latex(gain)
+    # Assert: only flea's cell is marked, in Markdown and LaTeX, with the footnote; the plain table is not
+    column = "uci_har Qua(2) K=75"
+    assert gain.cross_cpu == {("flea", column)}
+    assert _line(text, "flea") == "| flea | **10.00 ± 0.00 (n=2)**‡ |"
+    assert _line(text, "moon") == "| moon | 5.00 ± 0.00 (n=2) |"
+    assert _line(text, "fedlc") == "| fedlc | -2.00 ± 0.00 (n=2) |"
+    assert "‡ a seed's run and its baseline run ran on different CPU models" in text
+    assert r"(n=2)}$^\ddagger$" in latex.replace("($n$=", "(n=")
+    assert not best.cross_cpu and "‡" not in to_markdown(best)
+
+
 def test_unknown_baseline_is_refused_naming_the_rows(grouping: Grouping) -> None:
     from fedaug.errors import FedaugError
 
