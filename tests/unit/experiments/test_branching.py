@@ -15,6 +15,7 @@ from fedaug.experiments.load import load_config
 from fedaug.experiments.naming import parse_suffix
 from fedaug.experiments.runner import run_dir_for, run_experiment
 from fedaug.experiments.sweep import name_suffix
+from fedaug.machine import cpu_model
 
 SMOKE = Path(__file__).resolve().parents[3] / "configs" / "smoke.yaml"
 # 28x28 one-channel blobs and the BN CNN: Fed-ZDA needs batch norm, FedGen's generator image-sized inputs
@@ -92,6 +93,32 @@ def test_without_a_checkpoint_early_enough_the_run_starts_from_round_one(tmp_pat
     run_experiment(reference)
     metrics = read_jsonl(run_dir_for(config) / "metrics.jsonl")
     assert metrics == read_jsonl(run_dir_for(reference) / "metrics.jsonl")
+
+
+def test_repeating_the_fedavg_rounds_on_another_cpu_warns(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Prepare: a FedAvg run without an early checkpoint, recorded as run on another CPU model
+    fedavg_dir = run_dir_for(_config(tmp_path / "runs", "fedavg"))
+    run_experiment(_config(tmp_path / "runs", "fedavg"))
+    env = json.loads((fedavg_dir / "env.json").read_text())
+    (fedavg_dir / "env.json").write_text(json.dumps({**env, "cpu_model": "Some Other CPU"}))
+    # Execute
+    with caplog.at_level("WARNING", logger="fedaug.engine.branch"):
+        run_experiment(_config(tmp_path / "runs", "fedzdas", "engine.branch_from_fedavg=true"))
+    # Assert: it names both CPUs and the rounds it repeats; the same CPU says nothing
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1
+    assert (
+        f"{fedavg_dir} ran on Some Other CPU and this run repeats its rounds 1-2 on {cpu_model()}"
+        in warned[0]
+    )
+    caplog.clear()
+    (fedavg_dir / "env.json").write_text(json.dumps(env))
+    with caplog.at_level("WARNING", logger="fedaug.engine.branch"):
+        run_experiment(_config(tmp_path / "again", "fedavg"))
+        run_experiment(_config(tmp_path / "again", "fedzdas", "engine.branch_from_fedavg=true"))
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
 
 
 def test_methods_without_fedavg_rounds_ignore_it_and_another_setting_is_refused(tmp_path: Path) -> None:
