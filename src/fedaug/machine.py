@@ -9,6 +9,7 @@ the CPU (bf16 is 1.5x faster with AVX-512 BF16 and 14x slower without it).
 
 from __future__ import annotations
 
+import json
 import platform
 from pathlib import Path
 from typing import Any
@@ -35,3 +36,14 @@ def cpu_facts() -> dict[str, Any]:
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "native_bf16": native_bf16(),
     }
+
+
+def recorded_cpu(run_dir: Path) -> str | None:
+    """The CPU model a run dir's ``env.json`` records (None: no file, unreadable, or from before it was
+    recorded)."""
+    try:
+        env = json.loads((run_dir / "env.json").read_text())
+    except (OSError, ValueError):
+        return None
+    cpu = env.get("cpu_model") if isinstance(env, dict) else None
+    return cpu if isinstance(cpu, str) else None

@@ -14,7 +14,6 @@ came from. The engine then resumes after that round as after an interruption.
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 
 from fedaug.api import Method, RunContext, ServerState
 from fedaug.engine.checkpoint import RunStore, read_jsonl, write_json
-from fedaug.machine import cpu_model
+from fedaug.machine import cpu_model, recorded_cpu
 
 logger = logging.getLogger(__name__)
 
@@ -109,13 +108,9 @@ def _warn_other_cpu(source_dir: Path, last: int) -> None:
     the FedAvg run's bit for bit (Fed-ZDA grid, Fashion-MNIST multimodal seed 2: from round 2 on, by -0.01 ±
     0.35 points of accuracy over rounds 61-79), and a comparison paired by seed holds that drift.
     """
-    env_path = source_dir / "env.json"
-    try:
-        source_cpu = json.loads(env_path.read_text()).get("cpu_model") if env_path.exists() else None
-    except (OSError, ValueError):
-        return
+    source_cpu = recorded_cpu(source_dir)
     here = cpu_model()
-    if isinstance(source_cpu, str) and source_cpu != here:
+    if source_cpu is not None and source_cpu != here:
         logger.warning(
             "%s ran on %s and this run repeats its rounds 1-%d on %s: kernels round differently on another "
             "kind of CPU, so those rounds will not be bit-identical to it (a gain paired by seed holds that "

@@ -27,6 +27,7 @@ from fedaug.engine.branch import has_start_checkpoint
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.experiments.runner import finished_summary
 from fedaug.experiments.schedule import Schedule, branch_plan
+from fedaug.machine import cpu_model, recorded_cpu
 
 if TYPE_CHECKING:
     from fedaug.experiments.sweep import SweepPoint
@@ -135,7 +136,8 @@ def dry_run_lines(points: Sequence[SweepPoint]) -> list[str]:
         else:
             left, total = f"~{format_duration(seconds)}", total + seconds
         if point_plan is not None and point_plan.alone is not None:
-            after = f"  (from round 1: no FedAvg checkpoint in {point_plan.alone})"
+            source = point_plan.alone
+            after = f"  (from round 1: no FedAvg checkpoint in {source}{_other_cpu(source)})"
         else:
             after = f"  (after {waits[point.run_dir]})" if point.run_dir in waits else ""
         lines.append(f"{status:<26}{left:<10}{point.run_dir}{after}")
@@ -147,6 +149,13 @@ def dry_run_lines(points: Sequence[SweepPoint]) -> list[str]:
             summary += f"; {_runs(unknown)} without an estimate ('?': no seed has logged that kind of round)"
     lines.append(summary)
     return lines
+
+
+def _other_cpu(fedavg_dir: Path) -> str:
+    """``"; it ran on <CPU>, this is <CPU>: ..."`` when the FedAvg run's ``env.json`` names another CPU
+    model: the repeated rounds will not be its bit for bit (``branch_from_fedavg`` warns too)."""
+    there, here = recorded_cpu(fedavg_dir), cpu_model()
+    return f"; it ran on {there}, this is {here}: not bit-identical" if there not in (None, here) else ""
 
 
 def _runs(count: int) -> str:

@@ -26,6 +26,7 @@ from fedaug import registry
 from fedaug.engine.checkpoint import read_jsonl, summarize
 from fedaug.errors import FedaugError
 from fedaug.experiments.identity import changes_results, flatten
+from fedaug.machine import recorded_cpu
 
 logger = logging.getLogger(__name__)
 
@@ -107,8 +108,7 @@ def load_run(path: Path, *, include_unfinished: bool = False) -> Run | None:
     defaults = method_defaults(name)
     changed = {k: v for k, v in given.items() if defaults.get(k, _MISSING) != v}
     config.update({f"method.{k}": v for k, v in defaults.items() if f"method.{k}" not in config})
-    env_path = path / "env.json"
-    cpu = json.loads(env_path.read_text()).get("cpu_model") if env_path.exists() else None
+    cpu = recorded_cpu(path)
     return Run(path=path, config=config, summary=summary, finished=finished, method_options=changed, cpu=cpu)
 
 

@@ -18,6 +18,7 @@ from fedaug.experiments.estimate import (
     remaining_rounds,
     remaining_seconds,
 )
+from fedaug.machine import cpu_model
 from tests.unit.experiments.test_schedule import ZDAS, _points
 from tests.unit.experiments.test_sweep import SMOKE
 
@@ -78,6 +79,12 @@ def test_a_branching_run_whose_fedavg_run_kept_no_checkpoint_runs_every_round(tm
     lines = dry_run_lines([zdas0, fedavg0])
     assert lines[0].startswith("new                       ~1 min    ")
     assert lines[0].endswith(f"{zdas0.run_dir}  (from round 1: no FedAvg checkpoint in {fedavg0.run_dir})")
+    # the FedAvg run's env.json naming another CPU model: the line says the repeated rounds will differ
+    (fedavg0.run_dir / "env.json").write_text(json.dumps({"cpu_model": "Some Other CPU"}))
+    other = f"; it ran on Some Other CPU, this is {cpu_model()}: not bit-identical)"
+    assert dry_run_lines([zdas0, fedavg0])[0].endswith(f"no FedAvg checkpoint in {fedavg0.run_dir}{other}")
+    (fedavg0.run_dir / "env.json").write_text(json.dumps({"cpu_model": cpu_model()}))
+    assert dry_run_lines([zdas0, fedavg0])[0].endswith(f"no FedAvg checkpoint in {fedavg0.run_dir})")
     # a kept checkpoint of round 2 (or earlier) is one to start from
     (fedavg0.run_dir / "ckpt").mkdir()
     (fedavg0.run_dir / "ckpt" / "round_0002.pt").touch()

@@ -16,7 +16,7 @@ from fedaug.errors import ConfigError
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.load import load_config
 from fedaug.experiments.runner import load_data_and_partition, run_dir_for, run_experiment
-from fedaug.machine import cpu_model
+from fedaug.machine import cpu_model, recorded_cpu
 from tests.conftest import REPO_ROOT
 
 
@@ -100,6 +100,25 @@ def test_resuming_on_another_kind_of_cpu_warns(tmp_path: Path, caplog: pytest.Lo
     message = record.getMessage()
     assert f"ran on Some Other CPU ({env['cpu_capability']}) and resumes on {cpu_model()}" in message
     assert "not be bit-identical" in message
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ('{"cpu_model": "AMD EPYC", "num_threads": 1}', "AMD EPYC"),
+        ('{"num_threads": 1}', None),  # from before the CPU was recorded
+        ('{"cpu_model": 3}', None),
+        ('["not", "an", "object"]', None),
+        ("{truncated", None),
+        (None, None),  # no env.json
+    ],
+)
+def test_recorded_cpu_reads_env_json_and_is_none_where_it_cannot(
+    tmp_path: Path, content: str | None, expected: str | None
+) -> None:
+    if content is not None:
+        (tmp_path / "env.json").write_text(content)
+    assert recorded_cpu(tmp_path) == expected
 
 
 def test_env_json_records_every_method_option_with_its_default(tmp_path: Path) -> None:
