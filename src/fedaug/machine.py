@@ -47,3 +47,10 @@ def recorded_cpu(run_dir: Path) -> str | None:
         return None
     cpu = env.get("cpu_model") if isinstance(env, dict) else None
     return cpu if isinstance(cpu, str) else None
+
+
+def other_recorded_cpu(run_dir: Path) -> str | None:
+    """The CPU model ``run_dir``'s ``env.json`` records when it is not this machine's (None: the same model,
+    or none recorded): rounds computed here will not be that run's bit for bit."""
+    cpu = recorded_cpu(run_dir)
+    return cpu if cpu is not None and cpu != cpu_model() else None

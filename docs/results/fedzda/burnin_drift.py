@@ -21,19 +21,14 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from fedaug.engine.checkpoint import read_jsonl
+from fedaug.machine import recorded_cpu
+
 
 def accuracies(run_dir: Path) -> dict[int, float]:
     """Global test accuracy (fraction) of every round in ``metrics.jsonl``."""
-    with (run_dir / "metrics.jsonl").open() as lines:
-        records = [json.loads(line) for line in lines if line.strip()]
+    records = read_jsonl(run_dir / "metrics.jsonl")
     return {int(r["round"]): float(r["test/acc"]) for r in records if "test/acc" in r}
-
-
-def cpu(run_dir: Path) -> str:
-    try:
-        return str(json.loads((run_dir / "env.json").read_text()).get("cpu_model") or "?")
-    except (OSError, ValueError):
-        return "?"
 
 
 def fedavg_sibling(zda_dir: Path, root: Path) -> Path:
@@ -50,8 +45,8 @@ def drift(zda_dir: Path, fedavg_dir: Path, *, from_round: int, last_round: int) 
     first = next((r for r in shared if ours[r] != theirs[r]), None)
     diffs = [100 * (ours[r] - theirs[r]) for r in shared if r >= from_round]
     return {
-        "cpu": cpu(zda_dir),
-        "fedavg_cpu": cpu(fedavg_dir),
+        "cpu": recorded_cpu(zda_dir) or "?",
+        "fedavg_cpu": recorded_cpu(fedavg_dir) or "?",
         "first_different_round": first,
         "rounds": f"{from_round}-{last_round}",
         "mean_points": statistics.fmean(diffs) if diffs else None,

@@ -21,7 +21,7 @@ from typing import Any
 
 from fedaug.api import Method, RunContext, ServerState
 from fedaug.engine.checkpoint import RunStore, read_jsonl, write_json
-from fedaug.machine import cpu_model, recorded_cpu
+from fedaug.machine import cpu_model, other_recorded_cpu
 
 logger = logging.getLogger(__name__)
 
@@ -108,9 +108,8 @@ def _warn_other_cpu(source_dir: Path, last: int) -> None:
     the FedAvg run's bit for bit (Fed-ZDA grid, Fashion-MNIST multimodal seed 2: from round 2 on, by -0.01 ±
     0.35 points of accuracy over rounds 61-79), and a comparison paired by seed holds that drift.
     """
-    source_cpu = recorded_cpu(source_dir)
-    here = cpu_model()
-    if source_cpu is not None and source_cpu != here:
+    source_cpu = other_recorded_cpu(source_dir)
+    if source_cpu is not None:
         logger.warning(
             "%s ran on %s and this run repeats its rounds 1-%d on %s: kernels round differently on another "
             "kind of CPU, so those rounds will not be bit-identical to it (a gain paired by seed holds that "
@@ -118,5 +117,5 @@ def _warn_other_cpu(source_dir: Path, last: int) -> None:
             source_dir,
             source_cpu,
             last,
-            here,
+            cpu_model(),
         )

@@ -27,7 +27,7 @@ from fedaug.engine.branch import has_start_checkpoint
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.experiments.runner import finished_summary
 from fedaug.experiments.schedule import Schedule, branch_plan
-from fedaug.machine import cpu_model, recorded_cpu
+from fedaug.machine import cpu_model, other_recorded_cpu
 
 if TYPE_CHECKING:
     from fedaug.experiments.sweep import SweepPoint
@@ -154,8 +154,8 @@ def dry_run_lines(points: Sequence[SweepPoint]) -> list[str]:
 def _other_cpu(fedavg_dir: Path) -> str:
     """``"; it ran on <CPU>, this is <CPU>: ..."`` when the FedAvg run's ``env.json`` names another CPU
     model: the repeated rounds will not be its bit for bit (``branch_from_fedavg`` warns too)."""
-    there, here = recorded_cpu(fedavg_dir), cpu_model()
-    return f"; it ran on {there}, this is {here}: not bit-identical" if there not in (None, here) else ""
+    there = other_recorded_cpu(fedavg_dir)
+    return "" if there is None else f"; it ran on {there}, this is {cpu_model()}: not bit-identical"
 
 
 def _runs(count: int) -> str:
