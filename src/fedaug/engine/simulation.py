@@ -263,7 +263,6 @@ class Simulation:
             bar.set_postfix(acc=f"{acc:.4f}", best=f"{best:.4f}", s_per_round=f"{timing['round_time']:.2f}")
             bar.update(1)
         elif self.spec.progress:
-            self._clock.add(timing["round_time"])
             logger.info(
                 "round %d/%d  acc %.4f  best %.4f  loss %.4f  %.2fs/round  eta %s",
                 record["round"],
@@ -272,8 +271,25 @@ class Simulation:
                 best,
                 record.get("train/loss", float("nan")),
                 timing["round_time"],
-                format_duration(self._clock.eta(self.spec.run.num_rounds - record["round"])),
+                self._time_left(record["round"], timing["round_time"]),
             )
+
+    def _time_left(self, round_num: int, seconds: float) -> str:
+        """The progress line's ``eta``. While a method is still FedAvg (Fed-ZDA's burn-in, FedGen's warm-up,
+        CCVR before its calibration) its own rounds have not been timed, so the estimate stops at the last
+        FedAvg round and says how many of its own rounds follow; the clock restarts at the first of them.
+        """
+        spec = self.spec
+        burn_in = spec.method.fedavg_rounds(spec.run)
+        if round_num == burn_in + 1:
+            self._clock = RoundClock()  # FedAvg's round times do not cost the method's own rounds
+        self._clock.add(seconds)
+        if round_num <= burn_in < spec.run.num_rounds:
+            own = f"{spec.run.num_rounds - burn_in} {spec.method.name} rounds not yet timed"
+            if round_num == burn_in:
+                return own
+            return f"{format_duration(self._clock.eta(burn_in - round_num))} to round {burn_in}, then {own}"
+        return format_duration(self._clock.eta(spec.run.num_rounds - round_num))
 
 
 def client_context(

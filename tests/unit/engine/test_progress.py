@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from fedaug.api import RunContext
 from fedaug.engine.progress import RoundClock, format_duration
 from fedaug.engine.simulation import Simulation
+from fedaug.methods.fedavg import FedAvg
 from tests.conftest import make_spec
 
 
@@ -46,3 +48,29 @@ def test_log_line_ends_with_time_left(tmp_path: Path, caplog: pytest.LogCaptureF
     assert len(lines) == 2
     assert lines[0].startswith("round 1/2 ") and " eta " in lines[0]
     assert lines[1].endswith("eta 0s")  # nothing left after the last round
+
+
+class _BurnIn(FedAvg):
+    """FedAvg that declares its first two rounds FedAvg's (as Fed-ZDA's burn-in does)."""
+
+    name = "burnin"
+
+    def fedavg_rounds(self, run: RunContext) -> int:
+        del run
+        return 2
+
+
+def test_eta_stops_at_the_burn_in_and_restarts_the_clock_after_it(tmp_path: Path) -> None:
+    sim = Simulation(make_spec(tmp_path, method=_BurnIn(), rounds=5))
+    assert sim._time_left(1, 10.0) == "10s to round 2, then 3 burnin rounds not yet timed"
+    assert sim._time_left(2, 10.0) == "3 burnin rounds not yet timed"
+    # Round 3 is the first of its own: 100 s x 2 rounds left, not the mean with FedAvg's 10 s rounds (80 s).
+    assert sim._time_left(3, 100.0) == "3m20s"
+    assert sim._time_left(4, 50.0) == "1m15s"
+    assert sim._time_left(5, 50.0) == "0s"
+
+
+def test_eta_of_a_method_without_burn_in_counts_every_round(tmp_path: Path) -> None:
+    sim = Simulation(make_spec(tmp_path, rounds=3))
+    assert sim._time_left(1, 10.0) == "20s"
+    assert sim._time_left(2, 30.0) == "20s"
