@@ -129,7 +129,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from fedaug.experiments.estimate import dry_run_lines
-    from fedaug.experiments.sweep import expand_sweep, run_sweep
+    from fedaug.experiments.sweep import HEARTBEAT_SECONDS, expand_sweep, run_sweep
 
     overrides = _shared_overrides(args)
     points = expand_sweep(args.config, [*overrides, *args.overrides], args.grid)
@@ -137,7 +137,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print("\n".join(dry_run_lines(points)))
         return 0
     logger.info("%s (--dry-run lists them)", dry_run_lines(points)[-1])
-    result = run_sweep(points, workers=args.workers)
+    heartbeat = HEARTBEAT_SECONDS if args.heartbeat is None else args.heartbeat
+    result = run_sweep(points, workers=args.workers, heartbeat=heartbeat)
     print(
         f"{len(points)} runs: {len(result.finished)} finished now, {len(result.skipped)} already finished, "
         f"{len(result.failures)} failed"
@@ -210,6 +211,12 @@ def _add_sweep_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     sweep.add_argument("--out-dir", help="root of run directories (default: the sweep's out_dir)")
     sweep.add_argument("--smoke", action="store_true", help="2 rounds, 1 local epoch per run")
     sweep.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    sweep.add_argument(
+        "--heartbeat",
+        type=float,
+        metavar="SECONDS",
+        help="with --workers > 1: log each running run's round and time left this often (600; 0: never)",
+    )
     sweep.add_argument(
         "--dry-run",
         action="store_true",

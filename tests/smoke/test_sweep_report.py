@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -105,11 +106,17 @@ def test_sigkilled_sweep_reruns_nothing_finished_and_reports_the_same(tmp_path: 
     assert _report(cut) == _report(tmp_path / "ref" / "sw")
 
 
-def test_two_workers_give_the_serial_results(tmp_path: Path) -> None:
+def test_two_workers_give_the_serial_results(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = _sweep_file(tmp_path, "  - {method: [fedavg], seed: [0, 1]}\n  - {method: [flea], seed: [0]}\n")
     serial = run_sweep(expand_sweep(path, [f"out_dir={tmp_path / 'serial'}"]))
-    parallel = run_sweep(expand_sweep(path, [f"out_dir={tmp_path / 'parallel'}"]), workers=2)
+    with caplog.at_level(logging.INFO, logger="fedaug.experiments.sweep"):
+        parallel = run_sweep(
+            expand_sweep(path, [f"out_dir={tmp_path / 'parallel'}"]), workers=2, heartbeat=0.05
+        )
     assert len(serial.finished) == len(parallel.finished) == 3 and not parallel.failures
+    # the workers log no rounds; the sweep says every 0.05 s how far its running runs are
+    running = [r.getMessage() for r in caplog.records if r.getMessage().startswith("running: ")]
+    assert running and all("/seed0 round " in line for line in running[:1])
     metrics = _files(tmp_path / "serial", "metrics.jsonl")
     assert len(metrics) == 3
     assert _files(tmp_path / "parallel", "metrics.jsonl") == metrics

@@ -160,3 +160,17 @@ def _other_cpu(fedavg_dir: Path) -> str:
 
 def _runs(count: int) -> str:
     return f"{count} run" if count == 1 else f"{count} runs"
+
+
+def running_line(points: Sequence[SweepPoint]) -> str:
+    """``running: <run dir> round r/R (~t left); ...``: what a sweep with several workers logs between its
+    per-run lines, whose workers log no rounds (their lines would interleave). ``r`` counts the rounds of the
+    run's ``metrics.jsonl``; the time left is :func:`remaining_seconds`' (none before a sibling has timed the
+    run's kind of round)."""
+    parts = []
+    for point in points:
+        done = len(read_jsonl(point.run_dir / "metrics.jsonl"))
+        seconds = remaining_seconds(point)
+        left = "" if seconds is None else f" (~{format_duration(seconds)} left)"
+        parts.append(f"{point.run_dir} round {done}/{point.config.train.rounds}{left}")
+    return "running: " + "; ".join(parts)

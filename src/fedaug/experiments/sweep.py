@@ -37,6 +37,7 @@ import yaml
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.errors import ConfigError
 from fedaug.experiments.config import EngineConfig, ExperimentConfig
+from fedaug.experiments.estimate import running_line
 from fedaug.experiments.identity import result_config
 from fedaug.experiments.load import (
     OPEN_SECTIONS,
@@ -262,8 +263,17 @@ def execute(config: ExperimentConfig) -> Outcome:
     return Outcome(status, summary=summary, seconds=time.perf_counter() - start)
 
 
-def run_sweep(points: Sequence[SweepPoint], *, workers: int = 1) -> SweepResult:
+HEARTBEAT_SECONDS = 600.0
+"""How often a sweep with several workers logs how far its running runs are (:func:`running_line`)."""
+
+
+def run_sweep(
+    points: Sequence[SweepPoint], *, workers: int = 1, heartbeat: float = HEARTBEAT_SECONDS
+) -> SweepResult:
     """Runs every point (skipping finished ones), with ``workers`` processes; logs one line per run.
+
+    With several workers, whose runs log no rounds, it also logs every ``heartbeat`` seconds without a
+    finished run the round each running run has reached and its time left (0: never).
 
     A point that branches from a FedAvg point of the same sweep starts after that point has ended
     (:class:`~fedaug.experiments.schedule.Schedule`); the others run in the given order.
@@ -271,12 +281,15 @@ def run_sweep(points: Sequence[SweepPoint], *, workers: int = 1) -> SweepResult:
     Args:
         points: from :func:`expand_sweep`.
         workers: number of worker processes (1: run in this process).
+        heartbeat: seconds between the progress lines of a multi-worker sweep (0: none).
 
     Returns:
         The finished, skipped and failed run dirs (failures with their error message).
     """
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
+    if not heartbeat >= 0:
+        raise ConfigError(f"--heartbeat must be >= 0 seconds (0: none), got {heartbeat}")
     result = SweepResult()
     schedule = Schedule(points)
     done = 0
@@ -295,7 +308,9 @@ def run_sweep(points: Sequence[SweepPoint], *, workers: int = 1) -> SweepResult:
                 running[pool.submit(execute, quiet)] = point
             if not running:
                 break
-            ended, _ = wait(running, return_when=FIRST_COMPLETED)
+            ended, _ = wait(running, timeout=heartbeat or None, return_when=FIRST_COMPLETED)
+            if not ended:
+                logger.info(running_line(list(running.values())))
             for future in ended:
                 point = running.pop(future)
                 done += 1

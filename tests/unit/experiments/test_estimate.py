@@ -17,6 +17,7 @@ from fedaug.experiments.estimate import (
     plan,
     remaining_rounds,
     remaining_seconds,
+    running_line,
 )
 from fedaug.machine import cpu_model
 from tests.unit.experiments.test_schedule import ZDAS, _points
@@ -63,6 +64,18 @@ def test_round_times_of_the_other_seeds_cost_the_rounds_left(tmp_path: Path) -> 
     assert lines[2].startswith("new                       ~1 min    ")
     left = "about 2 min of run time left (round times of their seeds so far)"  # 30 + 60 + 9 s
     assert lines[-1] == f"4 runs: 1 finished, 2 partial, 1 new; {left}"
+
+
+def test_running_line_gives_each_running_run_its_round_and_time_left(tmp_path: Path) -> None:
+    # Prepare: FedAvg seed 0 finished (1-4 s rounds), seed 1 at round 1, ZDAS seed 1 not started (no estimate)
+    zdas1, fedavg1 = _points(tmp_path, f"[{ZDAS}, fedavg]", "seed=1")
+    fedavg0 = _points(tmp_path, "[fedavg]")[0]
+    _log(fedavg0.run_dir, [1.0, 2.0, 3.0, 4.0], finished=True)
+    _log(fedavg1.run_dir, [5.0])
+    # Assert: rounds 2-4 at the seeds' mean times (2 + 3 + 4 s)
+    assert running_line([fedavg1, zdas1]) == (
+        f"running: {fedavg1.run_dir} round 1/4 (~9 s left); {zdas1.run_dir} round 0/4"
+    )
 
 
 def test_a_branching_run_whose_fedavg_run_kept_no_checkpoint_runs_every_round(tmp_path: Path) -> None:

@@ -8,7 +8,14 @@ import pytest
 
 from fedaug.cli import main
 from fedaug.errors import ConfigError
-from fedaug.experiments.sweep import expand_grid, expand_sweep, name_suffix, point_patch, read_sweep
+from fedaug.experiments.sweep import (
+    expand_grid,
+    expand_sweep,
+    name_suffix,
+    point_patch,
+    read_sweep,
+    run_sweep,
+)
 from tests.conftest import REPO_ROOT
 
 SMOKE = REPO_ROOT / "configs" / "smoke.yaml"
@@ -163,3 +170,16 @@ def test_presets_expand(capsys: pytest.CaptureFixture[str]) -> None:
     table1 = expand_sweep(REPO_ROOT / "configs" / "experiments" / "flea_table1_har.yaml")
     assert {p.config.partition.num_clients for p in table1} == {75, 150}
     assert {p.config.method.name for p in table1} >= {"fedavg", "fedprox", "feddecorr", "fedlc", "flea"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"workers": 0}, r"--workers must be >= 1, got 0"),
+        ({"workers": 2, "heartbeat": -1.0}, r"--heartbeat must be >= 0 seconds \(0: none\), got -1.0"),
+        ({"workers": 2, "heartbeat": float("nan")}, r"--heartbeat must be >= 0 seconds \(0: none\), got nan"),
+    ],
+)
+def test_bad_workers_or_heartbeat_is_refused_before_any_run(kwargs: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        run_sweep([], **kwargs)
