@@ -46,11 +46,13 @@ def round_times(method_dir: Path) -> dict[int, float]:
 class Plan:
     """What a point has left to run.
 
-    ``own``: its own kind of rounds (after its FedAvg rounds, if it has any); ``needed``: the rounds it has
-    still to run, its FedAvg rounds included when it runs them itself; ``alone``: the FedAvg run dir it could
-    branch from but will not (None: it does not branch, or will, or did).
+    ``done``: the rounds its ``metrics.jsonl`` holds; ``own``: its own kind of rounds (after its FedAvg
+    rounds, if it has any); ``needed``: the rounds it has still to run, its FedAvg rounds included when it
+    runs them itself; ``alone``: the FedAvg run dir it could branch from but will not (None: it does not
+    branch, or will, or did).
     """
 
+    done: int
     own: range
     needed: range
     alone: Path | None
@@ -66,7 +68,7 @@ def plan(point: SweepPoint) -> Plan:
     run dir has ``branch.json``.
     """
     branch = branch_plan(point.config)
-    done = len(read_jsonl(point.run_dir / "metrics.jsonl"))
+    done = rounds_logged(point)
     alone = None
     if branch is not None:
         source, fedavg_rounds = branch
@@ -79,7 +81,12 @@ def plan(point: SweepPoint) -> Plan:
             alone = source
     own = range(1 if branch is None else branch[1] + 1, point.config.train.rounds + 1)
     first = 1 if alone is not None else own.start
-    return Plan(own, range(max(done + 1, first), own.stop), alone)
+    return Plan(done, own, range(max(done + 1, first), own.stop), alone)
+
+
+def rounds_logged(point: SweepPoint) -> int:
+    """The rounds ``point``'s ``metrics.jsonl`` holds (0: not started)."""
+    return len(read_jsonl(point.run_dir / "metrics.jsonl"))
 
 
 def remaining_rounds(point: SweepPoint) -> range:
@@ -169,8 +176,8 @@ def running_line(points: Sequence[SweepPoint]) -> str:
     run's kind of round)."""
     parts = []
     for point in points:
-        done = len(read_jsonl(point.run_dir / "metrics.jsonl"))
-        seconds = remaining_seconds(point)
+        point_plan = plan(point)
+        seconds = remaining_seconds(point, point_plan)
         left = "" if seconds is None else f" (~{format_duration(seconds)} left)"
-        parts.append(f"{point.run_dir} round {done}/{point.config.train.rounds}{left}")
+        parts.append(f"{point.run_dir} round {point_plan.done}/{point.config.train.rounds}{left}")
     return "running: " + "; ".join(parts)

@@ -34,10 +34,9 @@ from typing import Any
 
 import yaml
 
-from fedaug.engine.checkpoint import read_jsonl
 from fedaug.errors import ConfigError
 from fedaug.experiments.config import EngineConfig, ExperimentConfig
-from fedaug.experiments.estimate import running_line
+from fedaug.experiments.estimate import rounds_logged, running_line
 from fedaug.experiments.identity import result_config
 from fedaug.experiments.load import (
     OPEN_SECTIONS,
@@ -245,7 +244,7 @@ def run_status(point: SweepPoint) -> str:
     rounds = point.config.train.rounds
     if finished_summary(point.run_dir, rounds) is not None:
         return "finished"
-    done = len(read_jsonl(point.run_dir / "metrics.jsonl"))
+    done = rounds_logged(point)
     return f"partial ({done}/{rounds} rounds)" if done else "new"
 
 
