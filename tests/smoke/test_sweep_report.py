@@ -120,6 +120,13 @@ def test_two_workers_give_the_serial_results(tmp_path: Path, caplog: pytest.LogC
     metrics = _files(tmp_path / "serial", "metrics.jsonl")
     assert len(metrics) == 3
     assert _files(tmp_path / "parallel", "metrics.jsonl") == metrics
+    # each config.yaml is the config as given, not the workers' quiet engine: a rerun from it logs rounds
+    configs = _files(tmp_path / "parallel", "config.yaml")
+    assert configs == {
+        p: t.replace(str(tmp_path / "serial"), str(tmp_path / "parallel"))
+        for p, t in _files(tmp_path / "serial", "config.yaml").items()
+    }
+    assert all("progress: true" in text for text in configs.values())
 
 
 def test_sweep_then_report_with_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -248,11 +248,14 @@ def run_experiment(
     *,
     fresh: bool = False,
     engine: Callable[[SimulationSpec], Simulation] = Simulation,
+    quiet: bool = False,
 ) -> dict[str, Any]:
     """Runs ``config`` to completion (resuming or skipping as needed) and returns its summary.
 
     ``engine`` builds the round loop from the resolved spec: the in-process :class:`Simulation` by default,
-    or the Flower adapter's subclass, which sends the client calls to Flower nodes.
+    or the Flower adapter's subclass, which sends the client calls to Flower nodes. ``quiet`` logs no round
+    lines whatever ``engine.progress`` says (a sweep's worker processes, whose lines would interleave); it is
+    not written to ``config.yaml``, so running the run again from its ``config.yaml`` shows its progress.
     """
     run_dir = run_dir_for(config)
     if fresh and run_dir.exists():
@@ -284,7 +287,7 @@ def run_experiment(
     if config.engine.branch_from_fedavg:
         start_from_fedavg(config, run_dir, prepared.spec.method, prepared.spec.run, fedavg_run_dir(config))
     with flush_denormals(config.engine.flush_denormals):
-        summary = engine(prepared.spec).run()
+        summary = engine(replace(prepared.spec, progress=False) if quiet else prepared.spec).run()
     write_json(run_dir / "summary.json", summary)
     return summary
 

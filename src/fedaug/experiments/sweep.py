@@ -21,21 +21,20 @@ Finished runs are skipped and interrupted ones resume (:func:`~fedaug.experiment
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
 import multiprocessing
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from fedaug.errors import ConfigError
-from fedaug.experiments.config import EngineConfig, ExperimentConfig
+from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.estimate import rounds_logged, running_line
 from fedaug.experiments.identity import result_config
 from fedaug.experiments.load import (
@@ -248,14 +247,15 @@ def run_status(point: SweepPoint) -> str:
     return f"partial ({done}/{rounds} rounds)" if done else "new"
 
 
-def execute(config: ExperimentConfig) -> Outcome:
-    """Runs one config to completion (the worker function); never raises an ``Exception``."""
+def execute(config: ExperimentConfig, *, quiet: bool = False) -> Outcome:
+    """Runs one config to completion (the worker function; ``quiet``: no round lines); never raises an
+    ``Exception``."""
     start = time.perf_counter()
     status = (
         "skipped" if run_status(SweepPoint(config, run_dir_for(config), {})) == "finished" else "finished"
     )
     try:
-        summary = run_experiment(config)
+        summary = run_experiment(config, quiet=quiet)
     except Exception as exc:  # a failed run is reported; the sweep goes on with the others
         logger.debug("run %s failed", run_dir_for(config), exc_info=True)
         return Outcome("failed", error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - start)
@@ -303,8 +303,8 @@ def run_sweep(
     try:
         while True:
             while len(running) < workers and (point := schedule.next()) is not None:
-                quiet = replace(point.config, engine=_quiet(point.config))
-                running[pool.submit(execute, quiet)] = point
+                # worker processes log no rounds: their lines would interleave
+                running[pool.submit(execute, point.config, quiet=True)] = point
             if not running:
                 break
             ended, _ = wait(running, timeout=heartbeat or None, return_when=FIRST_COMPLETED)
@@ -320,11 +320,6 @@ def run_sweep(
         raise
     pool.shutdown()
     return result
-
-
-def _quiet(config: ExperimentConfig) -> EngineConfig:
-    """Worker processes log nothing per round (their lines would interleave)."""
-    return dataclasses.replace(config.engine, progress=False)
 
 
 def _outcome_of(future: Future[Outcome]) -> Outcome:

@@ -188,3 +188,27 @@ def test_a_bad_partition_seed_is_refused(tmp_path: Path, bad: str) -> None:
     message = r"partition\.seed must be (a non-negative int or null|of type int), got"
     with pytest.raises(ConfigError, match=message):
         _config(tmp_path, f"partition.seed={bad}")
+
+
+def test_quiet_logs_no_rounds_and_is_not_written_to_config_yaml(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Prepare: a config that asks for progress lines (the default), as a sweep's worker receives it
+    def config(out: str) -> ExperimentConfig:
+        return load_config(
+            [REPO_ROOT / "configs" / "smoke.yaml"], [f"out_dir={tmp_path / out}", "train.rounds=2"]
+        )
+
+    def rounds_logged() -> list[str]:
+        return [r.getMessage()[:9] for r in caplog.records if r.getMessage().startswith("round ")]
+
+    # Execute: one run quiet (a sweep worker), one not
+    with caplog.at_level(logging.INFO, logger="fedaug"):
+        quiet = run_experiment(config("quiet"), quiet=True)
+        assert rounds_logged() == []
+        loud = run_experiment(config("loud"))
+    # Assert: same results; only the loud run logged its rounds; config.yaml keeps progress as given
+    assert quiet == loud
+    assert rounds_logged() == ["round 1/2", "round 2/2"]
+    saved = yaml.safe_load((run_dir_for(config("quiet")) / "config.yaml").read_text())
+    assert saved["engine"]["progress"] is True
