@@ -73,7 +73,9 @@ class RunContext:
     is not part of the run's identity (excluded from comparison). ``input_mean`` / ``input_std`` are the
     per-channel normalisation of the inputs (None: not normalised), for augmentations that work on pixels
     (AugMix de-normalises with them). ``input_modality`` is the dataset's ``modality`` (``image``,
-    ``signal``, ``audio``).
+    ``signal``, ``audio``). ``device`` is where the run computes (``engine.device``, resolved by
+    :mod:`fedaug.device`): the engine puts data, models and server state there, and a method that creates a
+    tensor from nothing (a generator, noise for ZSDG) creates it there; it is not part of the run's identity.
     """
 
     num_clients: int
@@ -86,6 +88,7 @@ class RunContext:
     input_std: tuple[float, ...] | None = None
     input_modality: str = "image"
     workspace: Callable[[str], SplitModel] | None = field(default=None, compare=False, repr=False)
+    device: torch.device = field(default=torch.device("cpu"), compare=False)
 
 
 @dataclass

@@ -53,13 +53,23 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", help="run only these methods (comma-separated), overriding the preset's")
 
 
+def add_device_arg(parser: argparse.ArgumentParser) -> None:
+    """``--device``: shorthand for ``--set engine.device=...`` (run, sweep and the Flower commands)."""
+    parser.add_argument(
+        "--device",
+        help="where to compute: auto (default: cuda if torch sees a GPU, else cpu), cpu, cuda or cuda:N",
+    )
+
+
 def _shared_overrides(args: argparse.Namespace) -> list[str]:
-    """The ``--set`` overrides for ``--smoke``, ``--data-dir`` and ``--out-dir`` (run and sweep)."""
+    """The ``--set`` overrides of ``--smoke``, ``--data-dir``, ``--out-dir`` and ``--device`` (run, sweep)."""
     overrides = list(SMOKE_OVERRIDES) if args.smoke else []
     if args.data_dir:
         overrides.append(f"data.data_dir={args.data_dir}")
     if args.out_dir:
         overrides.append(f"out_dir={args.out_dir}")
+    if getattr(args, "device", None):
+        overrides.append(f"engine.device={args.device}")
     return overrides
 
 
@@ -128,6 +138,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from fedaug.device import resolve_device
     from fedaug.experiments.estimate import dry_run_lines
     from fedaug.experiments.sweep import HEARTBEAT_SECONDS, expand_sweep, run_sweep
 
@@ -136,6 +147,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.dry_run:
         print("\n".join(dry_run_lines(points)))
         return 0
+    for name in sorted({p.config.engine.device for p in points}):
+        resolve_device(name)  # a device this machine lacks: one error now, not one failure per run
     logger.info("%s (--dry-run lists them)", dry_run_lines(points)[-1])
     heartbeat = HEARTBEAT_SECONDS if args.heartbeat is None else args.heartbeat
     result = run_sweep(points, workers=args.workers, heartbeat=heartbeat)
@@ -210,7 +223,10 @@ def _add_sweep_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     sweep.add_argument("--data-dir", help="directory holding the datasets (default: $FEDAUG_DATA)")
     sweep.add_argument("--out-dir", help="root of run directories (default: the sweep's out_dir)")
     sweep.add_argument("--smoke", action="store_true", help="2 rounds, 1 local epoch per run")
-    sweep.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    sweep.add_argument(
+        "--workers", type=int, default=1, help="worker processes (default 1; several may share one GPU)"
+    )
+    add_device_arg(sweep)
     sweep.add_argument(
         "--heartbeat",
         type=float,
@@ -267,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run an experiment (resumes if interrupted)")
     _add_config_args(run)
     run.add_argument("--fresh", action="store_true", help="discard an existing run dir and start over")
+    add_device_arg(run)
     run.set_defaults(func=cmd_run)
     lst = sub.add_parser("list", help="list methods, datasets, models, partitioners")
     lst.add_argument("kind", nargs="?", choices=registry.KINDS)

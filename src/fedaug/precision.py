@@ -1,9 +1,10 @@
 """Numeric precision of local training and evaluation: float32 (default) or opt-in bfloat16 autocast.
 
 ``bf16`` runs the forward pass (and the method's loss, which calls the model) under
-``torch.autocast("cpu", dtype=torch.bfloat16)``: convolutions and matrix products run in bfloat16 (AVX-512
-BF16 / AMX on recent Xeons), while the master weights, gradients and optimizer state stay float32 (autocast
-casts copies of the weights per op). Two guards keep the objective in float32:
+``torch.autocast(<the model's device type>, dtype=torch.bfloat16)`` (``cpu`` or ``cuda``): convolutions and
+matrix products run in bfloat16 (AVX-512 BF16 / AMX on recent Xeons, tensor cores on a GPU), while the
+master weights, gradients and optimizer state stay float32 (autocast casts copies of the weights per op).
+Two guards keep the objective in float32:
 
 * the logits are cast back to float32 by a forward hook on the model's ``classifier``, so softmax,
   log-softmax, KL and cross-entropy on logits run in float32 for every method (FedAvg, FLea's mixed loss,
@@ -50,9 +51,9 @@ def native_bf16() -> bool:
         return False
 
 
-def bf16_warning(precision: str) -> str | None:
-    """A warning for ``bf16`` on a CPU without native bfloat16, else None."""
-    if precision != "bf16" or native_bf16():
+def bf16_warning(precision: str, device: torch.device | None = None) -> str | None:
+    """A warning for ``bf16`` on a CPU without native bfloat16, else None (GPUs: never)."""
+    if precision != "bf16" or (device is not None and device.type != "cpu") or native_bf16():
         return None
     return (
         f"engine.precision=bf16 on a CPU without native bfloat16 ({torch.backends.cpu.get_cpu_capability()}, "
@@ -65,6 +66,12 @@ def _float_output(module: nn.Module, inputs: Any, output: torch.Tensor) -> torch
     return output.float()
 
 
+def _device_type(model: nn.Module) -> str:
+    """``cpu`` or ``cuda``: where ``model``'s weights are (``cpu`` for a model without any)."""
+    param = next(iter(model.parameters()), None)
+    return "cpu" if param is None else param.device.type
+
+
 @contextmanager
 def autocast(model: nn.Module, precision: str) -> Iterator[None]:
     """Runs the body in ``precision``; for ``bf16``, with float32 logits from ``model``'s classifier."""
@@ -74,7 +81,7 @@ def autocast(model: nn.Module, precision: str) -> Iterator[None]:
     head = getattr(model, "classifier", None)
     handle = head.register_forward_hook(_float_output) if isinstance(head, nn.Module) else None
     try:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast(_device_type(model), dtype=torch.bfloat16):
             yield
     finally:
         if handle is not None:

@@ -72,12 +72,15 @@ class RunStore:
         """Where the checkpoint kept after ``round_num`` lives (``ckpt/round_0005.pt``)."""
         return self.run_dir / "ckpt" / f"round_{round_num:04d}.pt"
 
-    def load_checkpoint(self, round_num: int | None = None) -> dict[str, Any] | None:
-        """The latest checkpoint, or the one kept after ``round_num``; None if that file does not exist."""
+    def load_checkpoint(
+        self, round_num: int | None = None, *, map_location: torch.device | str = "cpu"
+    ) -> dict[str, Any] | None:
+        """The latest checkpoint, or the one kept after ``round_num``, with its tensors on ``map_location``
+        (whatever device it was saved from); None if that file does not exist."""
         path = self.ckpt_path if round_num is None else self.round_ckpt_path(round_num)
         if not path.exists():
             return None
-        ckpt: dict[str, Any] = torch.load(path, weights_only=True)
+        ckpt: dict[str, Any] = torch.load(path, weights_only=True, map_location=map_location)
         if ckpt.get("format") != CHECKPOINT_FORMAT:
             raise ValueError(f"unsupported checkpoint format in {path}: {ckpt.get('format')}")
         return ckpt

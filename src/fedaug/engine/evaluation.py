@@ -29,21 +29,23 @@ def evaluate(
         Accuracies are fractions in [0, 1].
     """
     model.eval()
-    correct = torch.zeros(num_classes, dtype=torch.float64)
-    total_loss = 0.0
+    # Sums stay on x's device and are read once at the end: no host-device sync per batch on a GPU.
+    correct = torch.zeros(num_classes, dtype=torch.float64, device=y.device)
+    total_loss = torch.zeros((), dtype=torch.float64, device=y.device)
     for start in range(0, y.shape[0], batch_size):
         with autocast(model, precision):
             logits = model(x[start : start + batch_size])
         target = y[start : start + batch_size]
-        total_loss += float(F.cross_entropy(logits.float(), target, reduction="sum"))
+        total_loss += F.cross_entropy(logits.float(), target, reduction="sum").double()
         hits = (logits.argmax(dim=1) == target).to(torch.float64)
         correct.index_add_(0, target, hits)
-    counts = torch.bincount(y, minlength=num_classes).to(torch.float64)
+    correct = correct.cpu()
+    counts = torch.bincount(y, minlength=num_classes).to(torch.float64).cpu()
     present = counts > 0
     class_acc = correct[present] / counts[present]
     metrics: Metrics = {
         "acc": float(correct.sum() / counts.sum()),
-        "loss": total_loss / y.shape[0],
+        "loss": float(total_loss) / y.shape[0],
         "class_acc_var": float(class_acc.var(unbiased=False)) if class_acc.numel() > 1 else 0.0,
     }
     for cls in torch.nonzero(present).flatten().tolist():

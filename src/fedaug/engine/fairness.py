@@ -49,7 +49,7 @@ def client_accuracies(
         with autocast(model, precision):
             logits = model(x[chunk])
         hits.append((logits.argmax(dim=1) == y[chunk]).to(torch.float64))
-    correct = torch.split(torch.cat(hits), sizes)
+    correct = torch.split(torch.cat(hits).cpu(), sizes)  # one device-to-host copy for all clients
     return torch.tensor(
         [float(c.mean()) if c.numel() else float("nan") for c in correct], dtype=torch.float64
     )

@@ -83,7 +83,7 @@ class Simulation:
     """Runs (or resumes) one federated run and writes its run directory."""
 
     def __init__(self, spec: SimulationSpec) -> None:
-        self.spec = replace(spec, run=replace(spec.run, workspace=self.workspace))
+        self.spec = on_device(replace(spec, run=replace(spec.run, workspace=self.workspace)))
         self.store = RunStore(spec.run_dir)
         self._workspaces: dict[str, SplitModel] = {}
         self.client_states: dict[ClientId, Any] = {}
@@ -92,7 +92,8 @@ class Simulation:
     def workspace(self, key: str) -> SplitModel:
         """A model of the run's architecture, built once per key and reused by every client."""
         if key not in self._workspaces:
-            self._workspaces[key] = apply_channels_last(self.spec.model_fn(), self.spec.channels_last, key)
+            model = self.spec.model_fn().to(self.spec.run.device)
+            self._workspaces[key] = apply_channels_last(model, self.spec.channels_last, key)
         return self._workspaces[key]
 
     def run(self) -> dict[str, Any]:
@@ -123,7 +124,7 @@ class Simulation:
         return summary
 
     def _start(self) -> tuple[ServerState, list[dict[str, Any]]]:
-        ckpt = self.store.load_checkpoint()
+        ckpt = self.store.load_checkpoint(map_location=self.spec.run.device)
         if ckpt is not None:
             self.client_states = ckpt["client_states"]
             state = ServerState(**ckpt["state"])
@@ -132,8 +133,8 @@ class Simulation:
         self.store.rewind(0)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed_for(self.spec.run.seed, "init"))
-            initial = self.spec.model_fn()
-        state = self.spec.method.init_server(snapshot_state(initial), self.spec.run)
+            initial = self.spec.model_fn()  # on the CPU: the same initial weights on every device
+        state = self.spec.method.init_server(snapshot_state(initial.to(self.spec.run.device)), self.spec.run)
         state = self._share(state, round_num=0, participants=[])
         return state, []
 
@@ -290,6 +291,22 @@ class Simulation:
                 return own
             return f"{format_duration(self._clock.eta(burn_in - round_num))} to round {burn_in}, then {own}"
         return format_duration(self._clock.eta(spec.run.num_rounds - round_num))
+
+
+def on_device(spec: SimulationSpec) -> SimulationSpec:
+    """``spec`` with its data (train and test sets, client index lists) on ``spec.run.device``, moved once
+    for the whole run: a client's batches are then gathered on the device, never copied from the host."""
+    device = spec.run.device
+    local = spec.local_test_indices
+    return replace(
+        spec,
+        train_x=spec.train_x.to(device),
+        train_y=spec.train_y.to(device),
+        test_x=spec.test_x.to(device),
+        test_y=spec.test_y.to(device),
+        client_indices=[i.to(device) for i in spec.client_indices],
+        local_test_indices=None if local is None else [i.to(device) for i in local],
+    )
 
 
 def client_context(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedaug.api import TrainSettings
+from fedaug.device import check_device_name
 from fedaug.engine.memory_format import CHANNELS_LAST_MODES
 from fedaug.errors import ConfigError
 from fedaug.local_training import OPTIMIZERS
@@ -197,6 +198,12 @@ class EngineConfig:
             ``start_round``, FedGen in its warm-up) starts from the checkpoint of the FedAvg run of the same
             setting and seed instead of repeating them (same results; :mod:`fedaug.experiments.branching`).
             Other methods ignore it. Default off.
+        device: where the run computes: ``auto`` (default: ``cuda`` when torch sees a GPU, else ``cpu``),
+            ``cpu``, ``cuda`` or ``cuda:N`` (:mod:`fedaug.device`). Random numbers are drawn on the CPU on
+            every device, so a GPU run samples the same clients, batches and mixing weights as a CPU run.
+        deterministic: deterministic kernels only (``torch.use_deterministic_algorithms``): a CUDA run then
+            repeats to the last bit, also when killed and resumed; CPU runs are deterministic already.
+            Default off (some CUDA kernels are faster when they may sum in any order).
     """
 
     name: str = "simulation"
@@ -210,8 +217,11 @@ class EngineConfig:
     local_eval_every: int = 1
     branch_from_fedavg: bool = False
     flush_denormals: bool = False
+    device: str = "auto"
+    deterministic: bool = False
 
     def __post_init__(self) -> None:
+        check_device_name(self.device)
         if self.name != "simulation":
             raise ConfigError(f"engine.name must be 'simulation', got {self.name!r}")
         if self.num_threads is not None and self.num_threads < 1:

@@ -23,6 +23,7 @@ from fedaug import registry
 from fedaug.api import Method, RunContext, TrainSettings
 from fedaug.data.datasets import Dataset, load_dataset
 from fedaug.data.partition import Partition, make_partition
+from fedaug.device import describe_device, device_facts, device_label, resolve_device, set_deterministic
 from fedaug.engine.batched import conv_model_note
 from fedaug.engine.checkpoint import write_json
 from fedaug.engine.memory_format import resolve_channels_last
@@ -110,7 +111,13 @@ def load_data_and_partition(config: ExperimentConfig) -> tuple[Dataset, Partitio
 
 
 def prepare(config: ExperimentConfig, run_dir: Path) -> Prepared:
-    """Resolves every component of ``config`` (raising a FedaugError for any bad value)."""
+    """Resolves every component of ``config`` (raising a FedaugError for any bad value).
+
+    The device is resolved first, so ``engine.device=cuda`` on a machine without one is refused before any
+    data is loaded or any file written; ``engine.deterministic`` is applied to this process here.
+    """
+    device = resolve_device(config.engine.device)
+    set_deterministic(config.engine.deterministic)
     method = build_method(config)
     dataset, partition = load_data_and_partition(config)
 
@@ -135,8 +142,9 @@ def prepare(config: ExperimentConfig, run_dir: Path) -> Prepared:
         input_mean=dataset.mean,
         input_std=dataset.std,
         input_modality=dataset.modality,
+        device=device,
     )
-    if (warning := bf16_warning(config.engine.precision)) is not None:
+    if (warning := bf16_warning(config.engine.precision, device)) is not None:
         logger.warning(warning)
     if config.engine.batched_clients and (note := conv_model_note(model_fn())) is not None:
         logger.warning(note)
@@ -205,9 +213,10 @@ def _option_changes(used: dict[str, Any], config: ExperimentConfig) -> list[str]
     return [f"method.{k} (the run used {json.dumps(used[k])}, now {json.dumps(now[k])})" for k in changed]
 
 
-def _warn_rounding_change(run_dir: Path) -> None:
-    """Warns when a run resumes with another torch thread count, or on another kind of CPU, than it last ran
-    with (``env.json``; runs from before the CPU was recorded are not checked for it).
+def _warn_rounding_change(run_dir: Path, device: torch.device) -> None:
+    """Warns when a run resumes with another torch thread count, on another kind of CPU, or on another device
+    (CPU vs a GPU model) than it last ran with (``env.json``; runs from before the CPU was recorded are not
+    checked for it; runs from before devices were recorded ran on the CPU).
 
     Multi-threaded ops split their sums differently (HARNet: train loss 1.0212539 with 1 thread vs 1.0212342
     with 2 after one round), and the kernels picked for another CPU round differently (:mod:`fedaug.machine`),
@@ -229,9 +238,19 @@ def _warn_rounding_change(run_dir: Path) -> None:
             now,
             before,
         )
+    was, now_on = device_label(env), device_label(device_facts(device))
+    if env and was != now_on:
+        logger.warning(
+            "%s ran on %s and resumes on %s: kernels round differently on another device, so its remaining "
+            "rounds will not be bit-identical to an uninterrupted run's",
+            run_dir,
+            was,
+            now_on,
+        )
     cpu = cpu_facts()
     keys = ("cpu_model", "cpu_capability")
-    if all(key in env for key in keys) and any(env[key] != cpu[key] for key in keys):
+    on_cpu = was == now_on == "cpu"  # a GPU run's arithmetic does not depend on its host's CPU
+    if on_cpu and all(key in env for key in keys) and any(env[key] != cpu[key] for key in keys):
         logger.warning(
             "%s ran on %s (%s) and resumes on %s (%s): kernels round differently on another kind of CPU, so "
             "its remaining rounds will not be bit-identical to an uninterrupted run's",
@@ -268,21 +287,24 @@ def run_experiment(
     if config.engine.num_threads is not None:
         torch.set_num_threads(config.engine.num_threads)
     prepared = prepare(config, run_dir)
+    device = prepared.spec.run.device
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(dump_yaml(config))
-    _warn_rounding_change(run_dir)
+    _warn_rounding_change(run_dir, device)
     # config.yaml keeps the method options as given; env.json records every option the run used, defaults
     # included, so a later default change cannot change its meaning (_check_existing compares them on resume).
     method_options = asdict(prepared.method.config)
-    write_env(run_dir, {"dataset_source": prepared.dataset.source, "method_config": method_options})
+    extra = {"dataset_source": prepared.dataset.source, "method_config": method_options}
+    write_env(run_dir, {**extra, **device_facts(device), "deterministic": config.engine.deterministic})
     logger.info(
-        "run %s: %s on %s (%d clients, %d per round), %d rounds",
+        "run %s: %s on %s (%d clients, %d per round), %d rounds, on %s",
         run_dir,
         config.method.name,
         config.data.name,
         prepared.spec.run.num_clients,
         prepared.spec.clients_per_round,
         config.train.rounds,
+        describe_device(device),
     )
     if config.engine.branch_from_fedavg:
         start_from_fedavg(config, run_dir, prepared.spec.method, prepared.spec.run, fedavg_run_dir(config))

@@ -1,0 +1,135 @@
+"""The device seam on CUDA: every method, device-independent randomness, resume, cross-device checkpoints.
+
+Skipped without a GPU (``tests/gpu/conftest.py``). On a GPU machine::
+
+    PYTHONPATH=src:. python3 -m pytest -q tests/gpu
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import Tensor
+
+import fedaug.local_training as local_training
+from fedaug import registry
+from fedaug.device import resolve_device, set_deterministic, tensor_devices
+from fedaug.engine.checkpoint import read_jsonl
+from fedaug.engine.simulation import Simulation
+from fedaug.methods.flea import FLea
+from tests.smoke.test_methods import image_spec, run_on_device
+
+
+@pytest.fixture
+def cuda() -> torch.device:
+    return resolve_device("cuda")
+
+
+@pytest.fixture
+def deterministic() -> Iterator[None]:
+    set_deterministic(True)
+    yield
+    set_deterministic(False)
+
+
+@pytest.mark.parametrize("name", registry.available("method"))
+def test_method_runs_two_rounds_on_cuda_with_its_state_there(
+    tmp_path: Path, name: str, cuda: torch.device
+) -> None:
+    run_on_device(tmp_path, name, cuda)
+
+
+def _draws(
+    run_dir: Path, device: torch.device, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[Any], list[list[int]], list[Tensor]]:
+    """FLea for 3 rounds on ``device``: the sampled clients, every batch's sample order, every Beta draw."""
+    orders: list[list[int]] = []
+    lams: list[Tensor] = []
+    batch_indices = local_training.batch_indices
+    mix_weights = FLea._mix_weights
+
+    def record_batches(order: Tensor, batch_size: int) -> Iterator[Tensor]:
+        for idx in batch_indices(order, batch_size):
+            orders.append(idx.cpu().tolist())
+            yield idx
+
+    def record_lam(self: FLea, size: int, rng: Any) -> Tensor:
+        lam = mix_weights(self, size, rng)
+        lams.append(lam.detach().cpu())
+        return lam
+
+    monkeypatch.setattr(local_training, "batch_indices", record_batches)
+    monkeypatch.setattr(FLea, "_mix_weights", record_lam)
+    Simulation(image_spec(run_dir, "flea", device, rounds=3)).run()
+    monkeypatch.undo()
+    clients = [r["clients"] for r in read_jsonl(run_dir / "metrics.jsonl")]
+    return clients, orders, lams
+
+
+def test_cpu_and_cuda_draw_the_same_clients_batches_and_beta_weights(
+    tmp_path: Path, cuda: torch.device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    on_cpu = _draws(tmp_path / "cpu", torch.device("cpu"), monkeypatch)
+    on_cuda = _draws(tmp_path / "cuda", cuda, monkeypatch)
+    assert on_cpu[0] == on_cuda[0]
+    assert on_cpu[1] == on_cuda[1] and len(on_cpu[1]) > 0
+    assert len(on_cpu[2]) == len(on_cuda[2]) > 0
+    assert all(torch.equal(a, b) for a, b in zip(on_cpu[2], on_cuda[2], strict=True))
+
+
+class _Interrupt(FLea):
+    """FLea 'killed' (KeyboardInterrupt) at the second client of round 3."""
+
+    calls_left = 1
+
+    def client_update(self, payload: Any, ctx: Any) -> Any:
+        if payload.round_num == 3:
+            if self.calls_left == 0:
+                raise KeyboardInterrupt
+            self.calls_left -= 1
+        return super().client_update(payload, ctx)
+
+
+def _files(run_dir: Path) -> tuple[str, str]:
+    return (run_dir / "metrics.jsonl").read_text(), (run_dir / "summary.json").read_text()
+
+
+def test_cuda_run_killed_and_resumed_equals_uninterrupted(
+    tmp_path: Path, cuda: torch.device, deterministic: None
+) -> None:
+    Simulation(image_spec(tmp_path / "full", "flea", cuda, rounds=4)).run()
+    cut = image_spec(tmp_path / "cut", "flea", cuda, rounds=4)
+    with pytest.raises(KeyboardInterrupt):
+        Simulation(dataclasses.replace(cut, method=_Interrupt())).run()
+    Simulation(cut).run()
+    assert _files(tmp_path / "cut") == _files(tmp_path / "full")
+
+
+@pytest.mark.parametrize("first", ["cpu", "cuda"])
+def test_checkpoint_resumes_on_the_other_device(tmp_path: Path, cuda: torch.device, first: str) -> None:
+    devices = {"cpu": torch.device("cpu"), "cuda": cuda}
+    second = devices["cuda" if first == "cpu" else "cpu"]
+    Simulation(image_spec(tmp_path, "flea", devices[first], rounds=2)).run()
+    sim = Simulation(image_spec(tmp_path, "flea", second, rounds=4))
+    summary = sim.run()
+    assert [r["round"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [1, 2, 3, 4]
+    assert summary["rounds"] == 4
+    ckpt = torch.load(tmp_path / "ckpt" / "latest.pt", weights_only=True)
+    assert tensor_devices(ckpt["state"]) == {second}
+
+
+def test_bf16_autocasts_on_cuda(tmp_path: Path, cuda: torch.device) -> None:
+    from fedaug.precision import autocast
+    from tests.smoke.test_methods import bn_model
+
+    model = bn_model().to(cuda)
+    with autocast(model, "bf16"):
+        hidden = model.encode(torch.randn(4, 1, 2, 4, device=cuda), 0)
+        logits = model(torch.randn(4, 1, 2, 4, device=cuda))
+    assert hidden.dtype == torch.bfloat16
+    assert logits.dtype == torch.float32  # the classifier's output is cast back
