@@ -11,6 +11,7 @@ Usage::
 
     python benchmarks/augmix_cost.py                                                    # MNIST LeNet-5 shapes
     python benchmarks/augmix_cost.py --model resnet18_cifar --shape 3 32 32 --repeats 5   # CIFAR shapes
+    python benchmarks/augmix_cost.py --device cuda                                      # on a GPU
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,7 +28,12 @@ from fedaug.api import ClientData, RunContext, TrainSettings
 from fedaug.local_training import cross_entropy_loss, train_local
 from fedaug.methods.fedaugmix import FedAugMixConfig, augmix_for, augmix_views_transform, js_consistency_loss
 from fedaug.models import build_model
-from machine import machine_facts  # benchmarks/ is the script's directory
+from machine import (  # benchmarks/ is the script's directory
+    add_device_argument,
+    benchmark_device,
+    clock,
+    machine_facts,
+)
 
 
 def main() -> None:
@@ -41,17 +46,19 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", help="JSON file for the results")
+    add_device_argument(parser)
     args = parser.parse_args()
+    device = benchmark_device(args.device)
     torch.set_num_threads(args.threads)
     shape = tuple(args.shape)
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator().manual_seed(0)  # on the CPU: the same draws on every device
     x, y = torch.randn(args.batch, *shape, generator=gen), torch.arange(args.batch) % args.classes
-    data = ClientData(0, x, y, args.classes)
-    model = build_model(args.model, num_classes=args.classes, input_shape=shape)
+    data = ClientData(0, x.to(device), y.to(device), args.classes)
+    model = build_model(args.model, num_classes=args.classes, input_shape=shape).to(device)
     settings = TrainSettings(local_epochs=1, batch_size=args.batch)
     config = FedAugMixConfig(severity=args.severity)
     mean, std = (0.5,) * shape[0], (0.25,) * shape[0]
-    run = RunContext(1, args.classes, shape, 0, 1, input_mean=mean, input_std=std)
+    run = RunContext(1, args.classes, shape, 0, 1, input_mean=mean, input_std=std, device=device)
     augmix = augmix_for(config, run)
     transform = augmix_views_transform(augmix)
     loss = js_consistency_loss(cross_entropy_loss, config)
@@ -67,10 +74,10 @@ def main() -> None:
     times: dict[str, list[float]] = {name: [] for name in cases}
     for repeat in range(args.repeats + 1):
         for name, fn in cases.items():
-            tick = time.perf_counter()
+            tick = clock(device)
             fn()
             if repeat > 0:  # the first round warms up
-                times[name].append(time.perf_counter() - tick)
+                times[name].append(clock(device) - tick)
     result = {name: statistics.median(t) * 1000 for name, t in times.items()}
     report = {
         "model": args.model,
@@ -82,7 +89,7 @@ def main() -> None:
         "median_ms": result,
         "augmix_share_of_fedaugmix_step": result["augmix_views"] / result["fedaugmix_step"],
         "fedaugmix_over_fedavg": result["fedaugmix_step"] / result["fedavg_step"],
-        **machine_facts(),
+        **machine_facts(device),
     }
     print(json.dumps(report, indent=2))
     if args.out:

@@ -9,6 +9,7 @@ Usage::
 
     python benchmarks/batched_clients.py                                   # BN CNN and MLP on Fashion-MNIST
     python benchmarks/batched_clients.py --set model.name=mlp --out benchmarks/results/x.json
+    python benchmarks/batched_clients.py --device cuda --out /tmp/batched_cuda.json
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import argparse
 import json
 import statistics
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,29 +29,34 @@ from fedaug.engine.simulation import Simulation
 from fedaug.experiments.load import load_config
 from fedaug.experiments.runner import prepare
 from fedaug.local_training import snapshot_state
-from machine import machine_facts  # benchmarks/ is the script's directory
+from machine import (  # benchmarks/ is the script's directory
+    add_device_argument,
+    benchmark_device,
+    clock,
+    machine_facts,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
 def round_one(configs: list[str], overrides: list[str]) -> tuple[Any, Any, Any, Simulation, Any, list[int]]:
-    """A preset's config, prepared run, method, simulation, round-1 payload and round-1 clients."""
+    """A preset's config, prepared run, method, simulation, round-1 payload and round-1 clients, on the
+    config's ``engine.device`` (the initial model built on the CPU, then moved)."""
     config = load_config(configs, [*overrides, "engine.progress=false"])
     with tempfile.TemporaryDirectory() as tmp:
         prepared = prepare(config, Path(tmp))
     spec, method = prepared.spec, prepared.method
     torch.manual_seed(0)
-    payload = method.payload(
-        method.init_server(snapshot_state(spec.model_fn()), spec.run), 1, spec.train_settings(1)
-    )
+    initial = snapshot_state(spec.model_fn().to(spec.run.device))
+    payload = method.payload(method.init_server(initial, spec.run), 1, spec.train_settings(1))
     clients = sample_clients(spec.run.seed, 1, spec.run.num_clients, spec.clients_per_round)
     return config, prepared, method, Simulation(spec), payload, list(clients)
 
 
 def bench(configs: list[str], overrides: list[str], repeats: int) -> dict[str, Any]:
     config, prepared, method, sim, payload, clients = round_one(configs, overrides)
-    spec = prepared.spec
+    spec, device = prepared.spec, prepared.spec.run.device
 
     def contexts() -> list[Any]:  # fresh generators every time: both paths see the same batches
         return [sim._client_context(c, 1, "client") for c in clients]
@@ -61,12 +66,12 @@ def bench(configs: list[str], overrides: list[str], repeats: int) -> dict[str, A
     for _ in range(repeats + 1):  # the first repeat warms up both paths and is dropped
         for mode in times:
             ctxs = contexts()
-            start = time.perf_counter()
+            start = clock(device)
             if mode == "sequential":
                 results[mode] = [method.client_update(payload, ctx) for ctx in ctxs]
             else:
                 results[mode] = train_round_batched(method, payload, ctxs)
-            times[mode].append(time.perf_counter() - start)
+            times[mode].append(clock(device) - start)
     diff = max(
         float((a.model_state[k].float() - b.model_state[k].float()).abs().max())
         for a, b in zip(results["sequential"], results["batched"], strict=True)
@@ -99,15 +104,18 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "batched_clients.json"))
+    add_device_argument(parser)
     args = parser.parse_args()
+    device = benchmark_device(args.device)
     torch.set_num_threads(args.threads)
     data = [f"data.data_dir={SHARED_DATA}"] if (SHARED_DATA / "fashion_mnist").is_dir() else []
+    on = f"engine.device={device}"  # after --set: --device decides
     result = {
         "threads": torch.get_num_threads(),
         "note": "medians of interleaved repeats in one process; the machine may be shared (see loadavg)",
-        **machine_facts(),
+        **machine_facts(device),
         "models": {
-            name: bench(args.configs, [*data, *args.overrides, f"model.name={name}"], args.repeats)
+            name: bench(args.configs, [*data, *args.overrides, on, f"model.name={name}"], args.repeats)
             for name in args.models
         },
     }

@@ -12,6 +12,7 @@ Usage::
 
     python benchmarks/batched_drift.py                      # the Fed-ZDA preset (BN CNN, SGD, batch 10)
     python benchmarks/batched_drift.py --epochs 1 2 --clients 2
+    python benchmarks/batched_drift.py --device cuda --out /tmp/drift_cuda.json
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from batched_clients import round_one  # benchmarks/ is the script's directory
 from fedaug.api import ClientContext
 from fedaug.engine.batched import train_round_batched
 from fedaug.types import StateDict
-from machine import machine_facts
+from machine import add_device_argument, benchmark_device, machine_facts
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -90,12 +91,14 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, nargs="+", default=[1, 2], help="local epochs to try")
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "batched_drift.json"))
+    add_device_argument(parser)
     args = parser.parse_args()
+    device = benchmark_device(args.device)
     torch.set_num_threads(1)
     data = [f"data.data_dir={SHARED_DATA}"] if (SHARED_DATA / "fashion_mnist").is_dir() else []
-    base = [*data, "method.name=fedavg", *args.overrides]
+    base = [*data, "method.name=fedavg", *args.overrides, f"engine.device={device}"]
     result = {
-        **machine_facts(),
+        **machine_facts(device),
         "runs": [drift(args.configs, [*base, f"train.local_epochs={e}"], args.clients) for e in args.epochs],
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ Reports medians and the speed-up of channels-last (> 1 means faster). Writes JSO
 Usage::
 
     python benchmarks/channels_last.py                     # HARNet (UCI-HAR) and bn_cnn_mnist (Fashion-MNIST)
+    python benchmarks/channels_last.py --device cuda       # the same on a GPU
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,12 @@ import torch
 import torch.nn.functional as F
 
 from fedaug.models import build_model
-from machine import machine_facts  # benchmarks/ is the script's directory
+from machine import (  # benchmarks/ is the script's directory
+    add_device_argument,
+    benchmark_device,
+    clock,
+    machine_facts,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = {"harnet": ((1, 128, 3), 6, 2947), "bn_cnn_mnist": ((1, 28, 28), 10, 10000)}
@@ -36,36 +41,37 @@ def train_step_s(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, steps
     model.train()
     times = []
     for _ in range(steps):
-        start = time.perf_counter()
+        start = clock(x.device)
         loss = F.cross_entropy(model(x), y)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         optimizer.step()
-        times.append(time.perf_counter() - start)
+        times.append(clock(x.device) - start)
     return statistics.median(times)
 
 
 @torch.inference_mode()
 def eval_s(model: torch.nn.Module, x: torch.Tensor) -> float:
     model.eval()
-    start = time.perf_counter()
+    start = clock(x.device)
     for i in range(0, x.shape[0], 1024):
         model(x[i : i + 1024])
-    return time.perf_counter() - start
+    return clock(x.device) - start
 
 
-def bench(name: str, repeats: int, steps: int) -> dict[str, Any]:
+def bench(name: str, repeats: int, steps: int, device: torch.device) -> dict[str, Any]:
     shape, classes, test_size = MODELS[name]
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator().manual_seed(0)  # inputs and weights made on the CPU, then moved to the device
     x, y = torch.randn(32, *shape, generator=gen), torch.arange(32) % classes
     test_x = torch.randn(test_size, *shape, generator=gen)
+    x, y, test_x = x.to(device), y.to(device), test_x.to(device)
     torch.manual_seed(0)
     base = build_model(name, num_classes=classes, input_shape=shape)
     models = {}
     for fmt, memory_format in FORMATS.items():
         model = build_model(name, num_classes=classes, input_shape=shape)
         model.load_state_dict(base.state_dict())
-        models[fmt] = model.to(memory_format=memory_format)
+        models[fmt] = model.to(device).to(memory_format=memory_format)  # type: ignore[call-overload]
     inputs = {fmt: (x, test_x) for fmt in FORMATS}  # inputs stay NCHW, as in the engine
     for fmt in FORMATS:  # warm-up
         train_step_s(models[fmt], inputs[fmt][0], y, 3)
@@ -94,13 +100,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "channels_last.json"))
+    add_device_argument(parser)
     args = parser.parse_args()
+    device = benchmark_device(args.device)
     torch.set_num_threads(args.threads)
     result = {
         "threads": torch.get_num_threads(),
         "note": "medians of interleaved repeats in one process; the machine may be shared (see loadavg)",
-        **machine_facts(),
-        "models": {name: bench(name, args.repeats, args.steps) for name in args.models},
+        **machine_facts(device),
+        "models": {name: bench(name, args.repeats, args.steps, device) for name in args.models},
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

@@ -9,6 +9,8 @@ a randomly initialised HARNet teacher that is as sure of each generated sample's
 records; the trained model's logit gaps were 160-2000), and times FedGen's own generator training
 (``FedGen._train_generator``) with :func:`fedaug.precision.flush_denormals` off and on, interleaved in one
 process, one thread. Also reports the share of subnormal entries in the teacher's activation gradients.
+``--device cuda`` runs the same on a GPU (whose float32 arithmetic does not slow down on subnormals: the two
+timings should agree there; the flush setting is the CPU's).
 (Scaling the classifier's weights instead makes large gaps but no subnormals: the backward pass multiplies
 the tiny probabilities by the same large weights.)
 
@@ -22,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -34,7 +35,12 @@ from fedaug.api import RunContext, ServerState
 from fedaug.methods.fedgen import ConditionalGenerator, FedGen, FedGenConfig
 from fedaug.models import build_model
 from fedaug.precision import flush_denormals
-from machine import machine_facts  # benchmarks/ is the script's directory
+from machine import (  # benchmarks/ is the script's directory
+    add_device_argument,
+    benchmark_device,
+    clock,
+    machine_facts,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SHAPE, CLASSES = (1, 128, 3), 6
@@ -79,11 +85,11 @@ def subnormal_share(teacher: SureTeacher, method: FedGen, run: RunContext) -> tu
     def keep(module: nn.Module, inputs: object, output: Tensor) -> None:
         del module, inputs
         if output.requires_grad:
-            output.register_hook(grads.append)
+            output.register_hook(grads.append)  # type: ignore[no-untyped-call]
 
     handles = [m.register_forward_hook(keep) for m in teacher.base.modules()]
-    y = torch.arange(64) % CLASSES
-    logits = teacher(gen(y, torch.randn(64, method.config.noise_dim)))
+    y = (torch.arange(64) % CLASSES).to(run.device)
+    logits = teacher(gen(y, torch.randn(64, method.config.noise_dim).to(run.device)))
     F.cross_entropy(logits, y).backward()  # type: ignore[no-untyped-call]
     for handle in handles:
         handle.remove()
@@ -99,23 +105,27 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="generator steps per timing")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "denormals.json"))
+    add_device_argument(parser)
     args = parser.parse_args()
+    device = benchmark_device(args.device)
     torch.set_num_threads(1)
     torch.manual_seed(0)
     teacher = SureTeacher(build_model("harnet", num_classes=CLASSES, input_shape=SHAPE), args.margin)
-    teacher.eval()
+    teacher.to(device).eval()
     teacher.requires_grad_(False)
     method = RecordingFedGen(FedGenConfig(generator_steps=args.steps), teacher)
-    run = RunContext(num_clients=1, num_classes=CLASSES, input_shape=SHAPE, seed=0, num_rounds=100)
+    run = RunContext(
+        num_clients=1, num_classes=CLASSES, input_shape=SHAPE, seed=0, num_rounds=100, device=device
+    )
     share, gap = subnormal_share(teacher, method, run)
     state = ServerState(round_num=40, model_state={}, extra={"generator": {}, "metrics": {}})
     times: dict[str, list[float]] = {"off": [], "on": []}
     for _ in range(args.repeats + 1):  # the first pass warms up and is dropped
         for mode in times:
             with flush_denormals(mode == "on"):
-                start = time.perf_counter()
+                start = clock(device)
                 method._train_generator(replace(state), teacher, run)
-                times[mode].append((time.perf_counter() - start) / args.steps)
+                times[mode].append((clock(device) - start) / args.steps)
     step = {mode: statistics.median(t[1:]) for mode, t in times.items()}
     result = {
         "model": "harnet (random init) + margin on the generated class",
@@ -125,7 +135,7 @@ def main() -> None:
         "generator_batch": method.config.generator_batch,
         "threads": 1,
         "note": "medians of interleaved repeats in one process; the machine may be shared (see loadavg)",
-        **machine_facts(),
+        **machine_facts(device),
         "step_s": step,
         "speedup_flushed": round(step["off"] / step["on"], 2),
     }

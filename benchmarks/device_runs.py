@@ -38,7 +38,7 @@ CPU_REFERENCE = {
     "fedavg": {"best_acc": 0.7486, "last10_acc": 0.6069, "wall_s": 64.4 * 60, "median_round_s": 32.5},
     "flea": {"best_acc": 0.5562, "last10_acc": 0.5036, "wall_s": 81.1 * 60, "median_round_s": 42.2},
 }
-OFFICIAL_CODE_H200 = {
+OFFICIAL_CODE_H200: dict[str, Any] = {
     "source": "the FLea authors' code on an H200, one process, this setting (issue 'Run on a GPU')",
     "fedavg": {"round_s": 1.3},
     "flea": {"round_s": 8.0},

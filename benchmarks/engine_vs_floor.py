@@ -14,12 +14,15 @@ method's extra work inside local training (FLea's mixed loss and buffer), ``eval
 evaluation overhead, and aggregation + share + checkpoint the rest. Runs per hour are
 ``3600 / (round_time * the preset's rounds)``. Peak memory is the process's maximum resident set size
 (``resource.getrusage``; tracemalloc does not see torch's tensor memory). Medians skip round 1 (allocator
-and oneDNN warm-up) when there are at least 3 rounds. Writes JSON.
+and oneDNN warm-up) when there are at least 3 rounds. ``--device`` (default ``auto``) runs engine and floor on
+that device (``engine.device``); on a GPU the floor's clock waits for the GPU, and the JSON adds the GPU's
+peak allocated memory. Writes JSON.
 
 Usage::
 
     python benchmarks/engine_vs_floor.py                       # default preset, 5 rounds
     python benchmarks/engine_vs_floor.py --rounds 3 --set method.name=flea --out benchmarks/results/x.json
+    python benchmarks/engine_vs_floor.py --device cuda --out /tmp/engine_vs_floor_cuda.json
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ import json
 import resource
 import statistics
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -45,13 +47,19 @@ from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.load import load_config
 from fedaug.experiments.runner import prepare, run_dir_for
 from fedaug.local_training import batch_indices
+from machine import (  # benchmarks/ is the script's directory
+    add_device_argument,
+    benchmark_device,
+    clock,
+    device_facts,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 PHASES = ("train", "aggregate", "share", "eval", "checkpoint", "round_time")
 
 
 def replay_batch_sizes(
-    records: list[dict], client_sizes: tuple[int, ...], epochs: int, batch: int
+    records: list[dict[str, Any]], client_sizes: tuple[int, ...], epochs: int, batch: int
 ) -> list[list[int]]:
     """Per round, the sizes of every local mini-batch the engine ran (in order)."""
     rounds = []
@@ -72,21 +80,22 @@ def bare_train(
     lr: float,
     precision: str = "float32",
 ) -> float:
-    """Seconds for the given mini-batches in the barest loop (one Adam for the whole round)."""
+    """Seconds for the given mini-batches in the barest loop (one Adam for the whole round), on ``x``'s
+    device (the batches drawn on the CPU, as the engine's)."""
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(0)
     bf16 = precision == "bf16"
-    start = time.perf_counter()
+    start = clock(x.device)
     for size in sizes:
-        idx = torch.randint(0, x.shape[0], (size,), generator=gen)
-        with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
+        idx = torch.randint(0, x.shape[0], (size,), generator=gen).to(x.device)
+        with torch.autocast(x.device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
             logits = model(x[idx])
         loss = F.cross_entropy(logits.float(), y[idx])
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         optimizer.step()
-    return time.perf_counter() - start
+    return clock(x.device) - start
 
 
 def peak_rss_mib() -> float:
@@ -107,9 +116,11 @@ class _FloorAfterEachRound(Simulation):
     def __init__(self, spec: SimulationSpec, config: ExperimentConfig) -> None:
         super().__init__(spec)
         self.config = config
-        # the floor computes what the engine computes: the same memory format per phase (engine.channels_last)
-        self.model = apply_channels_last(spec.model_fn(), spec.channels_last, "client")
-        self.eval_model = apply_channels_last(spec.model_fn(), spec.channels_last, "eval")
+        # the floor computes what the engine computes: the same device, and the same memory format per phase
+        # (engine.channels_last)
+        device = self.spec.run.device
+        self.model = apply_channels_last(spec.model_fn().to(device), spec.channels_last, "client")
+        self.eval_model = apply_channels_last(spec.model_fn().to(device), spec.channels_last, "eval")
         self.sizes: list[list[int]] = []
         self.floor_train: list[float] = []
         self.floor_eval: list[float] = []
@@ -125,30 +136,34 @@ class _FloorAfterEachRound(Simulation):
         self.floor_train.append(
             bare_train(self.model, spec.train_x, spec.train_y, sizes, train.lr, precision)
         )
-        tick = time.perf_counter()
+        tick = clock(spec.run.device)
         evaluate(
             self.eval_model,
             spec.test_x,
             spec.test_y,
             num_classes=spec.run.num_classes,
-            batch_size=self.config.engine.eval_batch_size,
+            batch_size=spec.eval_batch_size,
             precision=precision,
         )
-        self.floor_eval.append(time.perf_counter() - tick)
+        self.floor_eval.append(clock(spec.run.device) - tick)
 
 
-def measure(configs: list[str], overrides: list[str], rounds: int) -> dict[str, Any]:
-    """Runs ``configs`` + ``overrides`` for ``rounds`` rounds and its bare floor; returns the result dict."""
+def measure(configs: list[str], overrides: list[str], rounds: int, device: torch.device) -> dict[str, Any]:
+    """Runs ``configs`` + ``overrides`` for ``rounds`` rounds on ``device`` and its bare floor; returns the
+    result dict."""
     full_rounds = load_config(configs, overrides).train.rounds
+    on = f"engine.device={device}"
     with tempfile.TemporaryDirectory() as tmp:
         config = load_config(
-            configs, [*overrides, f"train.rounds={rounds}", f"out_dir={tmp}", "engine.progress=false"]
+            configs, [*overrides, on, f"train.rounds={rounds}", f"out_dir={tmp}", "engine.progress=false"]
         )
         if config.engine.num_threads is not None:
             torch.set_num_threads(config.engine.num_threads)
         run_dir = run_dir_for(config)
         run_dir.mkdir(parents=True)
         prepared = prepare(config, run_dir)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
         sim = _FloorAfterEachRound(prepared.spec, config)
         sim.run()
         peak_engine = peak_rss_mib()
@@ -191,11 +206,19 @@ def measure(configs: list[str], overrides: list[str], rounds: int) -> dict[str, 
         "overhead_fraction_of_floor": (engine["round_time"] - floor) / floor,
         "ratio_train": engine["train"] / floor_train,
         "ratio_round": engine["round_time"] / floor,
-        "memory_mib": {"peak_rss": peak_engine, "dataset_tensors": data_mib},
+        "memory_mib": {"peak_rss": peak_engine, "dataset_tensors": data_mib, **gpu_memory_mib(device)},
         "engine_wall_s": sum(t["round_time"] for t in timings),
         "preset_rounds": full_rounds,
         "runs_per_hour": 3600 / (engine["round_time"] * full_rounds),
+        **device_facts(device),
     }
+
+
+def gpu_memory_mib(device: torch.device) -> dict[str, float]:
+    """The GPU's peak allocated memory since the run started (``{}`` on the CPU)."""
+    if device.type != "cuda":
+        return {}
+    return {"peak_gpu_allocated": torch.cuda.max_memory_allocated(device) / 2**20}
 
 
 def main() -> None:
@@ -204,8 +227,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "engine_vs_floor.json"))
+    add_device_argument(parser)
     args = parser.parse_args()
-    result = measure(args.configs, args.overrides, args.rounds)
+    result = measure(args.configs, args.overrides, args.rounds, benchmark_device(args.device))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

@@ -7,6 +7,7 @@ process, contiguous and channels-last (the ``engine.channels_last: auto`` evalua
 Usage::
 
     python benchmarks/eval_batch.py
+    python benchmarks/eval_batch.py --device cuda --batches 1024 2947 8192 --out /tmp/eval_batch_cuda.json
 """
 
 from __future__ import annotations
@@ -14,14 +15,18 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from pathlib import Path
 
 import torch
 
 from fedaug.engine.evaluation import evaluate
 from fedaug.models import build_model
-from machine import machine_facts  # benchmarks/ is the script's directory
+from machine import (  # benchmarks/ is the script's directory
+    add_device_argument,
+    benchmark_device,
+    clock,
+    machine_facts,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -31,27 +36,30 @@ def main() -> None:
     parser.add_argument("--batches", type=int, nargs="+", default=[256, 1024, 2947])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "eval_batch.json"))
+    add_device_argument(parser)
     args = parser.parse_args()
+    device = benchmark_device(args.device)
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(0)
     x, y = torch.randn(2947, 1, 128, 3, generator=gen), torch.arange(2947) % 6
-    models = {"contiguous": build_model("harnet", num_classes=6, input_shape=(1, 128, 3))}
-    models["channels_last"] = build_model("harnet", num_classes=6, input_shape=(1, 128, 3))
+    x, y = x.to(device), y.to(device)
+    models = {"contiguous": build_model("harnet", num_classes=6, input_shape=(1, 128, 3)).to(device)}
+    models["channels_last"] = build_model("harnet", num_classes=6, input_shape=(1, 128, 3)).to(device)
     models["channels_last"].load_state_dict(models["contiguous"].state_dict())
-    models["channels_last"].to(memory_format=torch.channels_last)
+    models["channels_last"].to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     times: dict[str, list[float]] = {f"{m}/{b}": [] for m in models for b in args.batches}
     for _ in range(args.repeats + 1):  # the first pass warms up and is dropped
         for key in times:
             name, batch = key.split("/")
-            start = time.perf_counter()
+            start = clock(device)
             evaluate(models[name], x, y, num_classes=6, batch_size=int(batch))
-            times[key].append(time.perf_counter() - start)
+            times[key].append(clock(device) - start)
     result = {
         "model": "harnet",
         "test_size": 2947,
         "threads": 1,
         "note": "medians of interleaved repeats in one process; the machine may be shared (see loadavg)",
-        **machine_facts(),
+        **machine_facts(device),
         "eval_s": {key: statistics.median(t[1:]) for key, t in times.items()},
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -14,11 +14,15 @@ engines logged identical metrics. Writes JSON.
 (same ServerApp and ClientApp code, messages through Flower's protobuf serialisation, no Ray): the cost of
 the adapter itself, separated from the cost of Flower's runtime.
 
+``--device`` (default ``auto``) is both sides' ``engine.device``; with Ray, ``--gpus-per-client`` is each
+ClientApp's GPU share (``fedaug flower simulate --gpus-per-client``).
+
 Usage::
 
     python benchmarks/flower_vs_engine.py                              # default preset, 3 rounds
     python benchmarks/flower_vs_engine.py --rounds 4 --repeats 2 --out docs/results/flower/timing.json
     python benchmarks/flower_vs_engine.py --runtime loopback
+    python benchmarks/flower_vs_engine.py --device cuda --gpus-per-client 0.25 --num-cpus 4
 """
 
 from __future__ import annotations
@@ -41,6 +45,11 @@ from fedaug.flower import client_app
 from fedaug.flower.loopback import LoopbackGrid, task_identity
 from fedaug.flower.server_app import serve
 from fedaug.flower.simulation import simulate
+from machine import (  # benchmarks/ is the script's directory
+    add_device_argument,
+    benchmark_device,
+    device_facts,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,7 +76,7 @@ def _run_flower(configs: list[Any], args: argparse.Namespace) -> dict[str, Any]:
     """Runs the configs on Flower; CPU time per config only for the loopback (Ray's work is elsewhere)."""
     cpu, start = {}, time.perf_counter()
     if args.runtime == "ray":
-        simulate(configs, num_cpus=args.num_cpus)
+        simulate(configs, num_cpus=args.num_cpus, gpus_per_client=args.gpus_per_client)
     else:
         num_clients = len(load_data_and_partition(configs[0])[1].train_indices)
         with task_identity():
@@ -85,14 +94,21 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--num-cpus", type=int, default=1, help="Ray CPUs (= concurrent clients)")
     parser.add_argument("--runtime", choices=("ray", "loopback"), default="ray")
+    parser.add_argument(
+        "--gpus-per-client", type=float, default=0.0, help="GPU share per ClientApp (Ray; default 0)"
+    )
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument("--out", type=Path)
+    add_device_argument(parser)
     args = parser.parse_args()
+    device = benchmark_device(args.device)
     torch.set_num_threads(1)
     results: dict[str, Any] = {
         "runtime": args.runtime,
         "rounds": args.rounds,
         "num_cpus": args.num_cpus,
+        "gpus_per_client": args.gpus_per_client,
+        **device_facts(device),
         "runs": [],
     }
     with tempfile.TemporaryDirectory() as tmp:
@@ -103,6 +119,7 @@ def main() -> None:
                 "engine.progress=false",
                 f"out_dir={tmp}/{repeat}",
                 *args.overrides,
+                f"engine.device={device}",
             ]
             configs = comparison_configs(load_config(args.configs, overrides))
             flower = [dataclasses.replace(c, name=c.name + "-flower") for c in configs]

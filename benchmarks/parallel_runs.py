@@ -4,7 +4,8 @@ Both modes run the same two short runs (the default preset, FedAvg, seeds 0 and 
 ``fedaug sweep``: ``--workers 2`` (each run ``engine.num_threads=1``, the sweep default) against
 ``--workers 1 --set engine.num_threads=2``. The modes alternate (A, B, A, B, ...) so that changing load from
 other processes hits both. Throughput is measured in rounds per wall-clock hour (process start-up and data
-loading included) and converted to 100-round runs per hour. Writes JSON.
+loading included) and converted to 100-round runs per hour. ``--device`` (default ``auto``) is every run's
+``engine.device`` (on a GPU, the two workers share it). Writes JSON.
 
 Usage::
 
@@ -23,6 +24,12 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from machine import (  # benchmarks/ is the script's directory
+    add_device_argument,
+    benchmark_device,
+    device_facts,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 MODES = {
@@ -46,13 +53,14 @@ def sweep_file(folder: Path, rounds: int) -> Path:
     return path
 
 
-def run_mode(args: list[str], rounds: int) -> float:
-    """Wall seconds of the two-run sweep in a fresh output folder."""
+def run_mode(args: list[str], rounds: int, device: str) -> float:
+    """Wall seconds of the two-run sweep on ``device`` in a fresh output folder."""
     with tempfile.TemporaryDirectory() as tmp:
         config = sweep_file(Path(tmp), rounds)
         env = {**os.environ, "OMP_NUM_THREADS": "2"}  # allow 2; the runs set their own thread count
         start = time.perf_counter()
         command = [sys.executable, "-m", "fedaug", "sweep", str(config), "--out-dir", f"{tmp}/runs", *args]
+        command += ["--set", f"engine.device={device}"]
         subprocess.run(command, env=env, check=True, capture_output=True)
         return time.perf_counter() - start
 
@@ -62,16 +70,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "parallel_runs.json"))
+    add_device_argument(parser)
     args = parser.parse_args()
+    device = benchmark_device(args.device)
     load_before = os.getloadavg()
     walls: dict[str, list[float]] = {mode: [] for mode in MODES}
     for _ in range(args.repeats):
         for mode, extra in MODES.items():
-            walls[mode].append(run_mode(extra, args.rounds))
+            walls[mode].append(run_mode(extra, args.rounds, str(device)))
     result: dict[str, Any] = {
         "preset": "configs/default.yaml, fedavg, seeds 0 and 1",
         "rounds_per_run": args.rounds,
         "cpu_count": os.cpu_count(),
+        **device_facts(device),
         "loadavg_before": load_before,
         "loadavg_after": os.getloadavg(),
         "note": "wall time includes process start and data loading; a loadavg well above 0 before the run "

@@ -8,6 +8,7 @@ Usage::
 
     python benchmarks/precision_step.py                                  # HARNet on UCI-HAR shapes
     python benchmarks/precision_step.py --model bn_cnn_mnist --shape 1 28 28 --classes 10
+    python benchmarks/precision_step.py --device cuda --out /tmp/precision_step_cuda.json   # bf16 on a GPU
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from pathlib import Path
 
 import torch
@@ -24,30 +24,35 @@ from fedaug.api import ClientData, TrainSettings
 from fedaug.engine.evaluation import evaluate
 from fedaug.local_training import cross_entropy_loss, train_local
 from fedaug.models import build_model
-from machine import machine_facts  # benchmarks/ is the script's directory
+from machine import (  # benchmarks/ is the script's directory
+    add_device_argument,
+    benchmark_device,
+    clock,
+    machine_facts,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 PRECISIONS = ("float32", "bf16")
 
 
 def step_seconds(model: torch.nn.Module, data: ClientData, precision: str, steps: int) -> float:
-    """Median seconds of one ``train_local`` step on the whole 32-sample ``data``."""
+    """Median seconds of one ``train_local`` step on the whole 32-sample ``data`` (on its device)."""
     settings = TrainSettings(local_epochs=1, batch_size=data.num_examples, precision=precision)
     times = []
     for i in range(steps):
         gen = torch.Generator().manual_seed(i)
-        start = time.perf_counter()
+        start = clock(data.x.device)
         train_local(model, data, loss_fn=cross_entropy_loss, settings=settings, generator=gen)
-        times.append(time.perf_counter() - start)
+        times.append(clock(data.x.device) - start)
     return statistics.median(times)
 
 
 def eval_seconds(
     model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, classes: int, precision: str
 ) -> float:
-    start = time.perf_counter()
+    start = clock(x.device)
     evaluate(model, x, y, num_classes=classes, batch_size=1024, precision=precision)
-    return time.perf_counter() - start
+    return clock(x.device) - start
 
 
 def main() -> None:
@@ -60,15 +65,17 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="steps per repeat")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "precision_step_harnet.json"))
+    add_device_argument(parser)
     args = parser.parse_args()
+    device = benchmark_device(args.device)
     torch.set_num_threads(args.threads)
     shape = tuple(args.shape)
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(32, *shape, generator=gen)
-    data = ClientData(0, x, torch.arange(32) % args.classes, args.classes)
-    test_x = torch.randn(args.test_size, *shape, generator=gen)
-    test_y = torch.arange(args.test_size) % args.classes
-    model = build_model(args.model, num_classes=args.classes, input_shape=shape)
+    gen = torch.Generator().manual_seed(0)  # inputs made on the CPU, then moved to the device
+    x = torch.randn(32, *shape, generator=gen).to(device)
+    data = ClientData(0, x, (torch.arange(32) % args.classes).to(device), args.classes)
+    test_x = torch.randn(args.test_size, *shape, generator=gen).to(device)
+    test_y = (torch.arange(args.test_size) % args.classes).to(device)
+    model = build_model(args.model, num_classes=args.classes, input_shape=shape).to(device)
     for precision in PRECISIONS:  # warm-up: oneDNN kernel selection for both precisions
         step_seconds(model, data, precision, 3)
         eval_seconds(model, test_x, test_y, args.classes, precision)
@@ -89,7 +96,7 @@ def main() -> None:
         "speedup_step": statistics.median(step["float32"]) / statistics.median(step["bf16"]),
         "speedup_eval": statistics.median(ev["float32"]) / statistics.median(ev["bf16"]),
         "note": "medians of interleaved repeats in one process; the machine may be shared (see loadavg)",
-        **machine_facts(),
+        **machine_facts(device),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

@@ -12,12 +12,15 @@ subprocess (so that peak memory is per case), a few rounds each:
 
 Each case reports time per round split into local training, evaluation, aggregation, share phase and
 checkpoint, the bare compute floor of the same steps, the overhead over it, peak memory and runs per hour
-(for the preset's full number of rounds). Not part of the test suite.
+(for the preset's full number of rounds). ``--device`` (default ``auto``) is every case's device (``--device``
+of engine_vs_floor.py); the bf16 case is skipped by default only on a CPU without native bfloat16. Not part of
+the test suite.
 
 Usage::
 
     python benchmarks/run_all.py                        # everything (about 15-25 min on 1 loaded core)
     python benchmarks/run_all.py --only default/fedavg --rounds 3 --out /tmp/x.json
+    python benchmarks/run_all.py --device cuda --out /tmp/run_all_cuda.json
 """
 
 from __future__ import annotations
@@ -35,7 +38,12 @@ from typing import Any
 
 import torch
 
-from machine import cpu_facts  # benchmarks/ is the script's directory
+from machine import (  # benchmarks/ is the script's directory
+    add_device_argument,
+    benchmark_device,
+    cpu_facts,
+    device_facts,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -105,13 +113,13 @@ def _cases(
     ]
 
 
-def run_case(case: dict[str, Any], rounds: int, threads: int, timeout: float) -> dict[str, Any]:
-    """Runs one case in a subprocess and returns its result (or the error)."""
+def run_case(case: dict[str, Any], rounds: int, threads: int, timeout: float, device: str) -> dict[str, Any]:
+    """Runs one case on ``device`` in a subprocess and returns its result (or the error)."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "case.json"
         command = [sys.executable, str(REPO / "benchmarks" / "engine_vs_floor.py"), *case["configs"]]
-        command += ["--rounds", str(rounds), "--out", str(out)]
+        command += ["--rounds", str(rounds), "--out", str(out), "--device", device]
         for override in case["overrides"]:
             command += ["--set", override]
         start = time.perf_counter()
@@ -156,20 +164,23 @@ def main() -> None:
     parser.add_argument("--only", action="append", default=[], help="case name(s) to run, e.g. small/fedavg")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per case")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "run_all.json"))
+    add_device_argument(parser)
     args = parser.parse_args()
+    device = benchmark_device(args.device)
     selected = [c for c in cases(args.threads) if not args.only or c["name"] in args.only]
     load_before = os.getloadavg()
-    cpu = cpu_facts()
+    cpu = {**cpu_facts(), **device_facts(device)}
+    emulated_bf16 = device.type == "cpu" and not cpu["native_bf16"]
     results: dict[str, dict[str, Any]] = {}
     for case in selected:
-        if "engine.precision=bf16" in case["overrides"] and not cpu["native_bf16"] and not args.only:
+        if "engine.precision=bf16" in case["overrides"] and emulated_bf16 and not args.only:
             # emulated bfloat16 is many times slower than float32: not worth a case's timeout by default
             results[case["name"]] = {
                 "skipped": "CPU without native bfloat16; run it with --only " + case["name"]
             }
             continue
         print(f"running {case['name']} ...", file=sys.stderr, flush=True)
-        results[case["name"]] = run_case(case, args.rounds, args.threads, args.timeout)
+        results[case["name"]] = run_case(case, args.rounds, args.threads, args.timeout, str(device))
         write_report(
             args, load_before, cpu, results, complete=False
         )  # a later failure loses no finished case
@@ -184,7 +195,8 @@ def write_report(
     results: dict[str, Any],
     complete: bool,
 ) -> None:
-    """Writes the JSON report (after every case, so that an interrupted suite keeps what it measured)."""
+    """Writes the JSON report (after every case, so that an interrupted suite keeps what it measured);
+    ``cpu`` holds the CPU's and the device's facts."""
     report = {
         "rounds": args.rounds,
         "threads": args.threads,

@@ -4,12 +4,14 @@ Every case trains the same work per round (``train.clients_per_round`` clients o
 synthetic samples each, the same test set), so only the number of idle clients differs. The train set is
 ``K * mean_local_size`` samples, so memory may grow with K by the data (reported as ``dataset_tensors``) and
 nothing else. Each case runs in a fresh subprocess; it reports the set-up time (data, partition, model),
-the median round time and its phases, and peak RSS. Writes JSON.
+the median round time and its phases, and peak RSS (and on a GPU, ``--device cuda``, its peak allocated
+memory). Writes JSON.
 
 Usage::
 
     python benchmarks/scaling.py                       # FedAvg and FLea, K = 100 and 10,000, 3 rounds each
     python benchmarks/scaling.py --clients 100 1000 10000 --methods fedavg
+    python benchmarks/scaling.py --device cuda --out /tmp/scaling_cuda.json
 """
 
 from __future__ import annotations
@@ -26,7 +28,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from machine import machine_facts  # benchmarks/ is the script's directory
+from machine import (  # benchmarks/ is the script's directory
+    add_device_argument,
+    benchmark_device,
+    machine_facts,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 PHASES = ("train", "aggregate", "share", "eval", "checkpoint", "round_time")
@@ -48,6 +54,7 @@ def overrides(num_clients: int, method: str, args: argparse.Namespace) -> list[s
         "compare=[]",
         "engine.num_threads=1",
         "engine.progress=false",
+        f"engine.device={args.device}",
     ]
 
 
@@ -55,6 +62,7 @@ def child(num_clients: int, method: str, args: argparse.Namespace) -> dict[str, 
     """Runs one case in this process and returns its measurements."""
     import torch
 
+    from fedaug.device import resolve_device
     from fedaug.engine.checkpoint import read_jsonl
     from fedaug.experiments.load import load_config
     from fedaug.experiments.runner import prepare, run_experiment
@@ -69,11 +77,15 @@ def child(num_clients: int, method: str, args: argparse.Namespace) -> dict[str, 
         tensors = (spec.train_x, spec.train_y, spec.test_x, spec.test_y)
         data_mib = sum(t.numel() * t.element_size() for t in tensors) / 2**20
         del prepared, spec, tensors
+        device = resolve_device(config.engine.device)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
         run_experiment(config)
         timings = read_jsonl(next(Path(tmp).rglob("timings.jsonl")))
         ckpt = next(Path(tmp).rglob("latest.pt"))
         ckpt_mib = ckpt.stat().st_size / 2**20
     later = timings[1:] if len(timings) >= 3 else timings
+    gpu = {"peak_gpu_mib": torch.cuda.max_memory_allocated(device) / 2**20} if device.type == "cuda" else {}
     return {
         "num_clients": num_clients,
         "method": method,
@@ -82,6 +94,7 @@ def child(num_clients: int, method: str, args: argparse.Namespace) -> dict[str, 
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "dataset_tensors_mib": data_mib,
         "checkpoint_mib": ckpt_mib,
+        **gpu,
     }
 
 
@@ -95,7 +108,10 @@ def main() -> None:
     parser.add_argument("--shape", default="[1, 8, 8]")
     parser.add_argument("--child", nargs=2, metavar=("K", "METHOD"), help=argparse.SUPPRESS)
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "scaling.json"))
+    add_device_argument(parser)
     args = parser.parse_args()
+    device = benchmark_device(args.device)
+    args.device = str(device)  # the children compute where this process resolved
     if args.child:
         print(json.dumps(child(int(args.child[0]), args.child[1], args)))
         return
@@ -104,7 +120,7 @@ def main() -> None:
         for k in args.clients:
             command = [sys.executable, __file__, "--child", str(k), method, "--rounds", str(args.rounds)]
             command += ["--per-round", str(args.per_round), "--local-size", str(args.local_size)]
-            command += ["--shape", args.shape]
+            command += ["--shape", args.shape, "--device", args.device]
             env = {**os.environ, "OMP_NUM_THREADS": "1"}
             done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
             cases.append(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -113,7 +129,7 @@ def main() -> None:
         "setting": f"synthetic {args.shape} data, {args.local_size} samples per client, iid, mlp, "
         f"{args.per_round} clients per round, {args.rounds} rounds, 1 thread",
         "note": "round times are noisy on a shared machine (see loadavg): compare them between K loosely",
-        **machine_facts(),
+        **machine_facts(device),
         "cases": cases,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ optimisation). Writes JSON.
 Usage::
 
     python benchmarks/zsdg_step.py
+    python benchmarks/zsdg_step.py --device cuda --out /tmp/zsdg_step_cuda.json
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,7 +38,12 @@ from torch import Tensor, nn
 
 import fedaug.methods.zsdg as zsdg
 from fedaug.models import build_model
-from machine import machine_facts  # benchmarks/ is the script's directory
+from machine import (  # benchmarks/ is the script's directory
+    add_device_argument,
+    benchmark_device,
+    clock,
+    machine_facts,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = {"bn_cnn_mnist": ((1, 28, 28), 10), "harnet": ((1, 128, 3), 6)}
@@ -61,27 +66,28 @@ def patched(
     stats: Callable[[Tensor], tuple[Tensor, Tensor]], layout: Callable[[nn.Module], nn.Module]
 ) -> Iterator[None]:
     saved = zsdg.batch_stats, zsdg.channels_last_copy
-    zsdg.batch_stats, zsdg.channels_last_copy = stats, layout
+    zsdg.batch_stats, zsdg.channels_last_copy = stats, layout  # type: ignore[assignment]
     try:
         yield
     finally:
         zsdg.batch_stats, zsdg.channels_last_copy = saved
 
 
-def model_with_stats(name: str) -> nn.Module:
+def model_with_stats(name: str, device: torch.device) -> nn.Module:
+    """The model on ``device`` (weights and inputs drawn on the CPU), BN statistics from 5 batches."""
     shape, classes = MODELS[name]
     torch.manual_seed(0)
-    model = build_model(name, num_classes=classes, input_shape=shape)
+    model = build_model(name, num_classes=classes, input_shape=shape).to(device)
     model.train()
     with torch.no_grad():
         for _ in range(5):
-            model(torch.randn(64, *shape) * 2 + 0.5)
+            model((torch.randn(64, *shape) * 2 + 0.5).to(device))
     return model
 
 
-def bench(name: str, repeats: int, steps: int) -> dict[str, Any]:
+def bench(name: str, repeats: int, steps: int, device: torch.device) -> dict[str, Any]:
     shape, classes = MODELS[name]
-    model = model_with_stats(name)
+    model = model_with_stats(name, device)
     variants = {
         "var": (var_stats, same_model),
         "two_pass": (zsdg.batch_stats, same_model),
@@ -93,7 +99,7 @@ def bench(name: str, repeats: int, steps: int) -> dict[str, Any]:
     for _ in range(repeats):
         for key, (stats, layout) in variants.items():
             with patched(stats, layout):
-                start = time.perf_counter()
+                start = clock(device)
                 out = zsdg.generate(
                     model,
                     classes=range(classes),
@@ -102,7 +108,7 @@ def bench(name: str, repeats: int, steps: int) -> dict[str, Any]:
                     generator=torch.Generator().manual_seed(0),
                     settings=settings,
                 )
-                times[key].append((time.perf_counter() - start) / steps)
+                times[key].append((clock(device) - start) / steps)
             outputs[key] = out.x
     ms = {key: 1000 * statistics.median(values) for key, values in times.items()}
     return {
@@ -119,14 +125,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20, help="Adam steps per timed generation")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "zsdg_step.json")
+    add_device_argument(parser)
     args = parser.parse_args()
+    device = benchmark_device(args.device)
     torch.set_num_threads(1)
     result = {
         "threads": 1,
         "torch": torch.__version__,
         "note": "medians of interleaved repeats in one process; the machine may be shared (see loadavg)",
-        **machine_facts(),
-        "models": {name: bench(name, args.repeats, args.steps) for name in MODELS},
+        **machine_facts(device),
+        "models": {name: bench(name, args.repeats, args.steps, device) for name in MODELS},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

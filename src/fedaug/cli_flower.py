@@ -5,6 +5,10 @@
 * ``fedaug flower serve [CONFIG ...] --certs DIR``: a SuperLink that runs the experiment on the SuperNodes;
 * ``fedaug flower client --superlink HOST:PORT --partition-id I --root-certificates ca.crt``: one SuperNode.
 
+``simulate`` and ``serve`` take ``--device`` (short for ``--set engine.device=...``), checked on this machine
+before Flower starts; ``client --device`` sets where one SuperNode's clients compute, over the experiment's
+``engine.device`` (e.g. ``cuda:1`` for the second of a machine's SuperNodes).
+
 Runs land in ``out_dir/<name>-flower/...`` (next to the in-process engine's ``out_dir/<name>/...``).
 """
 
@@ -48,7 +52,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     configs = comparison_configs(_load_flower(args))
     summaries = simulate(
-        configs, fresh=args.fresh, num_cpus=args.num_cpus, cpus_per_client=args.cpus_per_client
+        configs,
+        fresh=args.fresh,
+        num_cpus=args.num_cpus,
+        cpus_per_client=args.cpus_per_client,
+        gpus_per_client=args.gpus_per_client,
     )
     for config in configs:
         print(f"{config.method.name}: run dir {run_dir_for(config)}")
@@ -91,9 +99,12 @@ def _tls(args: argparse.Namespace) -> CertPaths | None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     require("flwr")
+    from fedaug.device import resolve_device
     from fedaug.experiments.runner import comparison_configs, comparison_table, finished_summary, run_dir_for
     from fedaug.flower.deploy import ServeOptions, serve
 
+    config = _load_flower(args)
+    resolve_device(config.engine.device)  # the ServerApp's device: refused here, before the SuperLink starts
     options = ServeOptions(
         address=args.address,
         tls=_tls(args),
@@ -101,7 +112,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         node_timeout=args.node_timeout,
         work_dir=Path(args.work_dir) if args.work_dir else None,
     )
-    config = _load_flower(args)
     code = serve(config, options)
     rows = []
     for sub in comparison_configs(config):
@@ -117,8 +127,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_client(args: argparse.Namespace) -> int:
     require("flwr")
+    from fedaug.device import resolve_device
     from fedaug.flower.deploy import run_client
 
+    if args.device:  # refused here rather than in the first ClientApp process
+        resolve_device(args.device, key="--device")
     if not args.insecure and not args.root_certificates:
         raise ConfigError("give --root-certificates CA_CERT (the SuperLink's CA) or --insecure")
     return run_client(
@@ -127,6 +140,7 @@ def cmd_client(args: argparse.Namespace) -> int:
         root_certificates=None if args.insecure else Path(args.root_certificates),
         runtime_port=args.runtime_port,
         data_dir=args.data_dir,
+        device=args.device,
     )
 
 
@@ -135,6 +149,8 @@ def add_flower_parser(
     add_config_args: Callable[[argparse.ArgumentParser], None],
 ) -> None:
     """Adds ``flower`` with its sub-commands; ``add_config_args`` adds the CONFIG / --set / ... arguments."""
+    from fedaug.cli import add_device_arg  # called from fedaug.cli's build_parser: that module is loaded
+
     flower = sub.add_parser("flower", help="run on Flower: simulation, or a SuperLink and SuperNodes (TLS)")
     commands = flower.add_subparsers(dest="flower_command", required=True, metavar="COMMAND")
 
@@ -143,6 +159,14 @@ def add_flower_parser(
     sim.add_argument("--fresh", action="store_true", help="discard existing run dirs and start over")
     sim.add_argument("--num-cpus", type=int, help="CPUs for Flower's Ray backend (default: all)")
     sim.add_argument("--cpus-per-client", type=float, default=1.0, help="CPUs per ClientApp (default 1)")
+    sim.add_argument(
+        "--gpus-per-client",
+        type=float,
+        default=0.0,
+        help="share of a GPU reserved per ClientApp, e.g. 0.25: at most 4 clients on one GPU at a time "
+        "(default 0: none reserved; clients still use a visible GPU when engine.device is auto or cuda)",
+    )
+    add_device_arg(sim)
     sim.set_defaults(func=cmd_simulate)
 
     certs = commands.add_parser("certs", help="make a CA and a server certificate for TLS")
@@ -169,6 +193,7 @@ def add_flower_parser(
         "--node-timeout", type=float, default=600.0, help="seconds to wait for all SuperNodes (default 600)"
     )
     serve.add_argument("--work-dir", help="keep the Flower app, FLWR_HOME and superlink.log here")
+    add_device_arg(serve)
     serve.set_defaults(func=cmd_serve)
 
     client = commands.add_parser("client", help="start a SuperNode holding one client's partition")
@@ -179,5 +204,10 @@ def add_flower_parser(
     client.add_argument("--data-dir", help="where this node's datasets live (default: the experiment's)")
     client.add_argument(
         "--runtime-port", type=int, help="local port for its ClientApp processes (default: free)"
+    )
+    client.add_argument(
+        "--device",
+        help="where this node's clients compute, over the experiment's engine.device: auto (a GPU if torch "
+        "sees one, else cpu), cpu, cuda or cuda:N",
     )
     client.set_defaults(func=cmd_client)

@@ -11,6 +11,10 @@ defaults; each overridable) and writes, under ``--out``:
 * ``zsdg.json``: those numbers per class, ZSDG's final losses and the settings;
 * ``zsdg_samples.pt`` (``--save-samples``): the samples (normalised, as the model takes them) and labels.
 
+It computes on ``--device`` (default ``auto``), resolved before the run is read: the checkpoint is loaded onto
+it (from whatever device the run trained on), and the model, the test set and the samples live there; the
+Gaussian start is drawn on the CPU (``--seed``) and moved, so a GPU starts from the same noise as the CPU.
+
 The model's test accuracy per class beside its samples shows the Fed-ZDA effect: a class the model never
 predicts on real data can still give samples it labels as that class (its BN statistics kept the class).
 For the paper's independent-oracle check see ``docs/results/fedzda/zsdg_quality.py``.
@@ -28,6 +32,8 @@ import torch
 
 from fedaug.api import Method
 from fedaug.attacks.target import (
+    add_device_argument,
+    attack_device,
     global_model,
     is_image,
     parse_spec,
@@ -54,6 +60,7 @@ def add_zsdg_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--data-dir", help="directory holding the datasets (default: the run's)")
     parser.add_argument("--out", type=Path, default=Path("zsdg"), help="output folder (default ./zsdg)")
     parser.add_argument("--save-samples", action="store_true", help="also write zsdg_samples.pt")
+    add_device_argument(parser)
     parser.set_defaults(func=cmd_zsdg)
 
 
@@ -71,15 +78,16 @@ def zsdg_settings(method: Method, iterations: int | None, lr: float | None) -> Z
 def cmd_zsdg(args: argparse.Namespace) -> int:
     from fedaug.attacks.figures import example_grid
 
+    device = attack_device(args)
     if args.per_class < 1:
         raise ConfigError(f"--per-class must be >= 1, got {args.per_class}")
     _, run_dir, round_num = parse_spec(args.target)
-    config = run_config(run_dir)
-    ckpt = run_checkpoint(run_dir, round_num)
+    config = run_config(run_dir, device)
+    ckpt = run_checkpoint(run_dir, round_num, device)
     dataset = load_dataset(
         config.data.name, data_dir=args.data_dir or config.data.data_dir, **config.data.options
     )
-    model, method, round_done = global_model(ckpt, config, dataset)
+    model, method, round_done = global_model(ckpt, config, dataset, device)
     settings = zsdg_settings(method, args.iterations, args.lr)
     synthetic = generate(
         model,
@@ -89,7 +97,8 @@ def cmd_zsdg(args: argparse.Namespace) -> int:
         generator=torch.Generator().manual_seed(args.seed),
         settings=settings,
     )
-    test = evaluate(model, dataset.x_test, dataset.y_test, num_classes=dataset.num_classes)
+    x_test, y_test = dataset.x_test.to(device), dataset.y_test.to(device)
+    test = evaluate(model, x_test, y_test, num_classes=dataset.num_classes)
     on_samples = class_accuracy(model, synthetic.x, synthetic.y, num_classes=dataset.num_classes)
     per_class = [
         {
@@ -108,6 +117,7 @@ def cmd_zsdg(args: argparse.Namespace) -> int:
         "run_dir": str(run_dir),
         "round": round_done,
         "method": config.method.name,
+        "device": str(device),
         "model_test_acc": test["acc"],
         "per_class": per_class,
         "zsdg_final_losses": synthetic.logs,
@@ -115,7 +125,8 @@ def cmd_zsdg(args: argparse.Namespace) -> int:
     }
     (args.out / "zsdg.json").write_text(json.dumps(result, indent=1) + "\n")
     if args.save_samples:
-        torch.save({"x": synthetic.x, "y": synthetic.y}, args.out / "zsdg_samples.pt")
+        # on the CPU, so that the file loads on any machine
+        torch.save({"x": synthetic.x.cpu(), "y": synthetic.y.cpu()}, args.out / "zsdg_samples.pt")
     print(f"{run_dir} round {round_done} ({config.method.name}): test accuracy {_percent(test['acc'])}")
     print(f"{'class':<22}{'model test acc':>16}{'labelled as class':>20}")
     for row in per_class:

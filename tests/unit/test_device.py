@@ -14,6 +14,7 @@ from fedaug.cli import main
 from fedaug.device import (
     DeviceError,
     check_device_name,
+    default_eval_batch_size,
     device_facts,
     device_label,
     resolve_device,
@@ -21,6 +22,7 @@ from fedaug.device import (
     to_device,
 )
 from fedaug.engine.checkpoint import RunStore
+from fedaug.errors import ConfigError
 from fedaug.experiments.load import load_config
 from fedaug.experiments.runner import run_dir_for, run_experiment
 from tests.conftest import REPO_ROOT
@@ -154,3 +156,17 @@ def test_env_json_records_the_device_and_a_resume_on_another_device_warns(
     with caplog.at_level(logging.WARNING):
         run_experiment(longer)
     assert "ran on NVIDIA H200 and resumes on cpu" in caplog.text
+
+
+def test_eval_batch_size_defaults_to_the_device_and_an_explicit_one_wins(tmp_path: Path) -> None:
+    from fedaug.experiments.runner import prepare
+
+    assert default_eval_batch_size(torch.device("cpu")) == 1024
+    assert default_eval_batch_size(torch.device("cuda", 0)) == 8192
+    config = load_config([SMOKE], [f"out_dir={tmp_path}", "engine.device=cpu"])
+    assert config.engine.eval_batch_size is None
+    assert prepare(config, tmp_path).spec.eval_batch_size == 1024
+    config = load_config([SMOKE], [f"out_dir={tmp_path}", "engine.eval_batch_size=64"])
+    assert prepare(config, tmp_path).spec.eval_batch_size == 64
+    with pytest.raises(ConfigError, match=r"engine\.eval_batch_size must be > 0, got 0"):
+        load_config([SMOKE], ["engine.eval_batch_size=0"])

@@ -169,7 +169,7 @@ def test_simulate_command_runs_each_compared_method_as_name_flower(monkeypatch, 
         ("smoke-flower", "fedavg"),
         ("smoke-flower", "flea"),
     ]
-    assert seen["kwargs"] == {"fresh": False, "num_cpus": 1, "cpus_per_client": 1.0}
+    assert seen["kwargs"] == {"fresh": False, "num_cpus": 1, "cpus_per_client": 1.0, "gpus_per_client": 0.0}
     assert "smoke-flower" in capsys.readouterr().out
 
 

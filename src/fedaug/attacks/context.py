@@ -40,6 +40,7 @@ from fedaug.attacks.target import (
     Target,
     add_run_arguments,
     add_target_arguments,
+    attack_device,
     attacker_split,
     from_pixels,
     is_image,
@@ -78,9 +79,8 @@ def add_marker(
             f"a {size}x{size} marker at ({top}, {left}) does not fit in {height}x{width} inputs"
         )
     marked = pixels.clone()
-    marked[:, :, top : top + size, left : left + size] = torch.tensor(colour, dtype=pixels.dtype).view(
-        -1, 1, 1
-    )
+    square = torch.tensor(colour, dtype=pixels.dtype, device=pixels.device).view(-1, 1, 1)
+    marked[:, :, top : top + size, left : left + size] = square
     return marked
 
 
@@ -100,18 +100,20 @@ class Marker:
 def make_samples(
     target: Target, pool: Tensor, count: int, marker: Marker, generator: torch.Generator, group_size: int
 ) -> tuple[Tensor, Tensor]:
-    """``count`` shared items (flattened), exactly half of them marked, and their labels (1 = marked).
+    """``count`` shared items (flattened), exactly half of them marked, and their labels (1 = marked), on
+    ``pool``'s device.
 
     ``pool`` holds normalised inputs; the marker is drawn in natural scale and the inputs normalised again.
-    FedMix items average ``group_size`` inputs that are all marked or all clean.
+    FedMix items average ``group_size`` inputs that are all marked or all clean. The labels and members are
+    drawn from ``generator`` on the CPU (the same on every device).
     """
-    labels = (torch.randperm(count, generator=generator) < count // 2).long()
+    labels = (torch.randperm(count, generator=generator) < count // 2).long().to(pool.device)
     size = group_size if target.shared == "averages" else 1
     if count * size <= len(pool) and size == 1:
         idx = torch.randperm(len(pool), generator=generator)[:count].view(count, 1)
     else:
         idx = torch.randint(len(pool), (count, size), generator=generator)
-    pixels = to_pixels(target.dataset, pool[idx.flatten()])
+    pixels = to_pixels(target.dataset, pool[idx.flatten().to(pool.device)])
     marked_rows = labels.repeat_interleave(size).bool()
     pixels[marked_rows] = marker.apply(pixels[marked_rows])
     inputs = from_pixels(target.dataset, pixels)
@@ -154,10 +156,12 @@ class ClassifierSettings:
 
 
 def train_classifier(x: Tensor, y: Tensor, settings: ClassifierSettings, *, seed: int) -> MarkerClassifier:
-    """Trains a :class:`MarkerClassifier` on ``(x, y)`` with cross-entropy and Adam."""
+    """Trains a :class:`MarkerClassifier` on ``(x, y)`` with cross-entropy and Adam, on ``x``'s device (its
+    weights initialised and its batches drawn on the CPU, the same on every device)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed_for(seed, "classifier-init"))
         model = MarkerClassifier(x)
+    model = model.to(x.device)
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     generator = torch_generator(seed, "classifier-batches")
     batch = min(settings.batch_size, len(x))
@@ -167,7 +171,7 @@ def train_classifier(x: Tensor, y: Tensor, settings: ClassifierSettings, *, seed
     for _ in range(steps):
         if pos + batch > len(order):
             order, pos = torch.randperm(len(x), generator=generator), 0
-        idx = order[pos : pos + batch]
+        idx = order[pos : pos + batch].to(x.device)
         pos += batch
         loss = nn.functional.cross_entropy(model(x[idx]), y[idx])
         optimizer.zero_grad(set_to_none=True)
@@ -232,6 +236,7 @@ def _parse_floats(text: str, what: str) -> tuple[float, ...]:
 
 def run_attack(args: argparse.Namespace) -> dict[str, Any]:
     """Everything ``fedaug attack context`` does; returns the JSON report."""
+    device = attack_device(args)
     sizes = [int(v) for v in _parse_floats(args.sizes, "--sizes")]
     if not sizes or min(sizes) < 2 or args.repeats < 1:
         raise ConfigError(f"--sizes needs training sizes >= 2 and --repeats >= 1, got {args.sizes!r}")
@@ -239,11 +244,12 @@ def run_attack(args: argparse.Namespace) -> dict[str, Any]:
     colour = _parse_floats(args.marker_colour, "--marker-colour") if args.marker_colour else None
     marker = Marker(size=args.marker_size, top=top, left=left, colour=colour)
     settings = ClassifierSettings(args.epochs, args.min_steps, args.batch_size, args.lr)
-    targets = load_targets(args.targets, data_dir=args.data_dir, layer=args.layer)
+    targets = load_targets(args.targets, data_dir=args.data_dir, layer=args.layer, device=device)
     dataset = targets[0].dataset
     x_att, _, x_eval, _ = attacker_split(
         dataset, args.attacker_data, torch_generator(args.seed, "attacker-split")
     )
+    x_att, x_eval = x_att.to(device), x_eval.to(device)
     for target in targets:
         target.group_size = args.group_size or target.group_size
     marker.apply(to_pixels(dataset, x_att[:1]))  # a bad marker fails before any training
@@ -280,6 +286,7 @@ def run_attack(args: argparse.Namespace) -> dict[str, Any]:
     report = {
         "command": "fedaug " + " ".join(sys.argv[1:]) if sys.argv and "fedaug" in sys.argv[0] else None,
         "dataset": dataset.name,
+        "device": str(device),
         "attacker_data": args.attacker_data,
         "eval_size": args.eval_size,
         "repeats": args.repeats,
@@ -306,7 +313,7 @@ def _marker_figure(targets: list[Target], x_eval: Tensor, marker: Marker, out: P
     if group:
         gen = torch_generator(seed, "context-figure")
         idx = torch.randint(len(x_eval), (8, group), generator=gen)
-        members = to_pixels(dataset, x_eval[idx.flatten()])
+        members = to_pixels(dataset, x_eval[idx.flatten().to(x_eval.device)])
         rows.append((f"average of {group}, clean", members.view(8, group, *pixels.shape[1:]).mean(dim=1)))
         marked = marker.apply(members).view(8, group, *pixels.shape[1:]).mean(dim=1)
         rows.append((f"average of {group}, marked", marked))

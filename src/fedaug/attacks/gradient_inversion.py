@@ -171,12 +171,14 @@ def reconstruct(
         shape: ``[B, C, H, W]`` of the images to recover.
         bounds: per-channel lower and upper pixel values (normalised space), broadcastable to ``shape``.
         config: optimisation settings.
-        generator: source of the initialisations.
+        generator: source of the initialisations (a CPU generator: they are drawn on the CPU and moved to
+            the device of ``target``, where the dummy images are optimised).
     """
+    device = next(iter(target.values())).device
     best, best_cost = None, float("inf")
     milestones = [int(config.iterations * f) for f in (3 / 8, 5 / 8, 7 / 8)]
     for restart in range(config.restarts):
-        x = torch.randn(shape, generator=generator).requires_grad_(True)
+        x = torch.randn(shape, generator=generator).to(device).requires_grad_(True)
         optimizer = torch.optim.Adam([x], lr=config.lr)
         schedule = torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=milestones, gamma=0.1)
         for _ in range(config.iterations):

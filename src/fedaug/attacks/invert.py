@@ -17,6 +17,10 @@ matched by lowest MSE). Results are appended to ``OUT/results.jsonl`` (one line 
 split over several invocations), ``OUT/table.md`` is rebuilt from all lines, and each invocation saves example
 grids ``OUT/grid_<stage>_<tag>.png`` (needs matplotlib, the ``plots`` extra).
 
+The client, the attacker's simulated client and the dummy images compute on ``--device``; the attacked
+images, the untrained weights, AugMix's draws and the initialisations are drawn on the CPU and moved, so a GPU
+attacks the same images from the same starts as the CPU.
+
 Deviation from paper: the paper's client optimiser and learning rate are not given; the client runs SGD with
 ``--client-lr`` (default 1e-4, Geiping et al.'s FedAvg attack), which the attacker knows.
 """
@@ -45,8 +49,10 @@ from fedaug.attacks.gradient_inversion import (
 )
 from fedaug.attacks.image_metrics import mse, psnr, ssim
 from fedaug.attacks.invert_report import save_grid, write_table
+from fedaug.attacks.target import CPU, add_device_argument, attack_device
 from fedaug.augment import AugMix
 from fedaug.data.datasets import Dataset, load_dataset
+from fedaug.device import to_device
 from fedaug.errors import ConfigError
 from fedaug.local_training import snapshot_state
 from fedaug.methods.fedaugmix import FedAugMix, FedAugMixConfig
@@ -92,19 +98,22 @@ def settings_for(
     return rows
 
 
-def global_state(stage: str, model_fn: Any, seed: int, checkpoint: Path | None) -> StateDict:
-    """The untrained model of a run with ``seed`` (the engine's init), or the checkpoint's global weights."""
+def global_state(
+    stage: str, model_fn: Any, seed: int, checkpoint: Path | None, device: torch.device = CPU
+) -> StateDict:
+    """The untrained model of a run with ``seed`` (the engine's init, on the CPU), or the checkpoint's global
+    weights (from whatever device saved them), on ``device``."""
     if stage == "untrained":
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed_for(seed, "init"))
-            return snapshot_state(model_fn())
+            return to_device(snapshot_state(model_fn()), device)
     if checkpoint is None:
         raise ConfigError(
             "stage 'converged' needs --checkpoint (a run's ckpt/latest.pt or a state-dict file)"
         )
     if not checkpoint.exists():
         raise ConfigError(f"--checkpoint {checkpoint} does not exist")
-    saved = torch.load(checkpoint, weights_only=True, map_location="cpu")
+    saved = torch.load(checkpoint, weights_only=True, map_location=device)
     state: StateDict = saved["state"]["model_state"] if "state" in saved else saved
     return state
 
@@ -155,9 +164,10 @@ def matched_metrics(original: Tensor, recovered: Tensor, labels: Tensor) -> tupl
 
 
 def floors(original: Tensor, generator: torch.Generator) -> dict[str, dict[str, float]]:
-    """Reference rows: uniform noise, a flat grey (0.5) image and a flat image of the batch's mean value."""
+    """Reference rows: uniform noise (drawn on the CPU), a flat grey (0.5) image and a flat image of the
+    batch's mean value."""
     guesses = {
-        "uniform noise": torch.rand(original.shape, generator=generator),
+        "uniform noise": torch.rand(original.shape, generator=generator).to(original.device),
         "flat grey 0.5": torch.full_like(original, 0.5),
         "flat mean": torch.full_like(original, float(original.mean())),
     }
@@ -171,9 +181,10 @@ def floors(original: Tensor, generator: torch.Generator) -> dict[str, dict[str, 
     }
 
 
-def pixel_bounds(dataset: Dataset, channels: int) -> tuple[Tensor, Tensor]:
-    mean = torch.tensor(dataset.mean or (0.0,) * channels).view(1, -1, 1, 1)
-    std = torch.tensor(dataset.std or (1.0,) * channels).view(1, -1, 1, 1)
+def pixel_bounds(dataset: Dataset, channels: int, device: torch.device = CPU) -> tuple[Tensor, Tensor]:
+    """The normalised values of pixel 0 and pixel 1 per channel ``[1, C, 1, 1]``, on ``device``."""
+    mean = torch.tensor(dataset.mean or (0.0,) * channels, device=device).view(1, -1, 1, 1)
+    std = torch.tensor(dataset.std or (1.0,) * channels, device=device).view(1, -1, 1, 1)
     return (0 - mean) / std, (1 - mean) / std
 
 
@@ -212,14 +223,17 @@ def attack_one(setting: Setting, ctx: dict[str, Any], x: Tensor, y: Tensor, batc
     if aware:
         augmix = AugMix(severity=setting.severity, mean=dataset.mean, std=dataset.std)
         gen = torch_generator(args.seed, "attacker-views", *keys)
-        draws = [augmix.sample(2, x.shape[0], x.shape[2], x.shape[3], gen) for _ in range(args.local_epochs)]
+        draws = [
+            to_device(augmix.sample(2, x.shape[0], x.shape[2], x.shape[3], gen), x.device)
+            for _ in range(args.local_epochs)
+        ]
     update_fn = simulated_update(model, params, buffers, y, client, draws)
     tick = time.perf_counter()
     recovered, cost = reconstruct(
         update_fn,
         target,
         tuple(x.shape),
-        pixel_bounds(dataset, x.shape[1]),
+        pixel_bounds(dataset, x.shape[1], x.device),
         ctx["inversion"],
         torch_generator(args.seed, "attacker-init", *keys),
     )
@@ -243,6 +257,7 @@ def attack_one(setting: Setting, ctx: dict[str, Any], x: Tensor, y: Tensor, batc
 
 
 def run(args: argparse.Namespace) -> int:
+    device = attack_device(args)
     torch.set_num_threads(args.threads)
     stages = _names(args.stages, STAGES, "--stages")
     threats = _names(args.threat_models, THREATS, "--threat-models")
@@ -254,8 +269,9 @@ def run(args: argparse.Namespace) -> int:
             f"attack invert needs an image dataset, {args.data} has inputs {dataset.input_shape}"
         )
 
-    def model_fn() -> SplitModel:
-        return build_model(args.model, num_classes=dataset.num_classes, input_shape=dataset.input_shape)
+    def model_fn() -> SplitModel:  # initialised on the CPU (the same weights on every device), then moved
+        model = build_model(args.model, num_classes=dataset.num_classes, input_shape=dataset.input_shape)
+        return model.to(device)
 
     run_ctx = RunContext(
         num_clients=1,
@@ -266,6 +282,7 @@ def run(args: argparse.Namespace) -> int:
         input_mean=dataset.mean,
         input_std=dataset.std,
         input_modality=dataset.modality,
+        device=device,
     )
     js_options = {
         "js_lambda": args.js_lambda,
@@ -287,6 +304,7 @@ def run(args: argparse.Namespace) -> int:
         "client_lr": args.client_lr,
         "restarts": args.restarts,
         "seed": args.seed,
+        "device": str(device),
         **js_options,
     }
     ctx: dict[str, Any] = {
@@ -302,12 +320,12 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for stage in stages:
         ctx["state"] = global_state(
-            stage, model_fn, args.seed, Path(args.checkpoint) if args.checkpoint else None
+            stage, model_fn, args.seed, Path(args.checkpoint) if args.checkpoint else None, device
         )
         for batch in range(args.num_batches):
             gen = torch_generator(args.seed, "attack-images", batch)
             idx = torch.randperm(dataset.num_train, generator=gen)[: args.batch_size]
-            x, y = dataset.x_train[idx], dataset.y_train[idx]
+            x, y = dataset.x_train[idx].to(device), dataset.y_train[idx].to(device)
             floor = floors(dataset.denormalize(x).clamp(0, 1), gen)
             rows += [
                 {"stage": stage, "label": name, "batch": batch, "floor": True, **v, **meta}
@@ -373,6 +391,7 @@ class Invert:
         add("--kappa", type=float, default=FedAugMixConfig.scaling_kappa, help="Fed-AugMix kappa")
         add("--seed", type=int, default=0, help="seed of the images, the untrained model and all draws")
         add("--threads", type=int, default=1, help="torch threads (default 1)")
+        add_device_argument(parser)
         add("--tag", help="name part of the grid files (default: the severities)")
         add("--out", default="runs/attack_invert", help="output directory (results.jsonl, table.md, grids)")
 

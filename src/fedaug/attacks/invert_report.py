@@ -91,7 +91,7 @@ def save_grid(grid: dict[str, tuple[Tensor, Tensor]], path: Path, *, title: str)
     for r, (label, images) in enumerate(rows):
         for c in range(num):
             ax = axes[r][c]
-            image = images[c].permute(1, 2, 0).numpy()
+            image = images[c].permute(1, 2, 0).cpu().numpy()
             ax.imshow(image[..., 0] if image.shape[-1] == 1 else image, cmap="gray", vmin=0, vmax=1)
             ax.set_xticks([])
             ax.set_yticks([])

@@ -41,6 +41,7 @@ from fedaug.attacks.target import (
     Target,
     add_run_arguments,
     add_target_arguments,
+    attack_device,
     attacker_split,
     is_image,
     load_targets,
@@ -75,11 +76,15 @@ def standardize(train: Tensor, *others: Tensor) -> list[Tensor]:
 def train_decoder(
     name: str, features: Tensor, images: Tensor, settings: DecoderSettings, *, seed: int
 ) -> tuple[nn.Module, list[float]]:
-    """Trains decoder ``name`` (MSE, Adam) on (standardised feature, image) pairs; returns it and the mean
-    training MSE of every epoch."""
+    """Trains decoder ``name`` (MSE, Adam) on (standardised feature, image) pairs; returns it, on the
+    features' device, and the mean training MSE of every epoch.
+
+    The decoder is initialised and the batches are drawn on the CPU (the same on every device).
+    """
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed_for(seed, "decoder-init", name))
         decoder = build_decoder(name, features.shape[1:], images.shape[1:], width=settings.width)
+    decoder = decoder.to(features.device)
     optimizer = torch.optim.Adam(decoder.parameters(), lr=settings.lr)
     generator = torch_generator(seed, "decoder-batches", name)
     curve = []
@@ -88,7 +93,7 @@ def train_decoder(
         order = torch.randperm(len(features), generator=generator)
         total = 0.0
         for start in range(0, len(order), settings.batch_size):
-            idx = order[start : start + settings.batch_size]
+            idx = order[start : start + settings.batch_size].to(features.device)
             loss = nn.functional.mse_loss(decoder(features[idx]), images[idx])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()  # type: ignore[no-untyped-call]
@@ -188,8 +193,8 @@ def attack_direct(
         return [row], {"shared inputs": pix_eval}
     rows, examples = [], {}
     for same_class in (False, True):
-        members = groups(
-            y_eval,
+        members = groups(  # indices on the CPU, where ``where`` below is built
+            y_eval.cpu(),
             target.group_size,
             torch_generator(seed, "fedmix-groups", int(same_class)),
             same_class=same_class,
@@ -197,11 +202,12 @@ def attack_direct(
         if len(members) == 0:
             logger.warning("%s: too few evaluation images for groups of %d", target.label, target.group_size)
             continue
-        averages = pix_eval[members].mean(dim=1)
+        on_device = members.to(pix_eval.device)
+        averages = pix_eval[on_device].mean(dim=1)
         guess = averages[:, None].expand(-1, target.group_size, *averages.shape[1:])
         name = f"average ({'one class' if same_class else 'random'} groups of {target.group_size})"
         rows.append(
-            Row(target.label, "averages", target.round_num, name, mse(guess, pix_eval[members]), baseline)
+            Row(target.label, "averages", target.round_num, name, mse(guess, pix_eval[on_device]), baseline)
         )
         # example k shows the average of the group that holds evaluation image k (when it is in one)
         where = torch.full((len(pix_eval),), -1, dtype=torch.long)
@@ -214,18 +220,19 @@ def attack_direct(
 
 def run_attack(args: argparse.Namespace) -> dict[str, Any]:
     """Everything ``fedaug attack reconstruct`` does; returns the JSON report."""
+    device = attack_device(args)
     decoders = [d.strip() for d in args.decoders.split(",") if d.strip()]
     unknown = [d for d in decoders if d not in DECODERS]
     if unknown or not decoders:
         raise ConfigError(f"--decoders {args.decoders!r}: valid choices are {', '.join(DECODERS)}")
     settings = DecoderSettings(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, width=args.width)
-    targets = load_targets(args.targets, data_dir=args.data_dir, layer=args.layer)
+    targets = load_targets(args.targets, data_dir=args.data_dir, layer=args.layer, device=device)
     dataset = targets[0].dataset
     x_att, _, x_eval, y_eval = attacker_split(
         dataset, args.attacker_data, torch_generator(args.seed, "attacker-split")
     )
-    x_att = x_att[: args.attack_size] if args.attack_size else x_att
-    x_eval, y_eval = x_eval[: args.eval_size], y_eval[: args.eval_size]
+    x_att = (x_att[: args.attack_size] if args.attack_size else x_att).to(device)
+    x_eval, y_eval = x_eval[: args.eval_size].to(device), y_eval[: args.eval_size].to(device)
     pix_att = to_pixels(dataset, x_att)
     rows: list[Row] = []
     grid = [("original", to_pixels(dataset, x_eval[: args.examples]))]
@@ -261,6 +268,7 @@ def run_attack(args: argparse.Namespace) -> dict[str, Any]:
     report = {
         "command": "fedaug " + " ".join(sys.argv[1:]) if sys.argv and "fedaug" in sys.argv[0] else None,
         "dataset": dataset.name,
+        "device": str(device),
         "attacker_data": args.attacker_data,
         "attack_images": len(x_att),
         "eval_images": len(x_eval),

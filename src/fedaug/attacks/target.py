@@ -11,11 +11,17 @@ global model. What the run's clients share decides what the attacker gets (:data
 A method that shares nothing is attacked as if it shared the activations at ``--layer`` (default: the model's
 ``default_split``), which measures what its encoder would leak. Reconstruction targets are the inputs in
 their natural scale (``Dataset.denormalize``: pixels in [0, 1] for images, the raw signal for UCI-HAR).
+
+Every attack computes on ``--device`` (:func:`attack_device`, resolved before any data is loaded): the
+checkpoints are loaded onto it (``map_location``, whatever device the run trained on), the models live there,
+and the commands move the attacked inputs there; the datasets stay on the CPU and every random draw comes from
+a CPU generator, so an attack on a GPU picks the same images, groups and batches as on the CPU.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +34,7 @@ from torch import Tensor
 
 from fedaug.api import Method, ServerState
 from fedaug.data.datasets import Dataset, load_dataset
+from fedaug.device import resolve_device
 from fedaug.engine.checkpoint import RunStore, read_jsonl
 from fedaug.errors import ConfigError
 from fedaug.experiments.config import ExperimentConfig
@@ -38,6 +45,7 @@ from fedaug.models.base import SplitModel
 
 SHARED = {"flea": "features", "flea_official": "features", "fedmix": "averages", "feddata": "raw"}
 """What each method's clients share with others (methods not listed share only model weights)."""
+CPU = torch.device("cpu")
 
 
 @dataclass
@@ -108,24 +116,33 @@ def parse_spec(spec: str) -> tuple[str | None, Path, int | None]:
     return (label or None), Path(path), (int(round_text) if round_text else None)
 
 
-def run_config(run_dir: Path) -> ExperimentConfig:
-    """The run's resolved config (``config.yaml``)."""
+def run_config(run_dir: Path, device: torch.device | None = None) -> ExperimentConfig:
+    """The run's resolved config (``config.yaml``); with ``device``, its ``engine.device`` is that device (the
+    one this command computes on wins over the one the run recorded)."""
     path = run_dir / "config.yaml"
     if not path.is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no config.yaml)")
-    return config_from_dict(yaml.safe_load(path.read_text()))
+    config = config_from_dict(yaml.safe_load(path.read_text()))
+    if device is None:
+        return config
+    return dataclasses.replace(config, engine=dataclasses.replace(config.engine, device=str(device)))
 
 
 def load_targets(
-    specs: Sequence[str], *, data_dir: str | None = None, layer: int | None = None
+    specs: Sequence[str],
+    *,
+    data_dir: str | None = None,
+    layer: int | None = None,
+    device: torch.device = CPU,
 ) -> list[Target]:
-    """Targets for ``specs``, all on one dataset (raises ConfigError when they differ)."""
+    """Targets for ``specs`` with their models on ``device``, all on one dataset (raises ConfigError when
+    they differ)."""
     datasets: dict[str, Dataset] = {}
     targets = []
     for spec in specs:
         label, run_dir, round_num = parse_spec(spec)
-        config = run_config(run_dir)
-        ckpt = run_checkpoint(run_dir, round_num)
+        config = run_config(run_dir, device)
+        ckpt = run_checkpoint(run_dir, round_num, device)
         key = repr((config.data.name, sorted(config.data.options.items())))
         if key not in datasets:
             if datasets:
@@ -135,18 +152,19 @@ def load_targets(
             datasets[key] = load_dataset(
                 config.data.name, data_dir=data_dir or config.data.data_dir, **config.data.options
             )
-        targets.append(_target(label, run_dir, ckpt, config, datasets[key], layer))
+        targets.append(_target(label, run_dir, ckpt, config, datasets[key], layer, device))
     return targets
 
 
-def run_checkpoint(run_dir: Path, round_num: int | None) -> dict[str, Any]:
-    """The run's checkpoint after ``round_num`` (None: the latest), read before any dataset is loaded.
+def run_checkpoint(run_dir: Path, round_num: int | None, device: torch.device = CPU) -> dict[str, Any]:
+    """The run's checkpoint after ``round_num`` (None: the latest) with its tensors on ``device`` (from
+    whatever device the run saved it on), read before any dataset is loaded.
 
     Raises:
         ConfigError: no checkpoint for that round (naming the kept rounds).
     """
     store = RunStore(run_dir)
-    ckpt = store.load_checkpoint(round_num)
+    ckpt = store.load_checkpoint(round_num, map_location=device)
     if ckpt is None:
         kept = ", ".join(map(str, store.kept_rounds())) or "none"
         raise ConfigError(
@@ -157,17 +175,20 @@ def run_checkpoint(run_dir: Path, round_num: int | None) -> dict[str, Any]:
 
 
 def global_model(
-    ckpt: dict[str, Any], config: ExperimentConfig, dataset: Dataset
+    ckpt: dict[str, Any],
+    config: ExperimentConfig,
+    dataset: Dataset,
+    device: torch.device = CPU,
 ) -> tuple[SplitModel, Method, int]:
-    """The global model of ``ckpt`` (from :func:`run_checkpoint`) in eval mode, its method and the round it
-    is from."""
+    """The global model of ``ckpt`` (from :func:`run_checkpoint`) on ``device`` in eval mode, its method and
+    the round it is from."""
     method = build_method(config)
     model = build_model(
         config.model.name,
         num_classes=dataset.num_classes,
         input_shape=dataset.input_shape,
         **config.model.options,
-    )
+    ).to(device)
     model.load_state_dict(method.eval_state(ServerState(**ckpt["state"])))
     model.eval()
     return model, method, int(ckpt["round_num"])
@@ -180,8 +201,9 @@ def _target(
     config: ExperimentConfig,
     dataset: Dataset,
     layer: int | None,
+    device: torch.device,
 ) -> Target:
-    model, method, done = global_model(ckpt, config, dataset)
+    model, method, done = global_model(ckpt, config, dataset, device)
     name = config.method.name
     shared = SHARED.get(name, "features")
     split = None
@@ -221,15 +243,15 @@ def from_pixels(dataset: Dataset, pixels: Tensor) -> Tensor:
         return pixels
     view = [1] * pixels.dim()
     view[dataset.norm_axis + 1] = -1
-    mean = torch.tensor(dataset.mean, dtype=pixels.dtype).view(view)
-    std = torch.tensor(dataset.std, dtype=pixels.dtype).view(view)
+    mean = torch.tensor(dataset.mean, dtype=pixels.dtype, device=pixels.device).view(view)
+    std = torch.tensor(dataset.std, dtype=pixels.dtype, device=pixels.device).view(view)
     return (pixels - mean) / std
 
 
 def attacker_split(
     dataset: Dataset, source: str, generator: torch.Generator
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """(attacker x, attacker y, evaluation x, evaluation y), normalised.
+    """(attacker x, attacker y, evaluation x, evaluation y), normalised, on the CPU (as the dataset).
 
     ``source = "test"``: a random half of the test set is the attacker's public data, the other half is
     evaluated (the attacker never saw clients' data). ``source = "train"``: the paper's setting (appendix D):
@@ -262,7 +284,26 @@ def add_target_arguments(parser: argparse.ArgumentParser, report: str) -> None:
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--seed``, ``--threads`` and ``--data-dir``: the last arguments of every ``fedaug attack`` command."""
+    """``--seed``, ``--threads``, ``--data-dir`` and ``--device``: the last arguments of every
+    ``fedaug attack`` command."""
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--data-dir", help="dataset folder (default: the run's, then $FEDAUG_DATA)")
+    add_device_argument(parser)
+
+
+def add_device_argument(parser: argparse.ArgumentParser) -> None:
+    """``--device`` (default ``auto``): where an attack or ``fedaug zsdg`` computes."""
+    parser.add_argument(
+        "--device",
+        default="auto",
+        help="where to compute: auto (default: cuda if torch sees a GPU, else cpu), cpu, cuda or cuda:N",
+    )
+
+
+def attack_device(args: argparse.Namespace) -> torch.device:
+    """``--device`` resolved on this machine; raises DeviceError (exit 2) naming the devices it has.
+
+    Called first, before any data is loaded or any output written.
+    """
+    return resolve_device(args.device, key="--device")

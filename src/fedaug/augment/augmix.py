@@ -15,7 +15,9 @@ with the original: ``x_aug = (1 - m) x + m sum_i w_i chain_i(x)``, ``m ~ Beta(1,
 Inputs may be normalised (``(x - mean) / std`` per channel): they are de-normalised to [0, 1] (clamped), every
 operation runs in [0, 1], and the views are normalised again. Randomness comes only from the
 ``torch.Generator`` passed in, and all draws of a batch are made at once (:meth:`AugMix.sample`) before any
-pixel is touched (:meth:`AugMix.apply`), so an attacker can fix a draw and differentiate through it.
+pixel is touched (:meth:`AugMix.apply`), so an attacker can fix a draw and differentiate through it. The
+draws are made on the CPU (the run's generators are CPU ones), so a batch gets the same operations on every
+device; only the pixel work runs on the images' device.
 
 Severity 0 is the identity (no draw at all). The reference code at severity 0 would still apply
 autocontrast/equalize and tiny shears; the Fed-AugMix paper's "no protection" rows are plain training.
@@ -133,7 +135,8 @@ class AugMix:
     def sample(
         self, num_views: int, batch: int, height: int, width: int, generator: torch.Generator
     ) -> AugMixDraw:
-        """Draws the chains, levels, signs and mixing weights of ``num_views`` views of ``batch`` images."""
+        """Draws the chains, levels, signs and mixing weights of ``num_views`` views of ``batch`` images, on
+        the CPU with ``generator`` (a CPU generator)."""
         shape = (num_views, batch, self.width, MAX_DEPTH)
         ops = torch.randint(len(OPS), shape, generator=generator)
         depth = (
@@ -174,16 +177,24 @@ class AugMix:
         return mean, std
 
     def apply(self, x: Tensor, draw: AugMixDraw) -> Tensor:
-        """The views ``[V, B, C, H, W]`` of normalised ``x [B, C, H, W]`` under ``draw`` (differentiable)."""
+        """The views ``[V, B, C, H, W]`` of normalised ``x [B, C, H, W]`` under ``draw`` (differentiable).
+
+        ``draw`` may live on the CPU (as :meth:`sample` makes it) while ``x`` is on a GPU: the operation codes
+        stay where they are (rows are grouped there, :func:`~fedaug.augment.ops.apply_op`), the parameters and
+        weights are moved to ``x``'s device once (non_blocking: safe for a copy from pageable host memory).
+        """
         num_views, batch, width, depth = draw.ops.shape
+        params = draw.params.to(x.device, non_blocking=True)
         unit = self.to_unit(x)
         rows = unit.unsqueeze(0).unsqueeze(2).expand(num_views, -1, width, -1, -1, -1).flatten(0, 2)
         for step in range(depth):
-            rows = apply_op(rows, draw.ops[..., step].flatten(), draw.params[..., step].flatten())
+            rows = apply_op(rows, draw.ops[..., step].flatten(), params[..., step].flatten())
         chains = rows.view(num_views, batch, width, *x.shape[1:])
-        weights = draw.chain_weights.to(x.dtype).view(num_views, batch, width, *([1] * (x.dim() - 1)))
+        chain_weights = draw.chain_weights.to(device=x.device, dtype=x.dtype, non_blocking=True)
+        weights = chain_weights.view(num_views, batch, width, *([1] * (x.dim() - 1)))
         mixed = (weights * chains).sum(dim=2)
-        blend = draw.blend.to(x.dtype).view(num_views, batch, *([1] * (x.dim() - 1)))
+        blend = draw.blend.to(device=x.device, dtype=x.dtype, non_blocking=True)
+        blend = blend.view(num_views, batch, *([1] * (x.dim() - 1)))
         return self.from_unit((1 - blend) * unit + blend * mixed)
 
     def views(self, x: Tensor, generator: torch.Generator, num_views: int = 2) -> Tensor:

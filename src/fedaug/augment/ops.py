@@ -161,15 +161,21 @@ def apply_op(x: Tensor, op: Tensor, param: Tensor) -> Tensor:
     """Applies op ``op[n]`` (a code of :data:`OPS`, or -1 for none) with ``param[n]`` to image ``x[n]``.
 
     Rows are grouped by operation: one batched call per operation present (one for all affine ops).
-    Gradients flow through to ``x``.
+    Gradients flow through to ``x``. ``op`` and ``param`` may live on another device than ``x`` (AugMix
+    draws them on the CPU): rows are grouped where ``op`` is (on the CPU without waiting for the GPU), and
+    the row indices, codes and parameters are moved to ``x``'s device to transform it there.
     """
     out = x.clone()  # written in place below (index_put_ is differentiable on a fresh clone)
+    # non_blocking: copies of pageable host memory to the device are safe without a stream sync.
+    param = param.to(x.device, non_blocking=True)
     affine_codes = torch.tensor([OPS.index(name) for name in AFFINE_OPS], device=op.device)
     rows = torch.isin(op, affine_codes).nonzero().flatten()
     if rows.numel() > 0:
-        out[rows] = affine(x[rows], op[rows], param[rows])
+        at = rows.to(x.device, non_blocking=True)
+        out[at] = affine(x[at], op[rows].to(x.device, non_blocking=True), param[at])
     for name, fn in _PIXEL_OPS.items():
         rows = (op == OPS.index(name)).nonzero().flatten()
         if rows.numel() > 0:
-            out[rows] = fn(x[rows], param[rows])
+            at = rows.to(x.device, non_blocking=True)
+            out[at] = fn(x[at], param[at])
     return out

@@ -14,12 +14,16 @@ came from. The engine then resumes after that round as after an interruption.
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from fedaug.api import Method, RunContext, ServerState
+from fedaug.device import device_facts, device_label
 from fedaug.engine.checkpoint import RunStore, read_jsonl, write_json
 from fedaug.machine import cpu_model, other_recorded_cpu
 
@@ -36,14 +40,17 @@ def _start_round(kept_rounds: list[int], latest_round: int | None, last: int) ->
     return kept or None
 
 
-def start_checkpoint(source: RunStore, last_fedavg_round: int) -> dict[str, Any] | None:
-    """The checkpoint of the latest round ``<= last_fedavg_round`` in ``source`` (None: none), loaded once."""
-    latest = source.load_checkpoint()
+def start_checkpoint(
+    source: RunStore, last_fedavg_round: int, *, map_location: torch.device | str = "cpu"
+) -> dict[str, Any] | None:
+    """The checkpoint of the latest round ``<= last_fedavg_round`` in ``source`` (None: none), loaded once,
+    with its tensors on ``map_location`` (whatever device the FedAvg run computed on)."""
+    latest = source.load_checkpoint(map_location=map_location)
     latest_round = None if latest is None else int(latest["round_num"])
     choice = _start_round(source.kept_rounds(), latest_round, last_fedavg_round)
     if choice == "latest":
         return latest
-    return source.load_checkpoint(choice) if isinstance(choice, int) else None
+    return source.load_checkpoint(choice, map_location=map_location) if isinstance(choice, int) else None
 
 
 def has_start_checkpoint(source_dir: Path, last_fedavg_round: int) -> bool:
@@ -68,7 +75,9 @@ def branch_from_fedavg(
         return 0
     last = min(method.fedavg_rounds(run), max_round)
     source = RunStore(source_dir)
-    ckpt = start_checkpoint(source, last) if last > 0 and source_dir.is_dir() else None
+    # On the run's device: the method converts the state (from_fedavg_state) as it would its own.
+    found = last > 0 and source_dir.is_dir()
+    ckpt = start_checkpoint(source, last, map_location=run.device) if found else None
     if ckpt is None:
         logger.info(
             "no FedAvg checkpoint at or before round %d in %s (keep one with engine.keep_checkpoints: [%d]); "
@@ -78,7 +87,7 @@ def branch_from_fedavg(
             last,
             method.name,
         )
-        _warn_other_cpu(source_dir, last)
+        _warn_other_machine(source_dir, last, run.device)
         return 0
     round_num = int(ckpt["round_num"])
     state = method.from_fedavg_state(ServerState(**ckpt["state"]), run)
@@ -100,14 +109,30 @@ def branch_from_fedavg(
     return round_num
 
 
-def _warn_other_cpu(source_dir: Path, last: int) -> None:
-    """Warns when a run that repeats FedAvg's rounds 1-``last`` itself runs on another CPU model than the
-    FedAvg run in ``source_dir`` did (its ``env.json``; not checked where it records none).
+def _warn_other_machine(source_dir: Path, last: int, device: torch.device) -> None:
+    """Warns when a run that repeats FedAvg's rounds 1-``last`` itself runs on another device (CPU vs a GPU
+    model) or, both on the CPU, another CPU model than the FedAvg run in ``source_dir`` did (its ``env.json``;
+    runs from before devices were recorded ran on the CPU; not checked where it records nothing).
 
-    Kernels round differently on another kind of CPU (:mod:`fedaug.machine`), so those rounds will not equal
-    the FedAvg run's bit for bit (Fed-ZDA grid, Fashion-MNIST multimodal seed 2: from round 2 on, by -0.01 ±
-    0.35 points of accuracy over rounds 61-79), and a comparison paired by seed holds that drift.
+    Kernels round differently on another kind of CPU (:mod:`fedaug.machine`) or device, so those rounds will
+    not equal the FedAvg run's bit for bit (Fed-ZDA grid, Fashion-MNIST multimodal seed 2: from round 2 on,
+    by -0.01 ± 0.35 points of accuracy over rounds 61-79), and a comparison paired by seed holds that drift.
     """
+    env = _recorded_env(source_dir)
+    was, now_on = device_label(env), device_label(device_facts(device))
+    if env and was != now_on:
+        logger.warning(
+            "%s ran on %s and this run repeats its rounds 1-%d on %s: kernels round differently on another "
+            "device, so those rounds will not be bit-identical to it (a gain paired by seed holds that "
+            "drift)",
+            source_dir,
+            was,
+            last,
+            now_on,
+        )
+        return
+    if now_on != "cpu":
+        return  # the same GPU model: the host's CPU does not compute the rounds
     source_cpu = other_recorded_cpu(source_dir)
     if source_cpu is not None:
         logger.warning(
@@ -119,3 +144,12 @@ def _warn_other_cpu(source_dir: Path, last: int) -> None:
             last,
             cpu_model(),
         )
+
+
+def _recorded_env(run_dir: Path) -> dict[str, Any]:
+    """``run_dir``'s ``env.json`` ({} where there is none or it cannot be read)."""
+    try:
+        env = json.loads((run_dir / "env.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return env if isinstance(env, dict) else {}

@@ -23,7 +23,14 @@ from fedaug import registry
 from fedaug.api import Method, RunContext, TrainSettings
 from fedaug.data.datasets import Dataset, load_dataset
 from fedaug.data.partition import Partition, make_partition
-from fedaug.device import describe_device, device_facts, device_label, resolve_device, set_deterministic
+from fedaug.device import (
+    default_eval_batch_size,
+    describe_device,
+    device_facts,
+    device_label,
+    resolve_device,
+    set_deterministic,
+)
 from fedaug.engine.batched import conv_model_note
 from fedaug.engine.checkpoint import write_json
 from fedaug.engine.memory_format import resolve_channels_last
@@ -160,7 +167,7 @@ def prepare(config: ExperimentConfig, run_dir: Path) -> Prepared:
         train_settings=partial(round_settings, config),
         clients_per_round=min(per_round, num_clients),
         run_dir=run_dir,
-        eval_batch_size=config.engine.eval_batch_size,
+        eval_batch_size=config.engine.eval_batch_size or default_eval_batch_size(device),
         progress=config.engine.progress,
         precision=config.engine.precision,
         batched_clients=config.engine.batched_clients,

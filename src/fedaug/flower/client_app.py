@@ -13,6 +13,10 @@ same keyed generator, same workspace models), so a client computes exactly what 
 Flower rebuilds ClientApps per message (a new process per message in a deployment), so a client's persistent
 state (``ClientUpdate.client_state``, e.g. MOON's previous model) is kept in ``context.state`` instead of
 being sent to the server; the loaded data and models are cached per process.
+
+A node computes on the experiment's ``engine.device`` resolved on the node (``auto``: its GPU if it has one),
+or on its own ``device`` node config (``fedaug flower client --device``); its data and workspace models live
+there, and the tensors of every message (and of the client state it keeps) are moved there on arrival.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from fedaug.api import ClientContext, Method
-from fedaug.engine.simulation import SimulationSpec, client_context
+from fedaug.engine.memory_format import apply_channels_last
+from fedaug.engine.simulation import SimulationSpec, client_context, on_device
 from fedaug.errors import ConfigError
 from fedaug.experiments.load import config_from_dict
 from fedaug.flower.records import decode, encode
@@ -52,29 +57,39 @@ class ClientHost:
     flush_denormals: bool = False
     workspaces: dict[str, SplitModel] = dataclasses.field(default_factory=dict)
 
+    @property
+    def device(self) -> torch.device:
+        """Where this node computes (the experiment's ``engine.device``, or the node's own, resolved here)."""
+        return self.spec.run.device
+
     def workspace(self, key: str) -> SplitModel:
+        """A model of the run's architecture per key, on the node's device, in the memory format the engine
+        gives that workspace (``engine.channels_last``)."""
         if key not in self.workspaces:
-            self.workspaces[key] = self.spec.model_fn()
+            model = self.spec.model_fn().to(self.device)
+            self.workspaces[key] = apply_channels_last(model, self.spec.channels_last, key)
         return self.workspaces[key]
 
 
 @functools.lru_cache(maxsize=2)
-def client_host(config_text: str, data_dir: str | None) -> ClientHost:
-    """The host of the experiment ``config_text`` (cached: Flower rebuilds the app for every message)."""
+def client_host(config_text: str, data_dir: str | None, device: str | None = None) -> ClientHost:
+    """The host of the experiment ``config_text`` (cached: Flower rebuilds the app for every message), its
+    data on the node's device: ``device`` (the node's ``device`` config) if given, else ``engine.device``."""
     from fedaug.experiments.runner import prepare
 
     config = config_from_dict(yaml.safe_load(config_text))
     if data_dir:
         config = dataclasses.replace(config, data=dataclasses.replace(config.data, data_dir=data_dir))
+    if device:
+        config = dataclasses.replace(config, engine=dataclasses.replace(config.engine, device=device))
     if config.engine.num_threads is not None:
         torch.set_num_threads(config.engine.num_threads)
     prepared = prepare(config, Path(config.out_dir))
     host = ClientHost(
         spec=prepared.spec, method=prepared.method, flush_denormals=config.engine.flush_denormals
     )
-    host.spec = dataclasses.replace(
-        prepared.spec, run=dataclasses.replace(prepared.spec.run, workspace=host.workspace)
-    )
+    run = dataclasses.replace(prepared.spec.run, workspace=host.workspace)
+    host.spec = on_device(dataclasses.replace(prepared.spec, run=run))
     return host
 
 
@@ -93,8 +108,10 @@ def _open(msg: Message, context: Context) -> tuple[ClientHost, int, int]:
     client_id, round_num = int(str(header["client-id"])), int(str(header["round"]))
     if client_id != partition_id(context):
         raise ConfigError(f"a message for client {client_id} reached partition {partition_id(context)}")
-    data_dir = context.node_config.get("data-dir")
-    host = client_host(str(header["config"]), str(data_dir) if data_dir else None)
+    data_dir, device = context.node_config.get("data-dir"), context.node_config.get("device")
+    host = client_host(
+        str(header["config"]), str(data_dir) if data_dir else None, str(device) if device else None
+    )
     return host, client_id, round_num
 
 
@@ -109,16 +126,17 @@ def _run_phase(
         round_num,
         phase,
         workspace=host.workspace,
-        client_state=load_client_state(context),
+        client_state=load_client_state(context, host.device),
     )
     with flush_denormals(host.flush_denormals):
-        return call(host.method, decode(msg.content), ctx)
+        return call(host.method, decode(msg.content, device=host.device), ctx)
 
 
-def load_client_state(context: Context) -> Any:
-    """The client state saved by :func:`save_client_state` (None before the first one)."""
+def load_client_state(context: Context, device: torch.device | None = None) -> Any:
+    """The client state saved by :func:`save_client_state` (None before the first one), its tensors on
+    ``device`` (None: the CPU)."""
     records = {k[len(STATE_PREFIX) :]: v for k, v in context.state.items() if k.startswith(STATE_PREFIX)}
-    return decode(RecordDict(records)) if records else None
+    return decode(RecordDict(records), device=device) if records else None
 
 
 def save_client_state(context: Context, state: Any) -> None:

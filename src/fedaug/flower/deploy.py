@@ -79,11 +79,15 @@ def supernode_command(
     root_certificates: Path | None,
     runtime_port: int,
     data_dir: str | None = None,
+    device: str | None = None,
 ) -> list[str]:
-    """``flower-supernode`` holding client ``partition_id`` (``--insecure`` when no root certificate)."""
+    """``flower-supernode`` holding client ``partition_id`` (``--insecure`` when no root certificate);
+    ``device``: where its clients compute (node config ``device``, over the experiment's engine.device)."""
     node_config = f"partition-id={partition_id}"
     if data_dir:
         node_config += f' data-dir="{Path(data_dir).resolve()}"'
+    if device:
+        node_config += f' device="{device}"'
     command = ["flower-supernode", "--superlink", superlink, "--node-config", node_config]
     command += ["--port", str(runtime_port)]  # the node's local Runtime API (its ClientApp processes)
     if root_certificates is None:
@@ -233,6 +237,7 @@ def run_client(
     root_certificates: Path | None,
     runtime_port: int | None = None,
     data_dir: str | None = None,
+    device: str | None = None,
 ) -> int:
     """Runs a SuperNode holding client ``partition_id`` until it is stopped (Ctrl-C); its exit code."""
     command = supernode_command(
@@ -241,6 +246,7 @@ def run_client(
         root_certificates=root_certificates,
         runtime_port=runtime_port or free_port(),
         data_dir=data_dir,
+        device=device,
     )
     logger.info("%s", " ".join(command))
     sigterm_as_interrupt()

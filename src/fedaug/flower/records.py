@@ -14,6 +14,10 @@ mistaken for a tag. Only the api's dataclasses may appear; anything else (a modu
 refused with the path to the offending value. Flower's kebab-case keys (``"num-examples"``) appear only
 here.
 
+Tensors travel as CPU numpy arrays whatever device they were on (``.cpu()`` before ``.numpy()``);
+``decode(content, device=...)`` puts the received tensors on the receiving side's device
+(:func:`fedaug.device.to_device`), so the server and every node may compute on different devices.
+
 Flower traps this module avoids: content is built per message (an :class:`~flwr.app.Array` shared between
 two messages breaks the second); :func:`fedavg_view` strips a reply to the two records Flower's own FedAvg
 accepts (it rejects replies with extra records).
@@ -30,6 +34,7 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from fedaug.api import ClientShare, ClientUpdate, Payload, ShareRequest, TrainSettings
+from fedaug.device import to_device
 
 ARRAYS = "arrays"
 METRICS = "metrics"
@@ -104,7 +109,7 @@ def _array(value: torch.Tensor | np.ndarray, path: str) -> Array:
     if isinstance(value, torch.Tensor):
         if value.dtype == torch.bfloat16 or value.is_complex() or value.is_sparse:
             raise TypeError(f"cannot send a {value.dtype} tensor at {path} over Flower")
-        value = value.detach().cpu().numpy()
+        value = value.detach().cpu().numpy()  # a device tensor is copied to the host first
     return Array(np.asarray(value))
 
 
@@ -159,11 +164,13 @@ class _Decoder:
         raise ValueError(f"unknown tag {tag!r} in a fedaug message")
 
 
-def decode(content: RecordDict) -> Any:
-    """The object :func:`encode` packed into ``content`` (extra records are ignored)."""
+def decode(content: RecordDict, *, device: torch.device | str | None = None) -> Any:
+    """The object :func:`encode` packed into ``content`` (extra records are ignored), its tensors on
+    ``device`` (None: the CPU, as they arrive; numpy arrays stay numpy arrays)."""
     if TREE not in content.config_records:
         raise ValueError(f"not a fedaug message: no {TREE!r} config record (records: {list(content)})")
-    return _Decoder(content).tree(json.loads(str(content.config_records[TREE]["tree"])))
+    obj = _Decoder(content).tree(json.loads(str(content.config_records[TREE]["tree"])))
+    return obj if device is None else to_device(obj, device)
 
 
 def fedavg_view(content: RecordDict) -> RecordDict:

@@ -9,6 +9,9 @@ the engine's client order. Same config and seed, same numbers as ``fedaug run``.
 Departure from STYLE 6.8 (one Strategy subclass): Flower's ``Strategy.start`` loop has no place for the share
 phase (a second exchange after aggregation, which FLea, FedMix, FedData and CCVR need) and would duplicate our
 round loop; reusing the engine's loop instead is what makes the per-round accuracy identical.
+
+The server computes on its own ``engine.device`` (the engine's); replies arrive as CPU tensors and are moved
+there before the method aggregates them, whatever device each node trained on.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+import torch
 import yaml
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.serverapp import Grid, ServerApp
@@ -51,8 +55,17 @@ class NodeLink:
         self.nodes = nodes
         self.clients = {node: client for client, node in nodes.items()}
 
-    def call(self, message_type: str, obj: Any, client_ids: Sequence[ClientId], round_num: int) -> list[Any]:
-        """Sends ``obj`` to each client (encoded afresh per message); the decoded replies in client order."""
+    def call(
+        self,
+        message_type: str,
+        obj: Any,
+        client_ids: Sequence[ClientId],
+        round_num: int,
+        *,
+        device: torch.device | None = None,
+    ) -> list[Any]:
+        """Sends ``obj`` to each client (encoded afresh per message); the decoded replies in client order,
+        their tensors on ``device`` (None: the CPU)."""
         messages = []
         for client_id in client_ids:
             content = encode(obj)
@@ -76,7 +89,7 @@ class NodeLink:
             if answer is None or answer.has_error():
                 reason = "no reply" if answer is None else str(answer.error.reason)
                 raise ClientError(reason, round_num=round_num, client_id=client_id, method=self.method)
-            results.append(decode(answer.content))
+            results.append(decode(answer.content, device=device))
         return results
 
 
@@ -90,11 +103,15 @@ class FlowerEngine(Simulation):
     def run_client_updates(
         self, payload: Payload, participants: list[ClientId], round_num: int
     ) -> list[ClientUpdate]:
-        updates: list[ClientUpdate] = self.link.call("train", payload, participants, round_num)
+        device = self.spec.run.device
+        updates: list[ClientUpdate] = self.link.call("train", payload, participants, round_num, device=device)
         return updates
 
     def run_client_shares(self, request: ShareRequest, round_num: int) -> list[ClientShare]:
-        shares: list[ClientShare] = self.link.call("query.share", request, request.client_ids, round_num)
+        device = self.spec.run.device
+        shares: list[ClientShare] = self.link.call(
+            "query.share", request, request.client_ids, round_num, device=device
+        )
         return shares
 
 

@@ -14,7 +14,8 @@ def weighted_average(states: Sequence[StateDict], weights: Sequence[float]) -> S
 
     Floating entries (weights, biases, BN running mean/var) are averaged. Integer entries (BN's
     ``num_batches_tracked``) take the maximum over clients: they only count steps and never enter the
-    forward pass with the default momentum.
+    forward pass with the default momentum. The result lives on the device of the states (a CUDA run's
+    stay on its GPU).
 
     Args:
         states: one state dict per client, all with the same keys and shapes.
@@ -28,7 +29,7 @@ def weighted_average(states: Sequence[StateDict], weights: Sequence[float]) -> S
     result: StateDict = {}
     for key, first in states[0].items():
         if first.is_floating_point():
-            acc = torch.zeros(first.shape, dtype=torch.float64)
+            acc = torch.zeros(first.shape, dtype=torch.float64, device=first.device)
             for state, weight in zip(states, weights, strict=True):
                 acc.add_(state[key].to(torch.float64), alpha=float(weight))
             result[key] = (acc / total).to(first.dtype)

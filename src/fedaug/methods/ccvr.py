@@ -98,10 +98,11 @@ class CCVR(FedAvg):
         missing = [key for key in CLASSIFIER_KEYS if key not in model_state]
         if missing:
             raise IncompatibleModelError(f"ccvr needs a linear 'classifier' with a bias; missing {missing}")
+        device = model_state[CLASSIFIER_KEYS[0]].device  # the run's: a checkpoint keeps one device
         extra = {
             "calibrated_round": -1,
-            "classifier_weight": torch.empty(0),
-            "classifier_bias": torch.empty(0),
+            "classifier_weight": torch.empty(0, device=device),
+            "classifier_bias": torch.empty(0, device=device),
             "num_features": 0,
             "calibration_loss": float("nan"),
             "bytes_up_per_client": 0.0,
@@ -132,6 +133,8 @@ class CCVR(FedAvg):
         with torch.no_grad():
             chunks = [model.penultimate(chunk) for chunk in torch.split(x, 512)] if len(x) else []
         dim = model.classifier.in_features
+        # Shares leave the client as host tensors (what it uploads); the per-class statistics are computed
+        # on the CPU in float64 (ccvr_stats), and the server moves what it fits on to the run's device.
         features = torch.cat(chunks).flatten(1).cpu() if chunks else torch.empty(0, dim)
         if self.config.variant == "shared_features":
             return ClientShare(ctx.client_id, extra={"x": features, "y": y.cpu()})
@@ -171,14 +174,17 @@ class CCVR(FedAvg):
     def _calibration_set(
         self, shares: Sequence[ClientShare], run: RunContext, generator: torch.Generator
     ) -> tuple[Tensor, Tensor]:
-        """The features and labels the classifier is fitted on (virtual or shared real features)."""
+        """The features and labels the classifier is fitted on (virtual or shared real features), on
+        ``run.device``."""
+        device = run.device
         if self.config.variant == "shared_features":
             parts = [s for s in shares if s.extra["y"].numel() > 0]
             if not parts:
-                return torch.empty(0), torch.empty(0, dtype=torch.long)
-            return torch.cat([s.extra["x"] for s in parts]), torch.cat([s.extra["y"] for s in parts])
+                return torch.empty(0, device=device), torch.empty(0, dtype=torch.long, device=device)
+            features = torch.cat([s.extra["x"].to(device) for s in parts])
+            return features, torch.cat([s.extra["y"].to(device) for s in parts])
         counts, means, covs = pool_statistics([s.extra for s in shares], run.num_classes)
-        return sample_virtual(counts, means, covs, self.config.virtual_per_class, generator)
+        return sample_virtual(counts, means, covs, self.config.virtual_per_class, generator, device)
 
     def eval_state(self, state: ServerState) -> StateDict:
         """The global weights with the calibrated classifier, if this round's calibration exists."""

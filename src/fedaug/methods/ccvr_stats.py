@@ -8,6 +8,11 @@ covariance S_ck, the class's global statistics are those of the pooled samples,
           - N_c / (N_c - 1) mu_c mu_c^T.
 
 A class seen once has a zero covariance (its virtual features all equal its mean).
+
+Device: the pooling, the eigen-decompositions and the Gaussian draws run on the CPU in float64 from the CPU
+generator whatever device the run computes on (the same virtual features on every device, and no
+per-element host-device syncs); :func:`sample_virtual` hands the features to the run's device and
+:func:`fit_classifier` fits on the classifier's device.
 """
 
 from __future__ import annotations
@@ -54,8 +59,9 @@ def pool_statistics(shares: Sequence[Mapping[str, Any]], num_classes: int) -> tu
         num_classes: C.
 
     Returns:
-        ``(counts [C], means [C, d], covs [C, d, d])``; classes nobody holds have count 0.
+        ``(counts [C], means [C, d], covs [C, d, d])`` on the CPU; classes nobody holds have count 0.
     """
+    shares = [{key: share[key].cpu() for key in ("classes", "counts", "means", "covs")} for share in shares]
     dim = max((s["means"].shape[1] for s in shares if len(s["classes"])), default=0)
     counts = torch.zeros(num_classes, dtype=torch.float64)
     sums = torch.zeros(num_classes, dim, dtype=torch.float64)
@@ -77,13 +83,21 @@ def pool_statistics(shares: Sequence[Mapping[str, Any]], num_classes: int) -> tu
 
 
 def sample_virtual(
-    counts: Tensor, means: Tensor, covs: Tensor, per_class: int, generator: torch.Generator
+    counts: Tensor,
+    means: Tensor,
+    covs: Tensor,
+    per_class: int,
+    generator: torch.Generator,
+    device: torch.device | str = "cpu",
 ) -> tuple[Tensor, Tensor]:
-    """``per_class`` draws from N(mu_c, S_c) for every class with data, as float32 features and labels.
+    """``per_class`` draws from N(mu_c, S_c) for every class with data, as float32 features and labels on
+    ``device``.
 
     The square root of S_c comes from its eigen-decomposition (negative round-off eigenvalues clipped to 0),
-    so singular covariances (fewer samples than dimensions, the usual case) are sampled exactly.
+    so singular covariances (fewer samples than dimensions, the usual case) are sampled exactly. Computed on
+    the CPU in float64 from the CPU ``generator`` and then moved, so every device gets the same features.
     """
+    counts, means, covs = counts.cpu(), means.cpu(), covs.cpu()
     features, labels = [], []
     for c in torch.nonzero(counts > 0).flatten().tolist():
         eigenvalues, eigenvectors = torch.linalg.eigh(covs[c])
@@ -92,8 +106,8 @@ def sample_virtual(
         features.append((means[c] + noise @ root.T).float())
         labels.append(torch.full((per_class,), c, dtype=torch.long))
     if not features:
-        return torch.empty(0), torch.empty(0, dtype=torch.long)
-    return torch.cat(features), torch.cat(labels)
+        return torch.empty(0, device=device), torch.empty(0, dtype=torch.long, device=device)
+    return torch.cat(features).to(device), torch.cat(labels).to(device)
 
 
 def fit_classifier(
@@ -110,6 +124,9 @@ def fit_classifier(
 ) -> tuple[Tensor, Tensor, float]:
     """Fine-tunes a copy of a linear classifier with SGD and cross-entropy on ``features``.
 
+    The fit runs on the classifier's device (features and labels are moved there); the batch order is drawn
+    from the CPU ``generator``, the same on every device.
+
     Returns:
         The new weight and bias (detached) and the mean loss of the last epoch (nan without features).
     """
@@ -118,11 +135,13 @@ def fit_classifier(
     if labels.numel() == 0:
         return w.detach(), b.detach(), float("nan")
     optimizer = torch.optim.SGD([w, b], lr=lr, momentum=momentum)
-    features = features.to(w.dtype)
-    last = torch.zeros(())
+    features = features.to(device=w.device, dtype=w.dtype)
+    labels = labels.to(w.device)
+    last = torch.zeros((), device=w.device)
     for _ in range(epochs):
-        last, steps = torch.zeros(()), 0
-        for idx in batch_indices(torch.randperm(labels.shape[0], generator=generator), batch_size):
+        last, steps = torch.zeros((), device=w.device), 0
+        order = torch.randperm(labels.shape[0], generator=generator).to(w.device, non_blocking=True)
+        for idx in batch_indices(order, batch_size):
             loss: Tensor = F.cross_entropy(features[idx] @ w.T + b, labels[idx])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()  # type: ignore[no-untyped-call]

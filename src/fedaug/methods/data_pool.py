@@ -21,12 +21,17 @@ from fedaug.types import Extra, Metrics
 
 
 def empty_pool(
-    sample_shape: tuple[int, ...], label_shape: tuple[int, ...], label_dtype: torch.dtype
+    sample_shape: tuple[int, ...],
+    label_shape: tuple[int, ...],
+    label_dtype: torch.dtype,
+    *,
+    device: torch.device,
 ) -> Extra:
-    """The server's extra state before sharing: an empty pool and zeroed bookkeeping."""
+    """The server's extra state before sharing: an empty pool on ``device`` (the run's) and zeroed
+    bookkeeping."""
     return {
-        "pool_x": torch.empty(0, *sample_shape),
-        "pool_y": torch.empty(0, *label_shape, dtype=label_dtype),
+        "pool_x": torch.empty(0, *sample_shape, device=device),
+        "pool_y": torch.empty(0, *label_shape, dtype=label_dtype, device=device),
         "exposure": 0.0,
         "bytes_up_per_client": 0.0,
     }
@@ -49,12 +54,13 @@ def receive_pool(state: ServerState, shares: Sequence[ClientShare], run: RunCont
     """Concatenates the shares (``extra["x"]``, ``extra["y"]``) into the pool and records its cost.
 
     Exposure uses FLea's definition (SPEC: xi_ij = 1 once data of i reached j): every client that shared
-    something reaches every client, so it is 1.0 when every client shares at least one item.
+    something reaches every client, so it is 1.0 when every client shares at least one item. The pool lives on
+    the run's device, as the empty one :func:`empty_pool` made (the clients' shares are computed there).
     """
     extra = dict(state.extra)
     parts = [s for s in shares if s.extra["y"].shape[0] > 0]
-    extra["pool_x"] = torch.cat([extra["pool_x"], *[s.extra["x"] for s in parts]])
-    extra["pool_y"] = torch.cat([extra["pool_y"], *[s.extra["y"] for s in parts]])
+    extra["pool_x"] = torch.cat([extra["pool_x"], *[s.extra["x"].to(run.device) for s in parts]])
+    extra["pool_y"] = torch.cat([extra["pool_y"], *[s.extra["y"].to(run.device) for s in parts]])
     sources = torch.tensor([s.client_id for s in parts], dtype=torch.long)
     pairs = exposure_update(
         torch.empty(0, dtype=torch.long), sources, range(run.num_clients), run.num_clients

@@ -99,7 +99,7 @@ class FedBR(FedAvg):
     config: FedBRConfig
 
     def init_server(self, model_state: dict[str, Tensor], run: RunContext) -> ServerState:
-        extra = data_pool.empty_pool(run.input_shape, (run.num_classes,), torch.float32)
+        extra = data_pool.empty_pool(run.input_shape, (run.num_classes,), torch.float32, device=run.device)
         return ServerState(round_num=0, model_state=model_state, extra=extra)
 
     def payload(self, state: ServerState, round_num: int, train: TrainSettings) -> Payload:
@@ -117,7 +117,9 @@ class FedBR(FedAvg):
             ctx.data.x, ctx.data.y, ctx.run.num_classes, self.config.average_size, ctx.generator
         )
         # No labels leave the client: the pool holds uniform label vectors.
-        uniform = torch.full((x_bar.shape[0], ctx.run.num_classes), 1.0 / ctx.run.num_classes)
+        uniform = torch.full(
+            (x_bar.shape[0], ctx.run.num_classes), 1.0 / ctx.run.num_classes, device=x_bar.device
+        )
         metrics = {"num_shared": float(len(x_bar))}
         return ClientShare(ctx.client_id, extra={"x": x_bar, "y": uniform}, metrics=metrics)
 
@@ -142,17 +144,21 @@ class FedBR(FedAvg):
         cfg = self.config
         teacher = frozen_model(ctx, "global", payload.model_state)
         stream = BufferStream(
-            pool_x.shape[0], torch_generator(ctx.run.seed, "fedbr-pool", payload.round_num, ctx.client_id)
+            pool_x.shape[0],
+            torch_generator(ctx.run.seed, "fedbr-pool", payload.round_num, ctx.client_id),
+            pool_x.device,
         )
         # Deviation from paper: D is re-initialised (seeded) at every participation instead of persisting on
         # the client across rounds (clients take part about once in 10 rounds; this keeps clients stateless),
         # and its Adam state lives through the round (the official FLea code rebuilds both optimisers every
         # step). Every client shares averages (the official FLea code asks only 10 clients, a bug).
+        # D is initialised on the CPU (the same weights on every device), then moved to the model's device.
+        classifier = ctx.model.classifier
         disc = discriminator(
-            ctx.model.classifier.in_features,
+            classifier.in_features,
             cfg.disc_width,
             torch_generator(ctx.run.seed, "fedbr-disc", payload.round_num, ctx.client_id),
-        ).to(pool_x.device)
+        ).to(classifier.weight.device)
         disc_opt = torch.optim.Adam(disc.parameters(), lr=payload.train.lr)
         num_classes = ctx.run.num_classes
 
@@ -183,10 +189,10 @@ class FedBR(FedAvg):
 
 
 def discriminator(in_features: int, width: int, generator: torch.Generator) -> nn.Sequential:
-    """FedBR's discriminator MLP ``in -> width -> ReLU -> width``, initialised from ``generator``.
+    """FedBR's discriminator MLP ``in -> width -> ReLU -> width`` on the CPU, initialised from ``generator``.
 
-    PyTorch's default Linear init (uniform in +-1/sqrt(fan_in)), drawn from the given stream so the global
-    RNG is never touched.
+    PyTorch's default Linear init (uniform in +-1/sqrt(fan_in)), drawn from the given (CPU) stream so the
+    global RNG is never touched; the caller moves it to its device.
     """
     layers = (uninitialised(nn.Linear, in_features, width), uninitialised(nn.Linear, width, width))
     with torch.no_grad():

@@ -83,7 +83,7 @@ class FedData(FedAvg):
             logger.warning("feddata with share_fraction=0 is plain FedAvg (nothing is shared)")
 
     def init_server(self, model_state: dict[str, Tensor], run: RunContext) -> ServerState:
-        extra = data_pool.empty_pool(run.input_shape, (), torch.long)
+        extra = data_pool.empty_pool(run.input_shape, (), torch.long, device=run.device)
         return ServerState(round_num=0, model_state=model_state, extra=extra)
 
     def payload(self, state: ServerState, round_num: int, train: TrainSettings) -> Payload:

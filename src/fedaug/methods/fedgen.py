@@ -141,6 +141,18 @@ class ConditionalGenerator(nn.Module):
         return self.output_scale * torch.tanh(h).reshape(-1, *self.input_shape)
 
 
+def draw_latents(
+    stream: torch.Generator, num_classes: int, noise_dim: int, batch: int, device: torch.device | str
+) -> tuple[Tensor, Tensor]:
+    """One generator batch's classes ``y [batch]`` (uniform) and noise ``z [batch, noise_dim]`` (N(0, 1)),
+    drawn in this order from the CPU generator ``stream`` and then moved to ``device``, so that a run draws
+    the same numbers on every device. The host-to-device copies do not wait for the device's queue
+    (``non_blocking``; safe in this direction), so a training step does not stall on them."""
+    y = torch.randint(num_classes, (batch,), generator=stream)
+    z = torch.randn(batch, noise_dim, generator=stream)
+    return y.to(device, non_blocking=True), z.to(device, non_blocking=True)
+
+
 def diversity_loss(samples: Tensor, noise: Tensor) -> Tensor:
     """FedGen's diversity loss ``exp(-mean_ij(d(x_i, x_j) * d(z_i, z_j)))`` (mean L1 on samples, L2 on z)."""
     flat = samples.flatten(1)
@@ -175,10 +187,13 @@ class FedGen(FedAvg):
         return Payload(round_num=round_num, model_state=state.model_state, train=train, extra=extra)
 
     def build_generator(self, run: RunContext, generator: torch.Generator) -> ConditionalGenerator:
+        """The generator, initialised on the CPU from ``generator`` (the same weights on every device), then
+        moved to ``run.device``."""
         cfg = self.config
-        return ConditionalGenerator(
+        gen = ConditionalGenerator(
             run.input_shape, run.num_classes, cfg.noise_dim, cfg.generator_width, generator, cfg.output_scale
         )
+        return gen.to(run.device)
 
     def loss_fn(self, payload: Payload, ctx: ClientContext) -> LossFn:
         weights = payload.extra["generator"]
@@ -189,11 +204,12 @@ class FedGen(FedAvg):
         gen.requires_grad_(False)
         stream = torch_generator(ctx.run.seed, "fedgen-client", payload.round_num, ctx.client_id)
         num_classes, noise_dim, weight = ctx.run.num_classes, self.config.noise_dim, self.config.gen_weight
+        device = ctx.run.device
 
         def loss(model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
-            y_gen = torch.randint(num_classes, (x.shape[0],), generator=stream)
+            y_gen, z = draw_latents(stream, num_classes, noise_dim, x.shape[0], device)
             with torch.no_grad():
-                x_gen = gen(y_gen, torch.randn(x.shape[0], noise_dim, generator=stream)).to(x)
+                x_gen = gen(y_gen, z).to(x)
             ce = F.cross_entropy(model(x), y)
             with batchnorm_eval(model):
                 gen_ce = F.cross_entropy(model(x_gen), y_gen.to(y.device))
@@ -229,10 +245,9 @@ class FedGen(FedAvg):
         # weights carry over.
         opt = torch.optim.Adam(gen.parameters(), lr=cfg.generator_lr)
         stream = torch_generator(run.seed, "fedgen-server", state.round_num)
-        ce = div = acc = torch.zeros(())
+        ce = div = acc = torch.zeros((), device=run.device)
         for _ in range(cfg.generator_steps):
-            y = torch.randint(run.num_classes, (cfg.generator_batch,), generator=stream)
-            z = torch.randn(cfg.generator_batch, cfg.noise_dim, generator=stream)
+            y, z = draw_latents(stream, run.num_classes, cfg.noise_dim, cfg.generator_batch, run.device)
             samples = gen(y, z)
             logits = teacher(samples)
             ce = F.cross_entropy(logits, y)

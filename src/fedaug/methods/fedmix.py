@@ -110,7 +110,7 @@ class FedMix(FedAvg):
             )
 
     def init_server(self, model_state: dict[str, Tensor], run: RunContext) -> ServerState:
-        extra = data_pool.empty_pool(run.input_shape, (run.num_classes,), torch.float32)
+        extra = data_pool.empty_pool(run.input_shape, (run.num_classes,), torch.float32, device=run.device)
         return ServerState(round_num=0, model_state=model_state, extra=extra)
 
     def payload(self, state: ServerState, round_num: int, train: TrainSettings) -> Payload:
@@ -141,14 +141,18 @@ class FedMix(FedAvg):
         """A function of the batch size: a cycling batch of pool averages and the local weights l, [B]."""
         pool_x, pool_y = payload.extra["pool_x"], payload.extra["pool_y"]
         stream = BufferStream(
-            pool_y.shape[0], torch_generator(ctx.run.seed, "fedmix-pool", payload.round_num, ctx.client_id)
+            pool_y.shape[0],
+            torch_generator(ctx.run.seed, "fedmix-pool", payload.round_num, ctx.client_id),
+            pool_y.device,
         )
         rng = numpy_rng(ctx.run.seed, "fedmix-mix", payload.round_num, ctx.client_id)
         cfg = self.config
 
         def draw(size: int) -> tuple[Tensor, Tensor, Tensor]:
             idx = stream.take(size)
-            return pool_x[idx], pool_y[idx], _local_weights(cfg, size, rng)
+            # The weights are drawn on the CPU (the same on every device) and moved where the pool is.
+            weights = _local_weights(cfg, size, rng).to(pool_x.device, non_blocking=True)
+            return pool_x[idx], pool_y[idx], weights
 
         return draw
 
@@ -193,7 +197,8 @@ def group_means(
 
 
 def _local_weights(cfg: FedMixConfig, size: int, rng: np.random.Generator) -> Tensor:
-    """The local weights l, shape [size]: fixed, one Beta draw per batch (official code) or per sample."""
+    """The local weights l, shape [size] on the CPU: fixed, one Beta draw per batch (official code) or per
+    sample."""
     if cfg.mix_weight is not None:
         return torch.full((size,), float(cfg.mix_weight))
     # Paper is silent on per-batch vs per-sample weights: one per batch, as the official FLea code.

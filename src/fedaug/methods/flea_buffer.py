@@ -13,19 +13,27 @@ class BufferStream:
 
     Paper: the buffer is "divided into equal-sized batches" of the local batch size; when it is smaller than
     the local data it cycles (as the official code's loader does), so every local batch gets a full partner.
+
+    Each permutation is drawn on the CPU from ``generator`` (the same indices on every device) and moved to
+    ``device`` (that of the buffer they index) once per pass, so :meth:`take` copies nothing per batch.
     """
 
-    def __init__(self, size: int, generator: torch.Generator) -> None:
+    def __init__(
+        self, size: int, generator: torch.Generator, device: torch.device | str | None = None
+    ) -> None:
         self.size = size
         self.generator = generator
-        self._order = torch.empty(0, dtype=torch.long)
+        self.device = torch.device("cpu") if device is None else torch.device(device)
+        self._order = torch.empty(0, dtype=torch.long, device=self.device)
         self._pos = 0
 
     def take(self, count: int) -> Tensor:
         parts = []
         while count > 0:
             if self._pos >= self._order.shape[0]:
-                self._order = torch.randperm(self.size, generator=self.generator)
+                # non_blocking: a host-to-device copy of pageable memory is safe and spares a stream sync.
+                perm = torch.randperm(self.size, generator=self.generator)
+                self._order = perm.to(self.device, non_blocking=True)
                 self._pos = 0
             chunk = self._order[self._pos : self._pos + count]
             self._pos += chunk.shape[0]
@@ -56,12 +64,12 @@ def exposure_update(pairs: Tensor, sources: Tensor, receivers: Sequence[int], nu
 
     Feature exposure (SPEC): xi_ij = 1 once features of i reached j or of j reached i; a pair is stored as
     ``i * K + j``. The exposure eps(t) is ``len(pairs) / K^2`` (FedData/FedMix, where everyone gets
-    everything, reach 1).
+    everything, reach 1). The result lives on the device of ``pairs`` (the server state's).
     """
     if sources.numel() == 0 or not receivers:
         return pairs
-    src = torch.unique(sources)
-    dst = torch.as_tensor(list(receivers), dtype=torch.long)
+    src = torch.unique(sources).to(pairs.device)
+    dst = torch.as_tensor(list(receivers), dtype=torch.long, device=pairs.device)
     grid_s, grid_d = torch.meshgrid(src, dst, indexing="ij")
     new = torch.cat([(grid_s * num_clients + grid_d).flatten(), (grid_d * num_clients + grid_s).flatten()])
     unique: Tensor = torch.unique(torch.cat([pairs, new]))

@@ -65,7 +65,8 @@ class MOON(FedAvg):
     ``train/contrastive``.
     Server: FedAvg's weighted mean.
 
-    Memory: like the official code, MOON keeps one model state per client that has participated.
+    Memory: like the official code, MOON keeps one model state per client that has participated, on the
+    run's device (where the trained weights are; a resumed run's are loaded there too).
     """
 
     name = "moon"

@@ -64,15 +64,32 @@ class QFFLConfig(MethodConfig):
 
 @torch.no_grad()
 def mean_loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 1024) -> float:
-    """Mean cross-entropy of ``model`` (eval mode) on ``(x, y)``; the model's mode is restored."""
+    """Mean cross-entropy of ``model`` (eval mode) on ``(x, y)``; the model's mode is restored.
+
+    The batch sums are added in float64 on ``y``'s device and read once (no host-device sync per batch on a
+    GPU); adding float32 sums in float64 one after the other rounds as adding them as Python floats does.
+    """
     was_training = model.training
     model.eval()
-    total = 0.0
+    total = torch.zeros((), dtype=torch.float64, device=y.device)
     for start in range(0, y.shape[0], batch_size):
         logits = model(x[start : start + batch_size])
-        total += float(F.cross_entropy(logits, y[start : start + batch_size], reduction="sum"))
+        total += F.cross_entropy(logits, y[start : start + batch_size], reduction="sum").double()
     model.train(was_training)
-    return total / max(y.shape[0], 1)
+    return float(total) / max(y.shape[0], 1)
+
+
+@torch.no_grad()
+def squared_distance(state: StateDict, model: torch.nn.Module) -> float:
+    """``||w - w_k||^2`` over ``model``'s trainable parameters, ``w`` from ``state`` (moved to each
+    parameter's device and dtype); the per-parameter sums are added in float64 on the device and read once
+    (as adding them as Python floats rounds)."""
+    total: torch.Tensor | None = None
+    for name, param in model.named_parameters():
+        if param.requires_grad:
+            term = (state[name].to(param) - param.detach()).pow(2).sum().double()
+            total = term if total is None else total + term
+    return 0.0 if total is None else float(total)
 
 
 def qffl_weights(q: float, lipschitz: float, loss: float, sq_distance: float) -> tuple[float, float]:
@@ -103,11 +120,7 @@ class QFFL(FedAvg):
         ctx.model.load_state_dict(payload.model_state)
         loss = mean_loss(ctx.model, ctx.data.x, ctx.data.y)
         update = super().client_update(payload, ctx)
-        sq_distance = sum(
-            float((payload.model_state[name].to(param) - param.detach()).pow(2).sum())
-            for name, param in ctx.model.named_parameters()
-            if param.requires_grad
-        )
+        sq_distance = squared_distance(payload.model_state, ctx.model)
         lipschitz = self.config.lipschitz or 1.0 / payload.train.lr
         scale, h = qffl_weights(self.config.q, lipschitz, loss, sq_distance)
         update.extra = {**update.extra, "qffl_scale": scale, "qffl_h": h}

@@ -235,7 +235,8 @@ def generate(
     work = channels_last_copy(model)
     was_training = model.training
     work.eval()
-    logs: dict[str, float] = {}
+    # The last iteration's loss parts, read once after the loop (no host-device sync per step on a GPU).
+    last: dict[str, Tensor] = {}
     try:
         with BNStatLoss(work, settings.bn_norm) as bn_loss:
             for _ in range(settings.iterations):
@@ -247,7 +248,8 @@ def generate(
                 (grad,) = torch.autograd.grad(loss, [x])
                 x.grad = grad
                 optimizer.step()
-                logs = {"bn": float(bn.detach()), "ce": float(ce.detach()), "tv": float(tv.detach())}
+                last = {"bn": bn.detach(), "ce": ce.detach(), "tv": tv.detach()}
+        logs = {key: float(value) for key, value in last.items()}
         with torch.no_grad():
             logs["acc"] = float((work(x).argmax(dim=1) == labels).float().mean())
     finally:
@@ -267,12 +269,14 @@ def class_accuracy(
     was_training = classifier.training
     classifier.eval()
     try:
-        correct = torch.zeros(num_classes, dtype=torch.float64)
+        # Hits are counted on y's device and read once (whole numbers in float64: exact in any order).
+        correct = torch.zeros(num_classes, dtype=torch.float64, device=y.device)
         for start in range(0, y.shape[0], batch_size):
-            pred = classifier(x[start : start + batch_size]).argmax(dim=1).cpu()
-            target = y[start : start + batch_size].cpu()
-            correct.index_add_(0, target, (pred == target).to(torch.float64))
+            pred = classifier(x[start : start + batch_size]).argmax(dim=1)
+            target = y[start : start + batch_size]
+            correct.index_add_(0, target, (pred == target.to(pred.device)).to(correct))
     finally:
         classifier.train(was_training)
+    correct = correct.cpu()
     counts = torch.bincount(y.cpu(), minlength=num_classes).to(torch.float64)
     return torch.where(counts > 0, correct / counts.clamp(min=1), torch.full_like(counts, math.nan))

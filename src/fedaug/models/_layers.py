@@ -41,12 +41,14 @@ def check_args(
 def output_shape(model: str, blocks: list[nn.Module], input_shape: tuple[int, ...]) -> tuple[int, ...]:
     """Shape (without batch) after running ``blocks`` on one zero input of ``input_shape``.
 
-    Runs in eval mode so BatchNorm running statistics are untouched.
+    Runs in eval mode so BatchNorm running statistics are untouched, on the blocks' device (the CPU where
+    they have no parameters).
 
     Raises:
         IncompatibleModelError: if the blocks cannot process that shape (e.g. the input is too small).
     """
-    x = torch.zeros(1, *input_shape)
+    param = next((p for block in blocks for p in block.parameters()), None)
+    x = torch.zeros(1, *input_shape, device=None if param is None else param.device)
     try:
         for block in blocks:
             was_training = block.training
