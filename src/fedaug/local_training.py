@@ -12,6 +12,7 @@ The loop itself is the nanoGPT shape: batch, (transform), loss, zero_grad, backw
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -37,6 +38,32 @@ class LossOutput:
 
 LossFn = Callable[[nn.Module, Tensor, Tensor], LossOutput]
 BatchTransform = Callable[[Tensor, Tensor, torch.Generator], tuple[Tensor, Tensor]]
+ClientTensors = dict[str, Tensor]
+ObjectiveFn = Callable[[nn.Module, Tensor, Tensor, ClientTensors, ClientTensors], LossOutput]
+
+
+@dataclass(frozen=True)
+class BatchableLoss:
+    """A loss hook written so that the engine can also train a round's clients at once (``engine.batched_
+    clients``, :mod:`fedaug.engine.batched`); called as a :data:`LossFn`, it is the same objective.
+
+    ``fn(model, x, y, client, step)`` is the mini-batch objective. Everything that differs between the
+    clients of a round reaches it as tensors: ``client`` (this client's constants, e.g. FedLC's logit shift;
+    the same keys and shapes for every client) and ``step`` (the random numbers of one step, made by
+    ``draws(batch_size)`` on the CPU from the client's own streams, in the order the sequential loop makes
+    them, e.g. FLea's buffer indices and Beta weights). Whatever else ``fn`` uses (the broadcast weights, a
+    frozen teacher model, config numbers) must be the same for every client of the round: the batched engine
+    stacks ``client`` and ``step`` over the clients and calls the first client's ``fn`` for all of them.
+    """
+
+    fn: ObjectiveFn
+    client: ClientTensors = field(default_factory=dict)
+    draws: Callable[[int], ClientTensors] | None = None
+
+    def __call__(self, model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
+        step = self.draws(x.shape[0]) if self.draws is not None else {}
+        return self.fn(model, x, y, self.client, step)
+
 
 OPTIMIZERS = ("adam", "sgd")
 
@@ -101,9 +128,14 @@ def train_local(
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = make_optimizer(params, settings)
         sums: dict[str, Tensor] = {}
+        step_losses: list[Tensor] = []
         num_steps = 0
         for _ in range(settings.local_epochs):
+            # The batch order is drawn on the CPU (the same on every device) and moved to the data's device
+            # once per epoch, so gathering a batch copies nothing from the host (non_blocking: a copy from
+            # pageable memory to the device is safe without a stream sync).
             order = torch.randperm(data.num_examples, generator=generator)
+            order = order.to(data.x.device, non_blocking=True)
             for idx in batch_indices(order, settings.batch_size):
                 x, y = data.x[idx], data.y[idx]
                 if batch_transform is not None:
@@ -113,21 +145,40 @@ def train_local(
                 with autocast(model, settings.precision):  # float32: no context at all
                     out = loss_fn(model, x, y)
                 loss = out.loss if settings.precision == "float32" else out.loss.float()
-                if not torch.isfinite(loss):
-                    # A NaN/inf update would silently poison the global model for every later round.
-                    raise FloatingPointError(
-                        f"non-finite training loss ({float(loss.detach())}) at local step {num_steps + 1}: "
-                        "the model diverged (lower the lr or the method's loss weights)"
-                    )
+                step_losses.append(loss.detach())
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()  # type: ignore[no-untyped-call]
                 optimizer.step()
                 for name, value in {"loss": out.loss.detach(), **out.logs}.items():
                     sums[name] = sums[name] + value if name in sums else value.clone()
                 num_steps += 1
-    metrics = {f"train/{name}": float(total) / max(num_steps, 1) for name, total in sums.items()}
+    check_finite(step_losses)
+    names = list(sums)
+    totals = torch.stack([sums[n].double() for n in names]).tolist() if names else []  # one read
+    metrics = {f"train/{n}": total / max(num_steps, 1) for n, total in zip(names, totals, strict=True)}
     metrics["train/steps"] = float(num_steps)
     return metrics
+
+
+def check_finite(step_losses: list[Tensor]) -> None:
+    """Raises FloatingPointError naming the first local step whose loss was NaN or infinite.
+
+    Checked once per client, after its training, rather than before every step: reading a loss on the host
+    waits for the GPU, which would serialise every step. A non-finite update would silently poison the global
+    model for every later round, so the client fails instead of returning it.
+    """
+    if step_losses:
+        check_finite_values(torch.stack(step_losses).float().tolist())
+
+
+def check_finite_values(step_losses: list[float]) -> None:
+    """:func:`check_finite` on the losses already read from the device."""
+    for step, value in enumerate(step_losses, start=1):
+        if not math.isfinite(value):
+            raise FloatingPointError(
+                f"non-finite training loss ({value}) at local step {step}: "
+                "the model diverged (lower the lr or the method's loss weights)"
+            )
 
 
 @contextmanager

@@ -1,68 +1,95 @@
 """Batched clients (``engine.batched_clients``): a round's clients trained at once with stacked weights.
 
-For small models one local step is mostly fixed per-step cost (Python, dispatch, one optimizer call per
-tensor), not arithmetic. This module stacks the weights, buffers and optimizer state of the round's clients
-along a new leading axis and runs one ``torch.func.vmap(torch.func.grad(...))`` of a
-``torch.func.functional_call`` per step for all of them, followed by one functional Adam/SGD update of the
-stacked tensors. BatchNorm is handled functionally: the running statistics are stacked buffers that the
-vmapped batch norm updates in place per client, exactly as in the sequential loop.
+For small models one local step is mostly fixed per-step cost (Python, kernel launches, one optimizer call
+per tensor), not arithmetic; on a GPU a HARNet step leaves the device nearly idle. This module stacks the
+weights, buffers and optimizer state of the round's clients along a new leading axis and runs one
+``torch.func.vmap(torch.func.grad(...))`` of a ``torch.func.functional_call`` per step for all of them,
+followed by one functional Adam/SGD update of the stacked tensors. BatchNorm is handled functionally: the
+running statistics are stacked buffers that the vmapped batch norm updates in place per client, exactly as
+in the sequential loop.
 
-Why not :func:`fedaug.local_training.train_local`: that loop owns one stateful module and one
+Which methods: every method whose client step is :func:`fedaug.local_training.train_local` with a loss hook
+(``FedAvg.client_update``), when its loss is plain cross-entropy or a
+:class:`~fedaug.local_training.BatchableLoss` (FedAvg, FedProx, FedDecorr, FedLC, FedNTD, FedRS, FLea and
+its variants; see :func:`batching_refusal`), with or without a batch transform (applied per client before
+stacking: it never depends on the weights). Methods with a client step of their own (MOON, FedData,
+Fed-ZDAC, q-FFL) and settings the functional optimizer does not repeat fall back to the sequential loop;
+:class:`~fedaug.engine.simulation.Simulation` logs which and why once per run.
+
+Why not :func:`~fedaug.local_training.train_local`: that loop owns one stateful module and one
 ``torch.optim`` optimizer and steps them client after client; stacking needs parameters as plain tensors
 (``functional_call``), gradients from ``torch.func.grad`` instead of ``backward`` and an optimizer written as
 tensor arithmetic on stacked state, so the step itself cannot be shared. Everything around it is reused: the
-batch schedule (:func:`~fedaug.local_training.batch_indices`, one ``randperm`` per epoch drawn from each
-client's own generator, so every client sees the same batches as sequentially), the objective
-(:func:`~fedaug.local_training.cross_entropy_loss`) and the reported metrics (``train/loss``, ``train/ce``,
-``train/steps``). The functional optimizers repeat ``torch.optim.Adam`` / ``SGD`` (single-tensor CPU path)
-operation by operation; results equal the sequential loop to float rounding (tested to 1e-10 in float64 over
-30 steps per client and to 1e-5 in float32 over short runs; over long float32 runs both paths drift from the
-float64 result by the same amount, see benchmarks/batched_drift.py).
+batch schedule (:func:`~fedaug.local_training.batch_indices`, one ``randperm`` per epoch from each client's
+own generator, then the batch transform and the loss's draws in the same order, so every client sees the same
+batches and random numbers as sequentially), the objective, the finiteness check and the metrics. The
+functional optimizers repeat ``torch.optim.Adam`` / ``SGD`` (single-tensor path) operation by operation;
+results equal the sequential loop to float rounding (tested to 1e-10 in float64).
 
-Restrictions (anything else is refused with a ConfigError naming the reason):
+Clients of unequal size: every client runs its own number of steps. At each step the clients that still have
+a batch take it; those whose batches have the same shape are stacked into one vmapped call, and a client that
+has finished (or whose batch has another shape, e.g. its last, smaller batch of an epoch) is left out of that
+call: its weights and optimizer state are gathered and scattered back by index, never padded, so no sample is
+dropped or repeated. All clients start together, so every active client is at the same optimizer step.
 
-* the method trains with plain cross-entropy and no batch transform (FedAvg, or a subclass that changes
-  neither ``loss_fn``, ``batch_transform`` nor ``client_update``);
-* optimizer ``adam`` or ``sgd`` without ``reset_optimizer_every_step``; ``engine.precision: float32``;
-* models without randomness in the forward pass (no dropout): vmap runs with ``randomness="error"``.
-
-Clients are batched together when they have the same number of examples (the same batch schedule, e.g. the
-shard partition); clients with a size of their own form a group of one, which is correct but gains nothing.
-Whether batching is faster depends on the model: see docs/results/speed/README.md (1.2-1.6x for an MLP on
-two CPUs; for conv nets vmap turns each conv into a grouped conv of the same arithmetic, so there is little to
-gain, and the BN CNN was 0.8x).
+Restrictions (a fallback with the reason): optimizer ``adam`` or ``sgd`` without
+``reset_optimizer_every_step``; ``engine.precision: float32``; no BatchNorm frozen in training; no dropout
+(vmap runs with ``randomness="error"``). Speed depends on the device and model: docs/results/speed/README.md
+(CPU: 1.2-1.6x for an MLP, 0.8-1.05x for the BN CNN, whose convs vmap turns into grouped convs of the same
+arithmetic).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
-from fedaug.api import ClientContext, ClientData, ClientUpdate, Method, Payload, TrainSettings
+from fedaug.api import ClientContext, ClientUpdate, Method, Payload, TrainSettings
 from fedaug.errors import ConfigError
-from fedaug.local_training import batch_indices, cross_entropy_loss
+from fedaug.local_training import (
+    BatchableLoss,
+    BatchTransform,
+    LossFn,
+    LossOutput,
+    batch_indices,
+    check_finite_values,
+    cross_entropy_loss,
+)
 from fedaug.types import Metrics, StateDict
 
 Stacked = dict[str, Tensor]
 
 
-def check_batchable(method: Method, payload: Payload, ctx: ClientContext) -> None:
-    """Raises ConfigError unless ``method`` trains with plain CE in a setting this module reproduces."""
+def _plain_ce(model: nn.Module, x: Tensor, y: Tensor, client: Stacked, step: Stacked) -> LossOutput:
+    del client, step
+    return cross_entropy_loss(model, x, y)
+
+
+def as_batchable(loss: LossFn) -> BatchableLoss | None:
+    """``loss`` as a BatchableLoss (plain cross-entropy is one), or None if it cannot be stacked."""
+    if isinstance(loss, BatchableLoss):
+        return loss
+    if loss is cross_entropy_loss:
+        return BatchableLoss(_plain_ce)
+    return None
+
+
+def batching_refusal(method: Method, payload: Payload, ctx: ClientContext) -> str | None:
+    """Why ``method`` cannot train this round's clients batched (None: it can)."""
     from fedaug.methods.fedavg import FedAvg  # the engine may not depend on methods at import time
 
     settings = payload.train
     problems = []
     if not isinstance(method, FedAvg) or type(method).client_update is not FedAvg.client_update:
-        problems.append(f"method {method.name!r} has its own client update")
-    elif method.loss_fn(payload, ctx) is not cross_entropy_loss:
-        problems.append(f"method {method.name!r} changes the loss")
-    elif method.batch_transform(payload, ctx) is not None:
-        problems.append(f"method {method.name!r} transforms batches")
+        problems.append(f"method {method.name!r} has a client step of its own")
+    elif as_batchable(method.loss_fn(payload, ctx)) is None:
+        problems.append(f"method {method.name!r} has a loss hook that is not a BatchableLoss")
     if settings.optimizer not in ("adam", "sgd"):
         problems.append(f"optimizer {settings.optimizer!r}")
     if settings.reset_optimizer_every_step:
@@ -71,123 +98,199 @@ def check_batchable(method: Method, payload: Payload, ctx: ClientContext) -> Non
         problems.append("BatchNorm in eval mode while training")
     if settings.precision != "float32":
         problems.append(f"engine.precision={settings.precision}")
-    if problems:
-        raise ConfigError(
-            "engine.batched_clients supports plain cross-entropy training (fedavg) with adam or sgd in "
-            f"float32; not: {'; '.join(problems)}"
-        )
+    if any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in ctx.model.modules()):
+        problems.append("a model with dropout (randomness in the forward pass)")
+    return "; ".join(problems) or None
 
 
 def conv_model_note(model: nn.Module) -> str | None:
-    """A warning for batched clients on a model with conv layers (measured no faster), else None."""
+    """A warning for batched clients of a model with conv layers on a CPU (measured no faster), else None."""
     convs = sum(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
     if convs == 0:
         return None
     return (
-        f"engine.batched_clients on a model with {convs} conv layers: vmap turns each conv into a grouped "
-        "conv of the same arithmetic, and batched training of the BN CNN was measured 0.8-1.05x the "
-        "sequential speed (docs/results/speed/README.md); the results are the same either way"
+        f"engine.batched_clients on a model with {convs} conv layers on the CPU: vmap turns each conv into a "
+        "grouped conv of the same arithmetic, and batched training of the BN CNN was measured 0.8-1.05x the "
+        "sequential speed there (docs/results/speed/README.md); the results are the same either way"
     )
 
 
 def train_round_batched(
     method: Method, payload: Payload, contexts: Sequence[ClientContext]
 ) -> list[ClientUpdate]:
-    """The round's client updates, trained in groups of equal local size (same order as ``contexts``)."""
+    """The round's client updates, trained at once (same order as ``contexts``).
+
+    Raises:
+        ConfigError: naming why, if :func:`batching_refusal` refuses the method or settings.
+    """
     if not contexts:
         return []
-    check_batchable(method, payload, contexts[0])
-    model = contexts[0].model
-    model.load_state_dict(payload.model_state)
-    groups: dict[int, list[int]] = defaultdict(list)
-    for position, ctx in enumerate(contexts):
-        groups[ctx.data.num_examples].append(position)
-    updates: dict[int, ClientUpdate] = {}
-    for positions in groups.values():
-        group = [contexts[p] for p in positions]
-        states, metrics = train_group(
-            model, [c.data for c in group], payload.train, [c.generator for c in group]
+    if (reason := batching_refusal(method, payload, contexts[0])) is not None:
+        raise ConfigError(
+            "engine.batched_clients trains methods whose client step is a loss hook, with adam or sgd in "
+            f"float32; not: {reason}"
         )
-        for p, ctx, state, metric in zip(positions, group, states, metrics, strict=True):
-            updates[p] = ClientUpdate(ctx.client_id, ctx.data.num_examples, state, metric)
-    return [updates[p] for p in range(len(contexts))]
+    from fedaug.methods.fedavg import FedAvg
+
+    assert isinstance(method, FedAvg)
+    model = contexts[0].model
+    clients = []
+    for ctx in contexts:
+        loss = as_batchable(method.loss_fn(payload, ctx))
+        assert loss is not None
+        clients.append(_Client(ctx, loss, method.batch_transform(payload, ctx)))
+    model.load_state_dict(payload.model_state)
+    states, metrics = train_clients(model, clients, payload.train)
+    return [
+        ClientUpdate(c.ctx.client_id, c.ctx.data.num_examples, state, metric)
+        for c, state, metric in zip(clients, states, metrics, strict=True)
+    ]
 
 
-def train_group(
-    model: nn.Module,
-    datas: Sequence[ClientData],
-    settings: TrainSettings,
-    generators: Sequence[torch.Generator],
+@dataclass
+class _Client:
+    """One client of a batched round: its context, objective and optional batch transform."""
+
+    ctx: ClientContext
+    loss: BatchableLoss
+    transform: BatchTransform | None
+
+    def batches(self, settings: TrainSettings) -> Iterator[tuple[Tensor, Tensor, Stacked]]:
+        """This client's steps, as :func:`~fedaug.local_training.train_local` makes them: the batch order of
+        each epoch, the transform and the loss's draws, all from this client's streams in the same order."""
+        data, generator = self.ctx.data, self.ctx.generator
+        for _ in range(settings.local_epochs):
+            order = torch.randperm(data.num_examples, generator=generator)
+            order = order.to(data.x.device, non_blocking=True)
+            for idx in batch_indices(order, settings.batch_size):
+                x, y = data.x[idx], data.y[idx]
+                if self.transform is not None:
+                    x, y = self.transform(x, y, generator)
+                step = self.loss.draws(x.shape[0]) if self.loss.draws is not None else {}
+                yield x, y, step
+
+
+def train_clients(
+    model: nn.Module, clients: Sequence[_Client], settings: TrainSettings
 ) -> tuple[list[StateDict], list[Metrics]]:
-    """Trains copies of ``model``'s current weights on each of ``datas`` (all of one size) at once.
+    """Trains copies of ``model``'s current weights, one per client, at once.
 
     Returns:
         Per client, its final state dict (``model.state_dict()`` keys) and the metrics of ``train_local``.
     """
-    size = datas[0].num_examples
-    if any(d.num_examples != size for d in datas):
-        raise ValueError("train_group needs clients of equal local size")
     model.train()
-    count = len(datas)
+    count = len(clients)
+    device = clients[0].ctx.data.x.device
     params = {k: _stack(v, count) for k, v in model.named_parameters() if v.requires_grad}
-    frozen = {k: _stack(v, count) for k, v in model.named_parameters() if not v.requires_grad}
-    buffers = {k: _stack(v, count) for k, v in model.named_buffers()}
+    rest = {k: _stack(v, count) for k, v in model.named_parameters() if not v.requires_grad}
+    rest.update({k: _stack(v, count) for k, v in model.named_buffers()})
+    client_inputs = {k: torch.stack([c.loss.client[k] for c in clients]) for k in clients[0].loss.client}
     optimizer = FunctionalOptimizer(settings, params)
+    objective = _Objective(model, clients[0].loss)
 
-    functional = _Functional(model)
+    def loss(p: Stacked, r: Stacked, x: Tensor, y: Tensor, client: Stacked, step: Stacked) -> Any:
+        out = functional_call(objective, _prefixed({**p, **r}), (x, y, client, step))
+        return out.loss, (out.loss.detach(), out.logs)
 
-    def loss(p: Stacked, rest: Stacked, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
-        functional.tensors = {**p, **rest}
-        out = cross_entropy_loss(functional, x, y)
-        return out.loss, out.loss.detach()
-
-    step = vmap(grad(loss, has_aux=True), randomness="error")
-    losses = torch.zeros(count)
-    num_steps = 0
-    for _ in range(settings.local_epochs):
-        orders = [torch.randperm(size, generator=g) for g in generators]
-        schedules = [list(batch_indices(o, settings.batch_size)) for o in orders]
-        for batch in zip(*schedules, strict=True):
-            x = torch.stack([d.x[i] for d, i in zip(datas, batch, strict=True)])
-            y = torch.stack([d.y[i] for d, i in zip(datas, batch, strict=True)])
-            try:
-                grads, value = step(params, {**frozen, **buffers}, x, y)
-            except RuntimeError as exc:
-                if "random" not in str(exc):
-                    raise
-                raise ConfigError(
-                    "engine.batched_clients needs a model without randomness in its forward pass (dropout)"
-                ) from exc
-            optimizer.step(params, grads)
-            losses += value
-            num_steps += 1
-    stacked = {**params, **frozen, **buffers}
+    step_fn = vmap(grad(loss, has_aux=True), randomness="error")
+    streams = [c.batches(settings) for c in clients]
+    sums: dict[str, Tensor] = {}
+    recorded: list[tuple[list[int], Tensor]] = []  # (clients, their losses) of every stacked call
+    num_steps = [0] * count
+    active = list(range(count))
+    while active:
+        batches = {c: b for c in active if (b := next(streams[c], None)) is not None}
+        active = list(batches)
+        if not active:
+            break
+        optimizer.step_num += 1  # every active client is at the same step
+        groups: dict[tuple[Any, ...], list[int]] = defaultdict(list)
+        for c, (x, y, _) in batches.items():
+            groups[(x.shape, y.shape, x.dtype, y.dtype)].append(c)
+        for members in groups.values():
+            index = None if len(members) == count else torch.tensor(members, device=device)
+            p, r = _take(params, index), _take(rest, index)
+            x = torch.stack([batches[c][0] for c in members])
+            y = torch.stack([batches[c][1] for c in members])
+            step = {k: torch.stack([batches[c][2][k] for c in members]) for k in batches[members[0]][2]}
+            grads, (value, logs) = step_fn(p, r, x, y, _take(client_inputs, index), step)
+            optimizer.step(p, grads, index)
+            if index is not None:  # the gathered copies were updated: write them back
+                _put(params, p, index)
+                _put(rest, r, index)
+            for name, part in {"loss": value, **logs}.items():
+                total = sums.setdefault(name, torch.zeros(count, dtype=part.dtype, device=device))
+                if index is None:
+                    total += part
+                else:
+                    total.index_add_(0, index, part)
+            recorded.append((members, value))
+            for c in members:
+                num_steps[c] += 1
+    _check_finite(recorded, count)
+    stacked = {**params, **rest}
     states = [{k: stacked[k][c].clone() for k in model.state_dict()} for c in range(count)]
+    names = list(sums)
+    table = torch.stack([sums[n].double() for n in names]).T.tolist() if names else [[]] * count
     metrics = []
     for c in range(count):
-        mean = float(losses[c]) / max(num_steps, 1)
-        metrics.append({"train/ce": mean, "train/loss": mean, "train/steps": float(num_steps)})
+        row = {f"train/{n}": total / max(num_steps[c], 1) for n, total in zip(names, table[c], strict=True)}
+        row["train/steps"] = float(num_steps[c])
+        metrics.append(row)
     return states, metrics
+
+
+def _check_finite(recorded: list[tuple[list[int], Tensor]], count: int) -> None:
+    """:func:`~fedaug.local_training.check_finite` for each client, with one read from the device."""
+    if not recorded:
+        return
+    flat = iter(torch.cat([values for _, values in recorded]).float().tolist())
+    per_client: list[list[float]] = [[] for _ in range(count)]
+    for members, _ in recorded:
+        for c in members:
+            per_client[c].append(next(flat))
+    for losses in per_client:
+        check_finite_values(losses)
+
+
+class _Objective(nn.Module):
+    """The model plus a client's objective: ``functional_call`` on it swaps the model's parameters for one
+    client's, so everything the objective reads of the model (its forward, ``encode``/``decode``, its
+    parameters for a proximal term) sees that client's weights."""
+
+    def __init__(self, model: nn.Module, loss: BatchableLoss) -> None:
+        super().__init__()
+        self.model = model
+        self.fn = loss.fn
+
+    def forward(self, x: Tensor, y: Tensor, client: Stacked, step: Stacked) -> LossOutput:
+        return self.fn(self.model, x, y, client, step)
+
+
+def _prefixed(tensors: Stacked) -> Stacked:
+    return {f"model.{k}": v for k, v in tensors.items()}
 
 
 def _stack(value: Tensor, count: int) -> Tensor:
     return value.detach().unsqueeze(0).repeat(count, *[1] * value.dim()).contiguous()
 
 
-class _Functional(nn.Module):
-    """Runs ``model`` with ``tensors`` in place of its parameters and buffers (the model a loss_fn sees)."""
+def _take(stacked: Stacked, index: Tensor | None) -> Stacked:
+    """The rows of ``index`` (copies), or the stacked tensors themselves when every client takes part."""
+    return stacked if index is None else {k: v.index_select(0, index) for k, v in stacked.items()}
 
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self._target = [model]  # a list, so that the model is not registered as a submodule
-        self.tensors: dict[str, Tensor] = {}
 
-    def forward(self, x: Tensor) -> Any:
-        return functional_call(self._target[0], self.tensors, (x,))
+def _put(stacked: Stacked, rows: Stacked, index: Tensor) -> None:
+    for key, value in rows.items():
+        stacked[key].index_copy_(0, index, value)
 
 
 class FunctionalOptimizer:
-    """``torch.optim.Adam`` / ``SGD`` (single-tensor CPU path, fresh state) on stacked parameters."""
+    """``torch.optim.Adam`` / ``SGD`` (single-tensor path, fresh state) on stacked parameters.
+
+    ``step_num`` is advanced by the caller once per step of the round (every client taking part in a step is
+    at that step); :meth:`step` updates the rows ``index`` of the state (all rows when None).
+    """
 
     def __init__(self, settings: TrainSettings, params: Stacked) -> None:
         self.settings = settings
@@ -195,14 +298,15 @@ class FunctionalOptimizer:
         self.state = {k: (torch.zeros_like(v), torch.zeros_like(v)) for k, v in params.items()}
 
     @torch.no_grad()
-    def step(self, params: Stacked, grads: Stacked) -> None:
+    def step(self, params: Stacked, grads: Stacked, index: Tensor | None = None) -> None:
         s = self.settings
-        self.step_num += 1
         for key, param in params.items():
             g = grads[key]
             if s.weight_decay != 0:
                 g = g.add(param, alpha=s.weight_decay)
             first, second = self.state[key]
+            if index is not None:
+                first, second = first.index_select(0, index), second.index_select(0, index)
             if s.optimizer == "adam":
                 beta1, beta2, eps = 0.9, 0.999, 1e-8  # torch.optim.Adam defaults, as make_optimizer uses
                 first.lerp_(g, 1 - beta1)
@@ -215,3 +319,6 @@ class FunctionalOptimizer:
                 param.add_(first, alpha=-s.lr)
             else:
                 param.add_(g, alpha=-s.lr)
+            if index is not None:
+                self.state[key][0].index_copy_(0, index, first)
+                self.state[key][1].index_copy_(0, index, second)

@@ -34,7 +34,7 @@ from fedaug.api import (
     ShareRequest,
     TrainSettings,
 )
-from fedaug.engine.batched import train_round_batched
+from fedaug.engine.batched import batching_refusal, train_round_batched
 from fedaug.engine.checkpoint import RunStore, summarize, write_json
 from fedaug.engine.evaluation import evaluate
 from fedaug.engine.fairness import client_accuracies, fairness_summary, local_metrics
@@ -88,6 +88,14 @@ class Simulation:
         self._workspaces: dict[str, SplitModel] = {}
         self.client_states: dict[ClientId, Any] = {}
         self._clock = RoundClock()
+        self._batching_fallback: str | None = None  # the reason last logged for not batching clients
+
+    def _now(self) -> float:
+        """The clock of ``timings.jsonl``: on a GPU it first waits for the queued work, so each phase is
+        charged with its own kernels (a few syncs per round, not per step)."""
+        if self.spec.run.device.type == "cuda":
+            torch.cuda.synchronize(self.spec.run.device)
+        return time.perf_counter()
 
     def workspace(self, key: str) -> SplitModel:
         """A model of the run's architecture, built once per key and reused by every client."""
@@ -104,18 +112,18 @@ class Simulation:
         first = state.round_num + 1
         bar = tqdm(total=spec.run.num_rounds, initial=first - 1, disable=not self._use_bar(), unit="round")
         for round_num in range(first, spec.run.num_rounds + 1):
-            start = time.perf_counter()
+            start = self._now()
             state, record, timing = self._round(state, round_num)
             records.append(record)
             store.append(store.metrics_path, record)
-            tick = time.perf_counter()
+            tick = self._now()
             store.save_checkpoint(
                 {"state": vars(state), "client_states": self.client_states, "round_num": round_num}
             )
             if round_num in spec.keep_checkpoints:
                 store.keep_checkpoint(round_num)
-            timing["checkpoint"] = time.perf_counter() - tick
-            timing["round_time"] = time.perf_counter() - start
+            timing["checkpoint"] = self._now() - tick
+            timing["round_time"] = self._now() - start
             store.append(store.timings_path, {"round": round_num, **timing})
             self._report(bar, record, timing, records)
         bar.close()
@@ -143,20 +151,20 @@ class Simulation:
         participants = sample_clients(spec.run.seed, round_num, spec.run.num_clients, spec.clients_per_round)
         train = spec.train_settings(round_num)
         timing: Metrics = {}
-        tick = time.perf_counter()
+        tick = self._now()
         payload = method.payload(state, round_num, train)
         updates = self.run_client_updates(payload, participants, round_num)
-        timing["train"] = time.perf_counter() - tick
-        tick = time.perf_counter()
+        timing["train"] = self._now() - tick
+        tick = self._now()
         state = method.server_update(state, updates, spec.run)
-        timing["aggregate"] = time.perf_counter() - tick
-        tick = time.perf_counter()
+        timing["aggregate"] = self._now() - tick
+        tick = self._now()
         state = self._share(state, round_num=round_num, participants=participants)
-        timing["share"] = time.perf_counter() - tick
-        tick = time.perf_counter()
+        timing["share"] = self._now() - tick
+        tick = self._now()
         test = self._evaluate(state)
         local = self._evaluate_local(round_num)
-        timing["eval"] = time.perf_counter() - tick
+        timing["eval"] = self._now() - tick
         record = {"round": round_num, "lr": train.lr, "clients": participants}
         record.update(_mean_metrics(updates))
         record.update({f"test/{k}": v for k, v in test.items() if not k.startswith("class_acc/")})
@@ -181,9 +189,14 @@ class Simulation:
         self, payload: Payload, participants: list[ClientId], round_num: int
     ) -> list[ClientUpdate]:
         """``client_update`` on every participant, in order (the Flower engine sends them to its nodes)."""
-        if self.spec.batched_clients:  # all clients at once with stacked weights (engine/batched.py)
+        if self.spec.batched_clients and participants:  # stacked weights (engine/batched.py)
             contexts = [self._client_context(c, round_num, "client") for c in participants]
-            return train_round_batched(self.spec.method, payload, contexts)
+            reason = batching_refusal(self.spec.method, payload, contexts[0])
+            if reason is None:
+                return train_round_batched(self.spec.method, payload, contexts)
+            if reason != self._batching_fallback:
+                self._batching_fallback = reason
+                logger.warning("engine.batched_clients: training clients one by one (%s)", reason)
         updates: list[ClientUpdate] = []
         for client_id in participants:
             ctx = self._client_context(client_id, round_num, "client")

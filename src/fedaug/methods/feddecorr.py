@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from fedaug.api import ClientContext, MethodConfig, Payload
 from fedaug.errors import ConfigError, IncompatibleModelError
-from fedaug.local_training import LossFn, LossOutput
+from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.losses import decorrelation_loss, features_and_logits
 from fedaug.registry import register
@@ -79,10 +79,13 @@ class FedDecorr(FedAvg):
         # Deviation from paper: the paper trains locally with SGD (lr 0.01, momentum 0.9, 10 epochs); we use
         # the FLea protocol (Adam, lr 1e-3 decayed per round, 5 epochs) for every method.
 
-        def loss(model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
+        def loss(
+            model: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
+        ) -> LossOutput:
+            del client, step
             features, logits = features_and_logits(model, x)
             ce = F.cross_entropy(logits, y)
             decorr = decorrelation_loss(features)
             return LossOutput(ce + beta * decorr, {"ce": ce.detach(), "decorr": decorr.detach()})
 
-        return loss
+        return BatchableLoss(loss)

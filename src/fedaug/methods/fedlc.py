@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from fedaug.api import ClientContext, MethodConfig, Payload
 from fedaug.errors import ConfigError
-from fedaug.local_training import LossFn, LossOutput
+from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.losses import calibration_shift
 from fedaug.registry import register
@@ -72,8 +72,11 @@ class FedLC(FedAvg):
         # Deviation from paper: the paper trains locally with SGD; we use the FLea protocol (Adam, lr 1e-3
         # decayed per round, 5 epochs) for every method.
 
-        def loss(model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
-            ce = F.cross_entropy(model(x) - shift, y)
+        def loss(
+            model: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
+        ) -> LossOutput:
+            del step
+            ce = F.cross_entropy(model(x) - client["shift"], y)
             return LossOutput(ce, {"ce": ce.detach()})
 
-        return loss
+        return BatchableLoss(loss, {"shift": shift})

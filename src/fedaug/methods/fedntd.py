@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from fedaug.api import ClientContext, MethodConfig, Payload
 from fedaug.errors import ConfigError
-from fedaug.local_training import LossFn, LossOutput
+from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.losses import frozen_model, not_true_distillation
 from fedaug.registry import register
@@ -69,7 +69,10 @@ class FedNTD(FedAvg):
         # Deviation from paper: the paper trains locally with SGD (lr 0.01, momentum 0.9); we use the FLea
         # protocol (Adam, lr 1e-3 decayed per round, 5 epochs) for every method.
 
-        def loss(model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
+        def loss(
+            model: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
+        ) -> LossOutput:
+            del client, step
             logits = model(x)
             ce = F.cross_entropy(logits, y)
             with torch.no_grad():
@@ -77,4 +80,4 @@ class FedNTD(FedAvg):
             ntd = not_true_distillation(logits, global_logits, y, temperature)
             return LossOutput(ce + beta * ntd, {"ce": ce.detach(), "ntd": ntd.detach()})
 
-        return loss
+        return BatchableLoss(loss)  # the teacher is the broadcast model: the same for every client

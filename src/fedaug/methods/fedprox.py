@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from fedaug.api import ClientContext, MethodConfig, Payload
 from fedaug.errors import ConfigError
-from fedaug.local_training import LossFn, LossOutput
+from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.losses import proximal_term
 from fedaug.registry import register
@@ -75,9 +75,12 @@ class FedProx(FedAvg):
             if param.requires_grad
         }
 
-        def loss(model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
+        def loss(
+            model: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
+        ) -> LossOutput:
+            del client, step
             ce = F.cross_entropy(model(x), y)
             prox = half_mu * proximal_term(model, anchors)
             return LossOutput(ce + prox, {"ce": ce.detach(), "prox": prox.detach()})
 
-        return loss
+        return BatchableLoss(loss)  # the anchors are the broadcast weights: the same for every client

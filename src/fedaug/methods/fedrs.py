@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedaug.api import ClientContext, MethodConfig, Payload
-from fedaug.local_training import LossFn, LossOutput
+from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
 from fedaug.methods.checks import check_in_range
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.losses import restriction_scale, split_model
@@ -77,7 +77,11 @@ class FedRS(FedAvg):
         # The authors' own code (FedRepo) uses a soft variant, alpha + (1 - alpha) * n_c / max(n); we follow
         # the paper's hard restriction.
 
-        def loss(model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
+        def loss(
+            model: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
+        ) -> LossOutput:
+            del step
+            scale = client["scale"]
             if self.config.scale_bias:
                 logits = model(x) * scale
             else:
@@ -87,4 +91,4 @@ class FedRS(FedAvg):
             ce = F.cross_entropy(logits, y)
             return LossOutput(ce, {"ce": ce.detach()})
 
-        return loss
+        return BatchableLoss(loss, {"scale": scale})

@@ -39,7 +39,7 @@ from fedaug.api import (
     ShareRequest,
     TrainSettings,
 )
-from fedaug.local_training import LossFn, LossOutput
+from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
 from fedaug.methods.checks import (
     check_at_least,
     check_choice,
@@ -49,7 +49,7 @@ from fedaug.methods.checks import (
 )
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.flea_buffer import BufferStream, exposure_update, share_indices
-from fedaug.methods.losses import frozen_model, kl_divergence, soft_cross_entropy
+from fedaug.methods.losses import frozen_model, kl_divergence, one_hot, soft_cross_entropy
 from fedaug.models.base import SplitModel
 from fedaug.privacy.dcor import (
     DECOR_FORMS,
@@ -138,9 +138,8 @@ class FLea(FedAvg):
         return self.config.decor_weight
 
     def init_server(self, model_state: dict[str, Tensor], run: RunContext) -> ServerState:
-        return ServerState(
-            round_num=0, model_state=model_state, extra={**_empty_buffer(), "num_clients": run.num_clients}
-        )
+        extra = {**_empty_buffer(run.device), "num_clients": run.num_clients}
+        return ServerState(round_num=0, model_state=model_state, extra=extra)
 
     def payload(self, state: ServerState, round_num: int, train: TrainSettings) -> Payload:
         if self.config.warmup == "official" and round_num == 1:
@@ -158,7 +157,9 @@ class FLea(FedAvg):
         # Mixing draws come from their own streams, so the batch order is the same as FedAvg's.
         rng = numpy_rng(ctx.run.seed, "flea-mix", payload.round_num, ctx.client_id)
         stream = BufferStream(
-            buffer_y.shape[0], torch_generator(ctx.run.seed, "flea-buffer", payload.round_num, ctx.client_id)
+            buffer_y.shape[0],
+            torch_generator(ctx.run.seed, "flea-buffer", payload.round_num, ctx.client_id),
+            buffer_y.device,
         )
         return self._mix_loss(layer, decor, teacher, payload.extra["buffer_x"], buffer_y, stream, rng)
 
@@ -168,7 +169,10 @@ class FLea(FedAvg):
         return self.config.distill_weight > 0
 
     def _warmup_loss(self, layer: int, decor: float, teacher: SplitModel | None) -> LossFn:
-        def loss_fn(module: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
+        def loss_fn(
+            module: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
+        ) -> LossOutput:
+            del client, step
             model = cast(SplitModel, module)
             f = model.encode(x, layer)
             logits = model.decode(f, layer)
@@ -182,7 +186,7 @@ class FLea(FedAvg):
                 logs["dis"] = kl.detach()
             return _add_decor(loss, logs, x, f, decor, self.config.decor_form)
 
-        return loss_fn
+        return BatchableLoss(loss_fn)  # the teacher is the broadcast model: the same for every client
 
     def _mix_loss(
         self,
@@ -195,16 +199,25 @@ class FLea(FedAvg):
         rng: np.random.Generator,
     ) -> LossFn:
         cfg = self.config
+        device = buffer_x.device
 
-        def loss_fn(module: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
+        def draws(size: int) -> ClientTensors:
+            """One step's partners in the buffer and Beta weights, from this client's own streams (drawn on
+            the CPU, the same on every device; moved to the buffer's device)."""
+            idx = stream.take(size)
+            return {"idx": idx, "lam": self._mix_weights(size, rng).to(device, non_blocking=True)}
+
+        def loss_fn(
+            module: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
+        ) -> LossOutput:
+            del client
             model = cast(SplitModel, module)
             f = model.encode(x, layer)
-            idx = stream.take(x.shape[0])
+            idx, lam = step["idx"], step["lam"]
             fb, yb = buffer_x[idx], buffer_y[idx]
-            lam = self._mix_weights(x.shape[0], rng)
             num_classes = model.num_classes
             f_mix = _expand(lam, f) * f + _expand(1 - lam, f) * fb
-            y_mix = lam[:, None] * F.one_hot(y, num_classes) + (1 - lam)[:, None] * F.one_hot(yb, num_classes)
+            y_mix = lam[:, None] * one_hot(y, num_classes) + (1 - lam)[:, None] * one_hot(yb, num_classes)
             logits = model.decode(f_mix, layer)
             loss = soft_cross_entropy(logits, y_mix)
             logs = {"cls": loss.detach()}
@@ -227,9 +240,11 @@ class FLea(FedAvg):
                 logs["ce"] = ce.detach()
             return _add_decor(loss, logs, x, f, decor, cfg.decor_form)
 
-        return loss_fn
+        # The buffer and the teacher are the broadcast ones, the same for every client; the draws are its own.
+        return BatchableLoss(loss_fn, draws=draws)
 
     def _mix_weights(self, size: int, rng: np.random.Generator) -> Tensor:
+        """The local weights b of one batch, ``[size]`` float32 on the CPU (Beta(a, a) draws from ``rng``)."""
         if self.config.mix_weight is not None:
             return torch.full((size,), float(self.config.mix_weight))
         return torch.from_numpy(rng.beta(self.config.mix_beta, self.config.mix_beta, size=size)).float()
@@ -271,21 +286,22 @@ class FLea(FedAvg):
     def receive_shares(
         self, state: ServerState, shares: Sequence[ClientShare], run: RunContext
     ) -> ServerState:
+        # The buffer lives on the run's device, as it has since init_server (a resumed one: map_location);
+        # the clients' features and labels are computed there, so moving them costs nothing.
+        device = run.device
         extra = dict(state.extra)
         keep = extra["buffer_round"] > state.round_num - self.config.buffer_rounds
         parts = [s for s in shares if s.extra["y"].numel() > 0]
-        new_x = [s.extra["x"] for s in parts]
-        new_y = [s.extra["y"] for s in parts]
+        new_x = [s.extra["x"].to(device) for s in parts]
+        new_y = [s.extra["y"].to(device) for s in parts]
         feature_shape = new_x[0].shape[1:] if new_x else extra["buffer_x"].shape[1:]
-        old_x = extra["buffer_x"][keep] if keep.any() else torch.empty(0, *feature_shape)
+        old_x = extra["buffer_x"][keep] if keep.any() else torch.empty(0, *feature_shape, device=device)
         extra["buffer_x"] = torch.cat([old_x, *new_x])
         extra["buffer_y"] = torch.cat([extra["buffer_y"][keep], *new_y])
-        extra["buffer_client"] = torch.cat(
-            [extra["buffer_client"][keep], *[torch.full((len(s.extra["y"]),), s.client_id) for s in parts]]
-        )
-        extra["buffer_round"] = torch.cat(
-            [extra["buffer_round"][keep], torch.full((sum(len(y) for y in new_y),), state.round_num)]
-        )
+        sources = [torch.full((len(s.extra["y"]),), s.client_id, device=device) for s in parts]
+        extra["buffer_client"] = torch.cat([extra["buffer_client"][keep], *sources])
+        rounds = torch.full((sum(len(y) for y in new_y),), state.round_num, device=device)
+        extra["buffer_round"] = torch.cat([extra["buffer_round"][keep], rounds])
         extra["share_stats"] = _share_stats(shares)
         return replace(state, extra=extra)
 
@@ -325,13 +341,14 @@ def _add_decor(
     return LossOutput(loss, logs)
 
 
-def _empty_buffer() -> dict[str, Tensor]:
+def _empty_buffer(device: torch.device) -> dict[str, Tensor]:
+    """The server's buffer before any sharing, on the run's ``device`` (where every later buffer lives)."""
     return {
-        "buffer_x": torch.empty(0),
-        "buffer_y": torch.empty(0, dtype=torch.long),
-        "buffer_client": torch.empty(0, dtype=torch.long),
-        "buffer_round": torch.empty(0, dtype=torch.long),
-        "exposure_pairs": torch.empty(0, dtype=torch.long),
+        "buffer_x": torch.empty(0, device=device),
+        "buffer_y": torch.empty(0, dtype=torch.long, device=device),
+        "buffer_client": torch.empty(0, dtype=torch.long, device=device),
+        "buffer_round": torch.empty(0, dtype=torch.long, device=device),
+        "exposure_pairs": torch.empty(0, dtype=torch.long, device=device),
     }
 
 

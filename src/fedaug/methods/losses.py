@@ -97,10 +97,21 @@ def restriction_scale(class_counts: Tensor, alpha: float) -> Tensor:
 
 
 def not_true_logits(logits: Tensor, labels: Tensor) -> Tensor:
-    """``logits [B, C]`` with each row's true-class column removed, shape ``[B, C - 1]``."""
-    keep = torch.ones_like(logits, dtype=torch.bool)
-    keep[torch.arange(logits.shape[0], device=logits.device), labels] = False
-    return logits[keep].view(logits.shape[0], logits.shape[1] - 1)
+    """``logits [B, C]`` with each row's true-class column removed, shape ``[B, C - 1]``.
+
+    Gathered by index (column j of the result is class j, or j + 1 from the true class on), not by a boolean
+    mask, so that it has a fixed shape under ``torch.func.vmap`` (batched clients).
+    """
+    columns = torch.arange(logits.shape[-1] - 1, device=logits.device)
+    index = columns + (columns >= labels.unsqueeze(-1)).long()
+    return torch.gather(logits, -1, index)
+
+
+def one_hot(labels: Tensor, num_classes: int) -> Tensor:
+    """``F.one_hot(labels, num_classes)`` (int64) without its data-dependent range check, so that it works
+    under ``torch.func.vmap`` (batched clients); labels must lie in ``[0, num_classes)``."""
+    classes = torch.arange(num_classes, device=labels.device)
+    return (labels.unsqueeze(-1) == classes).long()
 
 
 def not_true_distillation(

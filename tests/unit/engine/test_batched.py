@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from torch import nn
 
+from fedaug import registry
 from fedaug.api import ClientContext, ClientData, Payload, RunContext, TrainSettings
 from fedaug.engine.batched import conv_model_note, train_round_batched
+from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation
 from fedaug.errors import ConfigError
 from fedaug.local_training import snapshot_state
 from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.fedprox import FedProx
+from fedaug.methods.moon import MOON
 from fedaug.models import build_model
 from fedaug.models.base import FlattenPool, SplitModel
 from tests.conftest import make_spec
@@ -130,7 +134,7 @@ class _DropoutNet(SplitModel):
 @pytest.mark.parametrize(
     ("method", "settings", "reason"),
     [
-        (FedProx(), TrainSettings(), "fedprox"),
+        (MOON(), TrainSettings(), "method 'moon' has a client step of its own"),
         (FedAvg(), TrainSettings(precision="bf16"), "precision=bf16"),
         (FedAvg(), TrainSettings(reset_optimizer_every_step=True), "reset_optimizer_every_step"),
         (FedAvg(), TrainSettings(batchnorm_eval=True), "BatchNorm in eval mode while training"),
@@ -156,3 +160,62 @@ def test_conv_models_get_a_note_that_batching_does_not_pay() -> None:
     note = conv_model_note(build_model("bn_cnn_mnist", num_classes=3, input_shape=(1, 8, 8)))
     assert note is not None and "2 conv layers" in note and "0.8-1.05x" in note
     assert conv_model_note(build_model("mlp", num_classes=3, input_shape=(1, 8, 8))) is None
+
+
+def _bn_mlp() -> SplitModel:
+    # No bias before the BN layer: its true gradient is zero and Adam would amplify rounding noise in it.
+    block = nn.Sequential(nn.Linear(8, 16, bias=False), nn.BatchNorm1d(16), nn.ReLU())
+    return SplitModel([block], FlattenPool(), nn.Linear(16, 3)).double()
+
+
+def _unequal_float64_spec(run_dir: Path, method: FedAvg) -> Any:
+    # Clients of 20, 13 and 9 samples: batches (8, 8, 4), (8, 5) and (9,) per epoch, so at every step some
+    # clients are stacked together, some take a batch of another shape alone and some have finished.
+    spec = make_spec(run_dir, method=method, rounds=3, per_round=3, samples_per_client=20, model_fn=_bn_mlp)
+    sizes = [20, 13, 9]
+    indices = [torch.arange(c, 60, 3)[:n] for c, n in enumerate(sizes)]
+    run = replace(spec.run, client_sizes=tuple(sizes))
+    return replace(
+        spec, train_x=spec.train_x.double(), test_x=spec.test_x.double(), client_indices=indices, run=run
+    )
+
+
+BATCHED_METHODS = ["fedavg", "fedprox", "fedlc", "fedrs", "feddecorr", "fedntd", "flea"]
+
+
+@pytest.mark.parametrize("name", BATCHED_METHODS)
+def test_batched_loss_hook_methods_equal_the_sequential_loop_with_unequal_clients(
+    tmp_path: Path, name: str
+) -> None:
+    # Three rounds in float64: FLea's second and third rounds mix with its buffer (per-client draws of
+    # buffer indices and Beta weights, made in the sequential order), FedNTD and FLea distil from the
+    # broadcast model, FedLC/FedRS stack their per-client logit shifts and scales.
+    method = registry.get("method", name)()
+    Simulation(_unequal_float64_spec(tmp_path / "seq", method)).run()
+    Simulation(replace(_unequal_float64_spec(tmp_path / "bat", method), batched_clients=True)).run()
+    seq = read_jsonl(tmp_path / "seq" / "metrics.jsonl")
+    bat = read_jsonl(tmp_path / "bat" / "metrics.jsonl")
+    assert [r["train/steps"] for r in bat] == [r["train/steps"] for r in seq]
+    for s, b in zip(seq, bat, strict=True):
+        assert s.keys() == b.keys()
+        for key in s:
+            if key.startswith(("train/", "test/acc")):
+                assert b[key] == pytest.approx(s[key], rel=1e-9, abs=1e-9), key
+        # Evaluation casts the logits to float32: a 1e-16 difference can round to the next float32.
+        assert b["test/loss"] == pytest.approx(s["test/loss"], rel=1e-6)
+    seq_state = torch.load(tmp_path / "seq" / "ckpt" / "latest.pt", weights_only=True)["state"]
+    bat_state = torch.load(tmp_path / "bat" / "ckpt" / "latest.pt", weights_only=True)["state"]
+    for key, value in seq_state["model_state"].items():
+        torch.testing.assert_close(bat_state["model_state"][key], value, rtol=0, atol=1e-10)
+
+
+def test_methods_with_their_own_client_step_fall_back_with_the_reason(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    method = registry.get("method", "moon")()
+    Simulation(_unequal_float64_spec(tmp_path / "seq", method)).run()
+    with caplog.at_level(logging.WARNING):
+        Simulation(replace(_unequal_float64_spec(tmp_path / "bat", method), batched_clients=True)).run()
+    assert caplog.text.count("training clients one by one (method 'moon' has a client step of its own)") == 1
+    seq = (tmp_path / "seq" / "metrics.jsonl").read_text()
+    assert (tmp_path / "bat" / "metrics.jsonl").read_text() == seq
