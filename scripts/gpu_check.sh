@@ -2,21 +2,34 @@
 # The device checks of "Run on a GPU", in one call on a lent GPU machine (torch with CUDA, no network, no pip):
 #   1. tests/gpu (every method on CUDA, CPU/CUDA draws, resume, cross-device checkpoints, bf16) and the
 #      CUDA cases of the attack and Flower device tests;
-#   2. FedAvg and FLea on the default preset (UCI-HAR, K = 75, Qua(2), 100 rounds, seed 0) on CUDA.
+#   2. FedAvg and FLea on the default preset (UCI-HAR, K = 75, Qua(2), 100 rounds, seed 0) on CUDA;
+#   3. with STAGES including "speed": benchmarks/gpu.py (sequential vs batched clients vs packed runs).
+# STAGES (default "tests runs") picks the stages, e.g. STAGES="tests speed".
 # pytest is not on those machines: build a folder of it here first and carry it along:
 #   pip install --target .gpu_deps pytest      (then: run with carry [".gpu_deps"])
-# Results go to $OUT (default gpu_out/): at most 5 files.
+# Results go to $OUT (default gpu_out/): at most 7 files.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
+STAGES=${STAGES:-tests runs}
 export PYTHONPATH="src:.:.gpu_deps${PYTHONPATH:+:$PYTHONPATH}"
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())'; } > "$OUT/machine.txt" 2>&1
-timeout 240 python3 -m pytest -q -p no:cacheprovider -o addopts="--import-mode=importlib" tests/gpu \
-    tests/unit/attacks/test_device_attacks.py tests/unit/test_device_flower.py -k cuda \
-    > "$OUT/tests_gpu.txt" 2>&1
-echo "tests/gpu exit $?" >> "$OUT/tests_gpu.txt"
-tail -3 "$OUT/tests_gpu.txt"
-timeout 420 python3 benchmarks/device_runs.py --device cuda --out "$OUT/device_runs.json" > "$OUT/device_runs.log" 2>&1
-echo "device_runs exit $?" >> "$OUT/device_runs.log"
-tail -4 "$OUT/device_runs.log"
+if [[ " $STAGES " == *" tests "* ]]; then
+  timeout 240 python3 -m pytest -q -p no:cacheprovider -o addopts="--import-mode=importlib" tests/gpu \
+      tests/unit/attacks/test_device_attacks.py tests/unit/test_device_flower.py -k cuda \
+      > "$OUT/tests_gpu.txt" 2>&1
+  echo "tests/gpu exit $?" >> "$OUT/tests_gpu.txt"
+  tail -3 "$OUT/tests_gpu.txt"
+fi
+if [[ " $STAGES " == *" runs "* ]]; then
+  timeout 420 python3 benchmarks/device_runs.py --device cuda --out "$OUT/device_runs.json" > "$OUT/device_runs.log" 2>&1
+  echo "device_runs exit $?" >> "$OUT/device_runs.log"
+  tail -4 "$OUT/device_runs.log"
+fi
+if [[ " $STAGES " == *" speed "* ]]; then
+  timeout 540 python3 benchmarks/gpu.py --device cuda --workers "${WORKERS:-4}" --out "$OUT/gpu.json" \
+      > "$OUT/gpu.log" 2>&1
+  echo "gpu.py exit $?" >> "$OUT/gpu.log"
+  tail -8 "$OUT/gpu.log"
+fi

@@ -153,7 +153,7 @@ def prepare(config: ExperimentConfig, run_dir: Path) -> Prepared:
     )
     if (warning := bf16_warning(config.engine.precision, device)) is not None:
         logger.warning(warning)
-    if config.engine.batched_clients and (note := conv_model_note(model_fn())) is not None:
+    if config.engine.batched_clients and device.type == "cpu" and (note := conv_model_note(model_fn())):
         logger.warning(note)
     spec = SimulationSpec(
         method=method,

@@ -183,3 +183,20 @@ def test_presets_expand(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bad_workers_or_heartbeat_is_refused_before_any_run(kwargs: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         run_sweep([], **kwargs)
+
+
+def test_flea_objective_preset_has_every_variant_per_split_and_seed() -> None:
+    points = expand_sweep(REPO_ROOT / "configs" / "experiments" / "flea_objective_har.yaml")
+    assert len(points) == 30 and len({p.run_dir for p in points}) == 30
+    official = [p for p in points if p.config.method.name == "flea_official"]
+    assert len(official) == 6
+    assert all(p.config.train.reset_optimizer_every_step for p in official)
+    assert all(p.config.train.lr_schedule == "official_flea" for p in official)
+    assert not any(p.config.train.reset_optimizer_every_step for p in points if p not in official)
+    flea = [p for p in points if p.config.method.name == "flea"]
+    variants = {tuple(sorted(p.config.method.options.items())) for p in flea}
+    assert variants == {
+        (),
+        (("local_ce_weight", 1.0),),
+        (("decor_form", "dcor"), ("decor_schedule", "official"), ("local_ce_weight", 1.0)),
+    }

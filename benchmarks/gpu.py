@@ -1,0 +1,197 @@
+"""Whole-run speed on one device: sequential clients vs batched clients vs packed runs -> JSON.
+
+For FedAvg and FLea on the default preset (UCI-HAR, HARNet, Qua(2), K = 75, seed 0), on ``--device``:
+
+* ``sequential``: one run, clients one after the other (``engine.batched_clients: false``);
+* ``batched``: one run, a round's clients stacked into one vmapped step (``engine.batched_clients: true``);
+* ``packed``: ``--workers`` runs of seeds 0..W-1 at once, one worker process each, sharing the device
+  (``fedaug sweep --workers W``), measured as wall time for all of them.
+
+Each mode runs ``--rounds`` rounds (default 100; fewer are scaled to 100 in ``run_s_100``). Reported per mode:
+time per round (median), time per run, runs per hour, peak GPU memory of the process (sequential and batched;
+packed workers are other processes), and the achieved model arithmetic in TFLOP/s against the
+device's dense peak: HARNet forward + backward FLOPs per training sample (counted with
+``torch.utils.flop_counter``) times the training samples processed, plus the test forward passes, divided by
+the run's wall time. FLea's extra work (dCor, teacher, buffer) is not counted, so its TFLOP/s is a lower
+bound. The FLea authors' code on an H200 is quoted for comparison (1.3 s and 8 s per round), not measured
+here.
+
+Usage::
+
+    python benchmarks/gpu.py --device cuda --out benchmarks/results/gpu_h200.json
+    python benchmarks/gpu.py --device cpu --rounds 2 --workers 2 --out /tmp/gpu.json     # a quick check
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from machine import add_device_argument, benchmark_device, machine_facts  # benchmarks/ is on sys.path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from fedaug.engine.checkpoint import read_jsonl  # noqa: E402
+from fedaug.experiments.load import load_config  # noqa: E402
+from fedaug.experiments.runner import prepare, run_dir_for, run_experiment  # noqa: E402
+from fedaug.experiments.sweep import expand_sweep, run_sweep  # noqa: E402
+
+DEFAULT = REPO / "configs" / "default.yaml"
+OFFICIAL_ROUND_S_H200 = {"fedavg": 1.3, "flea": 8.0}  # the FLea authors' code, one process (issue #32)
+# Vendor dense peaks, TFLOP/s (SXM parts): FP32 on CUDA cores, TF32 and BF16 on tensor cores.
+PEAK_TFLOPS = {
+    "H100": {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4},
+    "H200": {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4},
+}
+
+
+def model_flops(batch: int = 32) -> tuple[float, float, int, list[int]]:
+    """FLOPs per training sample (forward + backward) and per test sample (forward) of the preset's model,
+    the test set size, and the clients' local sizes (seed 0's partition, the one ``one_run`` trains)."""
+    config = load_config([DEFAULT], ["engine.device=cpu"])
+    spec = prepare(config, Path(tempfile.mkdtemp())).spec
+    model = spec.model_fn()
+    x, y = spec.train_x[:batch], spec.train_y[:batch]
+    with FlopCounterMode(display=False) as counter:
+        torch.nn.functional.cross_entropy(model(x), y).backward()  # type: ignore[no-untyped-call]
+    train = counter.get_total_flops() / batch
+    model.eval()
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(x)
+    sizes = [int(i.numel()) for i in spec.client_indices]
+    return train, counter.get_total_flops() / batch, int(spec.test_y.shape[0]), sizes
+
+
+def one_run(
+    method: str, mode: str, args: argparse.Namespace, out_dir: Path, sizes: list[int]
+) -> dict[str, Any]:
+    """One run of ``method`` (``mode``: sequential or batched); its times, accuracy and sample passes."""
+    overrides = [
+        f"method={method}",
+        "compare=[]",
+        f"engine.device={args.device}",
+        f"engine.batched_clients={'true' if mode == 'batched' else 'false'}",
+        f"out_dir={out_dir / mode}",
+        f"train.rounds={args.rounds}",
+        "engine.progress=false",
+    ]
+    config = load_config([DEFAULT], overrides)
+    device = benchmark_device(args.device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    start = time.perf_counter()
+    summary = run_experiment(config, fresh=True)
+    wall = time.perf_counter() - start
+    run_dir = run_dir_for(config)
+    rounds = [r["round_time"] for r in read_jsonl(run_dir / "timings.jsonl")]
+    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    epochs = config.train.local_epochs
+    sample_passes = sum(epochs * sum(sizes[c] for c in r["clients"]) for r in metrics)
+    result: dict[str, Any] = {
+        "mode": mode,
+        "rounds": len(rounds),
+        "wall_s": round(wall, 3),
+        "median_round_s": round(statistics.median(rounds), 4),
+        "run_s_100": round(statistics.fmean(rounds) * 100, 2),
+        "train_sample_passes": sample_passes,
+        "best_acc": summary.get("best_acc"),
+        "last10_acc": summary.get("last10_acc"),
+    }
+    if device.type == "cuda":
+        result["peak_gpu_memory_mib"] = round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
+    return result
+
+
+def packed(method: str, args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
+    """``args.workers`` runs (seeds 0..W-1) at once in worker processes sharing the device."""
+    sweep = out_dir / f"packed_{method}.yaml"
+    seeds = ", ".join(str(s) for s in range(args.workers))
+    sweep.write_text(
+        f"extends: {DEFAULT}\nname: packed\ncompare: []\nmethod:\n  name: {method}\n"
+        f"grid:\n  seed: [{seeds}]\n"
+    )
+    points = expand_sweep(
+        sweep,
+        [f"out_dir={out_dir / 'packed'}", f"engine.device={args.device}", f"train.rounds={args.rounds}"],
+    )
+    start = time.perf_counter()
+    result = run_sweep(points, workers=args.workers, heartbeat=0)
+    wall = time.perf_counter() - start
+    if result.failures:
+        raise RuntimeError(f"packed runs failed: {result.failures}")
+    per_run = wall / len(points) * (100 / args.rounds)
+    return {
+        "mode": "packed",
+        "workers": args.workers,
+        "runs": len(points),
+        "wall_s": round(wall, 3),
+        "run_s_100": round(per_run, 2),
+        "runs_per_hour": round(3600 / per_run, 1),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_device_argument(parser)
+    parser.add_argument("--methods", default="fedavg,flea")
+    parser.add_argument("--modes", default="sequential,batched,packed")
+    parser.add_argument("--rounds", type=int, default=100)
+    parser.add_argument("--workers", type=int, default=4, help="packed runs at once (default 4)")
+    parser.add_argument("--out", required=True, help="JSON file to write")
+    args = parser.parse_args()
+    device = benchmark_device(args.device)
+    train_flops, test_flops, test_size, sizes = model_flops()
+    facts = machine_facts(device)
+    peak = next((v for k, v in PEAK_TFLOPS.items() if k in str(facts.get("gpu_name", ""))), None)
+    report: dict[str, Any] = {
+        "benchmark": "gpu",
+        "preset": str(DEFAULT.relative_to(REPO)),
+        **facts,
+        "torch": torch.__version__,
+        "rounds": args.rounds,
+        "model_gflop_per_train_sample": round(train_flops / 1e9, 4),
+        "model_gflop_per_test_sample": round(test_flops / 1e9, 4),
+        "device_peak_tflops": peak,
+        "official_code_h200_round_s": OFFICIAL_ROUND_S_H200,
+        "methods": {},
+    }
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    with tempfile.TemporaryDirectory() as tmp:
+        for method in [m.strip() for m in args.methods.split(",") if m.strip()]:
+            rows = []
+            for mode in modes:
+                if mode == "packed":
+                    row = packed(method, args, Path(tmp))
+                else:
+                    row = one_run(method, mode, args, Path(tmp), sizes)
+                if mode != "packed":
+                    flops = row["train_sample_passes"] * train_flops + row["rounds"] * test_size * test_flops
+                    row["achieved_tflops"] = round(flops / row["wall_s"] / 1e12, 4)
+                    row["runs_per_hour"] = round(3600 / row["run_s_100"], 1)
+                    if method in OFFICIAL_ROUND_S_H200:
+                        row["speedup_vs_official_h200"] = round(
+                            OFFICIAL_ROUND_S_H200[method] * 100 / row["run_s_100"], 2
+                        )
+                print(json.dumps({"method": method, **row}), flush=True)
+                rows.append(row)
+            report["methods"][method] = rows
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(
+                json.dumps(report, indent=2) + "\n"
+            )  # after each method: partial results
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
