@@ -9,11 +9,11 @@ running statistics are stacked buffers that the vmapped batch norm updates in pl
 in the sequential loop.
 
 Which methods: every method whose client step is :func:`fedaug.local_training.train_local` with a loss hook
-(``FedAvg.client_update``), when its loss is plain cross-entropy or a
-:class:`~fedaug.local_training.BatchableLoss` (FedAvg, FedProx, FedDecorr, FedLC, FedNTD, FedRS, FLea and
-its variants; see :func:`batching_refusal`), with or without a batch transform (applied per client before
-stacking: it never depends on the weights). Methods with a client step of their own (MOON, FedData,
-Fed-ZDAC, q-FFL) and settings the functional optimizer does not repeat fall back to the sequential loop;
+(``FedAvg.client_update`` and its hooks: training data, kept state), when its loss is plain cross-entropy
+or a :class:`~fedaug.local_training.BatchableLoss` (FedAvg, FedProx, FedDecorr, FedLC, FedNTD, FedRS, MOON,
+FedData, FLea and its variants; see :func:`batching_refusal`), with or without a batch transform (applied per
+client before stacking: it never depends on the weights). Methods with a client step of their own (Fed-ZDAC,
+q-FFL) and settings the functional optimizer does not repeat fall back to the sequential loop;
 :class:`~fedaug.engine.simulation.Simulation` logs which and why once per run.
 
 Why not :func:`~fedaug.local_training.train_local`: that loop owns one stateful module and one
@@ -43,14 +43,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
-from fedaug.api import ClientContext, ClientUpdate, Method, Payload, TrainSettings
+from fedaug.api import ClientContext, ClientData, ClientUpdate, Method, Payload, TrainSettings
 from fedaug.errors import ConfigError
 from fedaug.local_training import (
     BatchableLoss,
@@ -138,13 +138,15 @@ def train_round_batched(
     for ctx in contexts:
         loss = as_batchable(method.loss_fn(payload, ctx))
         assert loss is not None
-        clients.append(_Client(ctx, loss, method.batch_transform(payload, ctx)))
+        data = method.training_data(payload, ctx)
+        clients.append(_Client(ctx, data, loss, method.batch_transform(payload, ctx)))
     model.load_state_dict(payload.model_state)
     states, metrics = train_clients(model, clients, payload.train)
-    return [
-        ClientUpdate(c.ctx.client_id, c.ctx.data.num_examples, state, metric)
-        for c, state, metric in zip(clients, states, metrics, strict=True)
-    ]
+    updates = []
+    for c, state, metric in zip(clients, states, metrics, strict=True):
+        update = ClientUpdate(c.ctx.client_id, c.ctx.data.num_examples, state, metric)
+        updates.append(replace(update, client_state=method.kept_state(update)))
+    return updates
 
 
 @dataclass
@@ -152,13 +154,14 @@ class _Client:
     """One client of a batched round: its context, objective and optional batch transform."""
 
     ctx: ClientContext
+    data: ClientData  # what it trains on (the method's training_data)
     loss: BatchableLoss
     transform: BatchTransform | None
 
     def batches(self, settings: TrainSettings) -> Iterator[tuple[Tensor, Tensor, Stacked]]:
         """This client's steps, as :func:`~fedaug.local_training.train_local` makes them: the batch order of
         each epoch, the transform and the loss's draws, all from this client's streams in the same order."""
-        data, generator = self.ctx.data, self.ctx.generator
+        data, generator = self.data, self.ctx.generator
         for _ in range(settings.local_epochs):
             order = torch.randperm(data.num_examples, generator=generator)
             order = order.to(data.x.device, non_blocking=True)
@@ -180,7 +183,7 @@ def train_clients(
     """
     model.train()
     count = len(clients)
-    device = clients[0].ctx.data.x.device
+    device = clients[0].data.x.device
     params = {k: _stack(v, count) for k, v in model.named_parameters() if v.requires_grad}
     rest = {k: _stack(v, count) for k, v in model.named_parameters() if not v.requires_grad}
     rest.update({k: _stack(v, count) for k, v in model.named_buffers()})

@@ -193,7 +193,9 @@ class Simulation:
             contexts = [self._client_context(c, round_num, "client") for c in participants]
             reason = batching_refusal(self.spec.method, payload, contexts[0])
             if reason is None:
-                return train_round_batched(self.spec.method, payload, contexts)
+                batched = train_round_batched(self.spec.method, payload, contexts)
+                self._keep_client_states(batched)
+                return batched
             if reason != self._batching_fallback:
                 self._batching_fallback = reason
                 logger.warning("engine.batched_clients: training clients one by one (%s)", reason)
@@ -202,9 +204,14 @@ class Simulation:
             ctx = self._client_context(client_id, round_num, "client")
             call = partial(self.spec.method.client_update, payload, ctx)
             updates.append(self._guard(call, round_num, client_id))
-            if updates[-1].client_state is not None:
-                self.client_states[client_id] = updates[-1].client_state
+        self._keep_client_states(updates)
         return updates
+
+    def _keep_client_states(self, updates: list[ClientUpdate]) -> None:
+        """Stores the state each client keeps for its next participation (MOON's previous model)."""
+        for update in updates:
+            if update.client_state is not None:
+                self.client_states[update.client_id] = update.client_state
 
     def run_client_shares(self, request: ShareRequest, round_num: int) -> list[ClientShare]:
         """``client_share`` on every client of ``request``, in order (overridden by the Flower engine)."""

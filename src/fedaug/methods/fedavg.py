@@ -7,18 +7,21 @@ Client: loads the global weights and trains on its local data with cross-entropy
 Adam, lr 1e-3 decayed x0.98 per round, batch 32, 5 local epochs). Server: weighted mean of the returned
 weights by local data size, BN running statistics included.
 
-Later methods subclass :class:`FedAvg` and override only :meth:`FedAvg.loss_fn` (loss-based methods) or
-:meth:`FedAvg.batch_transform` (augmentation-based methods).
+Later methods subclass :class:`FedAvg` and override only its hooks: :meth:`FedAvg.loss_fn` (loss-based
+methods), :meth:`FedAvg.batch_transform` (augmentation-based methods), :meth:`FedAvg.training_data` (FedData)
+and :meth:`FedAvg.kept_state` (MOON). Methods that keep to these hooks can also be trained with a round's
+clients batched (``engine.batched_clients``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 from fedaug.api import (
     ClientContext,
+    ClientData,
     ClientUpdate,
     Method,
     MethodConfig,
@@ -63,22 +66,34 @@ class FedAvg(Method):
         del payload, ctx
         return None
 
+    def training_data(self, payload: Payload, ctx: ClientContext) -> ClientData:
+        """The data the client trains on (FedData: its own plus the shared pool); the update still counts
+        ``ctx.data``'s examples for aggregation."""
+        del payload
+        return ctx.data
+
+    def kept_state(self, update: ClientUpdate) -> Any:
+        """What the client keeps for its next participation (MOON: its trained weights); None: nothing."""
+        del update
+        return None
+
     def client_update(self, payload: Payload, ctx: ClientContext) -> ClientUpdate:
         ctx.model.load_state_dict(payload.model_state)
         metrics = train_local(
             ctx.model,
-            ctx.data,
+            self.training_data(payload, ctx),
             loss_fn=self.loss_fn(payload, ctx),
             settings=payload.train,
             generator=ctx.generator,
             batch_transform=self.batch_transform(payload, ctx),
         )
-        return ClientUpdate(
+        update = ClientUpdate(
             client_id=ctx.client_id,
             num_examples=ctx.data.num_examples,
             model_state=snapshot_state(ctx.model),
             metrics=metrics,
         )
+        return replace(update, client_state=self.kept_state(update))
 
     def server_update(
         self, state: ServerState, updates: Sequence[ClientUpdate], run: RunContext

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -28,7 +28,6 @@ from fedaug.api import (
     ClientContext,
     ClientData,
     ClientShare,
-    ClientUpdate,
     MethodConfig,
     Payload,
     RunContext,
@@ -89,18 +88,17 @@ class FedData(FedAvg):
     def payload(self, state: ServerState, round_num: int, train: TrainSettings) -> Payload:
         return data_pool.pool_payload(state, round_num, train)
 
-    def client_update(self, payload: Payload, ctx: ClientContext) -> ClientUpdate:
-        """FedAvg's local training on local + pool (one training loop; only the data changes)."""
+    def training_data(self, payload: Payload, ctx: ClientContext) -> ClientData:
+        """Local + pool: FedAvg's local training on their union (one training loop; only the data changes),
+        aggregated by the local size."""
         pool_x, pool_y = payload.extra["pool_x"], payload.extra["pool_y"]
         local = ctx.data
-        union = ClientData(
+        return ClientData(
             local.client_id,
             torch.cat([local.x, pool_x.to(local.x)]),
             torch.cat([local.y, pool_y.to(local.y.device)]),
             local.num_classes,
         )
-        update = super().client_update(payload, replace(ctx, data=union))
-        return replace(update, num_examples=local.num_examples)
 
     def share_request(
         self, state: ServerState, *, round_num: int, participants: Sequence[ClientId], run: RunContext

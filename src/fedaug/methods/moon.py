@@ -12,17 +12,18 @@ identical). Server aggregation is FedAvg's.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.func import functional_call
 
 from fedaug.api import ClientContext, ClientUpdate, MethodConfig, Payload
 from fedaug.errors import ConfigError
-from fedaug.local_training import LossFn, LossOutput
+from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.losses import features_and_logits, frozen_model, model_contrastive_loss
 from fedaug.models.base import SplitModel
@@ -77,33 +78,48 @@ class MOON(FedAvg):
         """CE plus the model-contrastive loss against the global and the previous local model."""
         mu, temperature = self.config.contrastive_mu, self.config.contrastive_temperature
         glob = frozen_model(ctx, "teacher", payload.model_state)
-        prev = None if ctx.client_state is None else frozen_model(ctx, "previous", ctx.client_state)
+        previous = _Penultimate(frozen_model(ctx, "previous", payload.model_state))
+        # The previous model reaches the loss as this client's tensors (so a round's clients can be batched);
+        # on a first participation they are a stand-in (the broadcast weights) and the term is 0.
+        state = payload.model_state if ctx.client_state is None else ctx.client_state
+        client = {f"model.{k}": v for k, v in state.items()}
+        client["has_previous"] = torch.tensor(ctx.client_state is not None, device=ctx.data.x.device)
         # Deviation from paper: the paper's models add a 2-layer projection head and contrast its output; we
         # contrast the penultimate features of the unchanged model (``model.penultimate``), so every
         # SplitModel works and MOON trains the same architecture as the other methods.
         # Deviation from paper: the paper trains locally with SGD (lr 0.01, momentum 0.9, 10 epochs); we use
         # the FLea protocol (Adam, lr 1e-3 decayed per round, 5 epochs) for every method.
 
-        def loss(model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
+        def loss(
+            model: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
+        ) -> LossOutput:
+            del step
             features, logits = features_and_logits(model, x)
             ce = F.cross_entropy(logits, y)
-            contrastive = _contrastive(features, x, glob, prev, temperature)
+            with torch.no_grad():
+                z_glob = glob.penultimate(x)
+                weights = {k: v for k, v in client.items() if k.startswith("model.")}
+                z_prev = functional_call(previous, weights, (x,))
+            contrastive = torch.where(
+                client["has_previous"],
+                model_contrastive_loss(features, z_glob, z_prev, temperature),
+                features.new_zeros(()),
+            )
             return LossOutput(ce + mu * contrastive, {"ce": ce.detach(), "contrastive": contrastive.detach()})
 
-        return loss
+        return BatchableLoss(loss, client)
 
-    def client_update(self, payload: Payload, ctx: ClientContext) -> ClientUpdate:
-        """FedAvg's local training; the trained weights also become this client's state for next time."""
-        update = super().client_update(payload, ctx)
-        return dataclasses.replace(update, client_state=dict(update.model_state))
+    def kept_state(self, update: ClientUpdate) -> Any:
+        """The trained weights become this client's previous model for its next participation."""
+        return dict(update.model_state)
 
 
-def _contrastive(
-    features: Tensor, x: Tensor, glob: SplitModel, prev: SplitModel | None, temperature: float
-) -> Tensor:
-    """The contrastive term of one batch; 0 without a previous local model."""
-    if prev is None:
-        return features.new_zeros(())
-    with torch.no_grad():
-        z_glob, z_prev = glob.penultimate(x), prev.penultimate(x)
-    return model_contrastive_loss(features, z_glob, z_prev, temperature)
+class _Penultimate(nn.Module):
+    """``model.penultimate`` as a module's forward, so ``functional_call`` can run it with other weights."""
+
+    def __init__(self, model: SplitModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.model.penultimate(x)

@@ -19,7 +19,7 @@ from fedaug.engine.simulation import Simulation
 from fedaug.errors import ConfigError
 from fedaug.local_training import snapshot_state
 from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.moon import MOON
+from fedaug.methods.qffl import QFFL
 from fedaug.models import build_model
 from fedaug.models.base import FlattenPool, SplitModel
 from tests.conftest import make_spec
@@ -134,7 +134,7 @@ class _DropoutNet(SplitModel):
 @pytest.mark.parametrize(
     ("method", "settings", "reason"),
     [
-        (MOON(), TrainSettings(), "method 'moon' has a client step of its own"),
+        (QFFL(), TrainSettings(), "method 'qffl' has a client step of its own"),
         (FedAvg(), TrainSettings(precision="bf16"), "precision=bf16"),
         (FedAvg(), TrainSettings(reset_optimizer_every_step=True), "reset_optimizer_every_step"),
         (FedAvg(), TrainSettings(batchnorm_eval=True), "BatchNorm in eval mode while training"),
@@ -180,7 +180,7 @@ def _unequal_float64_spec(run_dir: Path, method: FedAvg) -> Any:
     )
 
 
-BATCHED_METHODS = ["fedavg", "fedprox", "fedlc", "fedrs", "feddecorr", "fedntd", "flea"]
+BATCHED_METHODS = ["fedavg", "fedprox", "fedlc", "fedrs", "feddecorr", "fedntd", "flea", "moon", "feddata"]
 
 
 @pytest.mark.parametrize("name", BATCHED_METHODS)
@@ -212,10 +212,10 @@ def test_batched_loss_hook_methods_equal_the_sequential_loop_with_unequal_client
 def test_methods_with_their_own_client_step_fall_back_with_the_reason(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    method = registry.get("method", "moon")()
+    method = registry.get("method", "qffl")()
     Simulation(_unequal_float64_spec(tmp_path / "seq", method)).run()
     with caplog.at_level(logging.WARNING):
         Simulation(replace(_unequal_float64_spec(tmp_path / "bat", method), batched_clients=True)).run()
-    assert caplog.text.count("training clients one by one (method 'moon' has a client step of its own)") == 1
+    assert caplog.text.count("training clients one by one (method 'qffl' has a client step of its own)") == 1
     seq = (tmp_path / "seq" / "metrics.jsonl").read_text()
     assert (tmp_path / "bat" / "metrics.jsonl").read_text() == seq
