@@ -16,6 +16,10 @@ aggregation is the base method's.
 The base method's forward pass on the originals is reused for ``p_orig``: a forward hook on the model's
 classifier records the logits the base loss computes, and one more forward pass gives the two views'.
 
+Batched clients (``engine.batched_clients``): the wrapped loss is a
+:class:`~fedaug.local_training.BatchableLoss` whenever the base method's is, so a variant batches exactly when
+its base method does (the AugMix views are a batch transform, made per client before stacking).
+
 Deviation from AugMix reference code: the originals and the views go through two forward passes (the base
 loss's own and one for the views) instead of one batch of 3B, so batch-norm layers normalise them
 separately; models without batch norm (LeNet-5) are unaffected.
@@ -36,7 +40,14 @@ from torch import Tensor, nn
 from fedaug.api import ClientContext, MethodConfig, Payload, RunContext
 from fedaug.augment import AugMix
 from fedaug.errors import ConfigError, IncompatibleModelError
-from fedaug.local_training import BatchTransform, LossFn, LossOutput
+from fedaug.local_training import (
+    BatchableLoss,
+    BatchTransform,
+    ClientTensors,
+    LossFn,
+    LossOutput,
+    cross_entropy_loss,
+)
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.feddecorr import FedDecorr
 from fedaug.methods.fedlc import FedLC
@@ -144,24 +155,71 @@ def js_consistency_loss(base_loss: LossFn, config: AugMixJSConfig) -> LossFn:
 
     Logs the base method's parts plus ``js`` (the divergence), ``js_lambda`` (the weight used) and
     ``ce_orig`` (cross-entropy on the originals, the loss-scaling condition's CE).
+
+    When ``base_loss`` is a :class:`~fedaug.local_training.BatchableLoss` (or plain cross-entropy), so is the
+    result, and the variant trains batched (``engine.batched_clients``) exactly when its base method does:
+    the base's per-client constants pass through unchanged, and its per-step draws are made for the B
+    originals of each 3B batch, as the base loss makes them when called on the originals.
     """
+    base = _as_batchable(base_loss)
+    if base is None:
 
-    def loss(model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
-        batch = x.shape[0] // 3
-        x_orig, y_orig = x[:batch], y[:batch]
-        with recorded_logits(model) as outputs:
-            base = base_loss(model, x_orig, y_orig)
-        logits = [out for out in outputs if out.shape[0] == batch]
-        if not logits:
-            raise IncompatibleModelError("the base method's loss never ran the model on the original batch")
-        logits_views = model(x[batch:])
-        js = jensen_shannon(logits[0], *logits_views.chunk(2))
-        ce = F.cross_entropy(logits[0].detach(), y_orig)
-        weight = scheduled_lambda(ce, js.detach(), config)
-        logs = {**base.logs, "js": js.detach(), "js_lambda": weight, "ce_orig": ce}
-        return LossOutput(base.loss + weight * js, logs)
+        def loss(model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
+            return _with_js(base_loss, model, x, y, config)
 
-    return loss
+        return loss
+    base_fn, base_draws = base.fn, base.draws
+
+    def objective(
+        model: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
+    ) -> LossOutput:
+        def on_originals(module: nn.Module, x_orig: Tensor, y_orig: Tensor) -> LossOutput:
+            return base_fn(module, x_orig, y_orig, client, step)
+
+        return _with_js(on_originals, model, x, y, config)
+
+    if base_draws is None:
+        return BatchableLoss(objective, base.client)
+    draws = base_draws  # a local of the narrowed type, for the closure
+
+    def views_draws(size: int) -> ClientTensors:
+        return draws(size // 3)  # the batch holds the originals and their two views
+
+    return BatchableLoss(objective, base.client, views_draws)
+
+
+def _as_batchable(loss: LossFn) -> BatchableLoss | None:
+    """``loss`` as a BatchableLoss (plain cross-entropy is one), or None."""
+    if isinstance(loss, BatchableLoss):
+        return loss
+    if loss is cross_entropy_loss:
+        return BatchableLoss(_plain_cross_entropy)
+    return None
+
+
+def _plain_cross_entropy(
+    model: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
+) -> LossOutput:
+    del client, step
+    return cross_entropy_loss(model, x, y)
+
+
+def _with_js(base_loss: LossFn, model: nn.Module, x: Tensor, y: Tensor, config: AugMixJSConfig) -> LossOutput:
+    """``base_loss`` on the originals of ``x = cat[x, view1, view2]`` plus lambda * JS (see
+    :func:`js_consistency_loss`). Only shapes steer it (no tensor value), so it also runs under ``vmap``."""
+    batch = x.shape[0] // 3
+    x_orig, y_orig = x[:batch], y[:batch]
+    with recorded_logits(model) as outputs:
+        base = base_loss(model, x_orig, y_orig)
+    logits = [out for out in outputs if out.shape[0] == batch]
+    if not logits:
+        raise IncompatibleModelError("the base method's loss never ran the model on the original batch")
+    logits_views = model(x[batch:])
+    js = jensen_shannon(logits[0], *logits_views.chunk(2))
+    ce = F.cross_entropy(logits[0].detach(), y_orig)
+    weight = scheduled_lambda(ce, js.detach(), config)
+    logs = {**base.logs, "js": js.detach(), "js_lambda": weight, "ce_orig": ce}
+    return LossOutput(base.loss + weight * js, logs)
 
 
 class AugMixJSMethod(FedAvg):

@@ -158,13 +158,15 @@ class FedBR(FedAvg):
             classifier.in_features,
             cfg.disc_width,
             torch_generator(ctx.run.seed, "fedbr-disc", payload.round_num, ctx.client_id),
-        ).to(classifier.weight.device)
+        ).to(classifier.weight)  # the model's device and dtype
         disc_opt = torch.optim.Adam(disc.parameters(), lr=payload.train.lr)
         num_classes = ctx.run.num_classes
 
+        # Not a BatchableLoss (engine.batched_clients trains FedBR client by client): D and its Adam state are
+        # per-client state that every step updates, and the batched engine carries no such state across steps.
         def loss(model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
             pseudo = pool_x[stream.take(x.shape[0])].to(x)
-            uniform = torch.full((x.shape[0], num_classes), 1.0 / num_classes, device=x.device)
+            uniform = torch.full((x.shape[0], num_classes), 1.0 / num_classes, dtype=x.dtype, device=x.device)
             if cfg.mix_with_local:
                 pseudo = (pseudo + x) / 2
                 uniform = (uniform + F.one_hot(y, num_classes).to(x)) / 2

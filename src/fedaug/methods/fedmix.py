@@ -29,6 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.func import functional_call
 
 from fedaug.api import (
     ClientContext,
@@ -40,7 +41,14 @@ from fedaug.api import (
     ShareRequest,
     TrainSettings,
 )
-from fedaug.local_training import BatchTransform, LossFn, LossOutput, cross_entropy_loss
+from fedaug.local_training import (
+    BatchableLoss,
+    BatchTransform,
+    ClientTensors,
+    LossFn,
+    LossOutput,
+    cross_entropy_loss,
+)
 from fedaug.methods import data_pool
 from fedaug.methods.checks import check_at_least, check_choice, check_in_range, check_positive
 from fedaug.methods.fedavg import FedAvg
@@ -94,7 +102,9 @@ class FedMix(FedAvg):
     samples with averaged one-hot labels; in every round, mixes each local batch with pool averages (see the
     module docstring). Mixing draws come from their own random streams, so the batch order is FedAvg's.
     Server: pools the averages once; FedAvg aggregation. Logs ``fedmix/exposure`` (1.0 once everyone shared),
-    the pool size and the bytes each client uploads and downloads once.
+    the pool size and the bytes each client uploads and downloads once. Both modes can train a round's
+    clients batched (``engine.batched_clients``): NaiveMix mixes in its batch transform, MAFL's pool partners
+    and weights are per-step draws of its :class:`~fedaug.local_training.BatchableLoss`.
     """
 
     name = "fedmix"
@@ -217,10 +227,16 @@ def _mix(lam: Tensor, local: Tensor, shared: Tensor) -> Tensor:
     return weight * local + (1 - weight) * shared
 
 
-def _soft_label_loss(model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
+def _soft_label_objective(
+    model: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
+) -> LossOutput:
     """Soft-label cross-entropy on a mixed batch (``y`` holds the mixed label distributions)."""
+    del client, step
     loss = soft_cross_entropy(model(x), y)
     return LossOutput(loss, {"ce": loss.detach()})
+
+
+_soft_label_loss = BatchableLoss(_soft_label_objective)  # the mixing itself is the batch transform's
 
 
 def _mafl_loss(draw: _Draw) -> LossFn:
@@ -231,21 +247,36 @@ def _mafl_loss(draw: _Draw) -> LossFn:
     # estimate of that average.
     """
 
-    def loss_fn(model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
-        x_bar, y_bar, local_weight = draw(x.shape[0])
-        x_bar, y_bar, local_weight = x_bar.to(x), y_bar.to(x), local_weight.to(x)
+    def draws(size: int) -> ClientTensors:
+        """One step's pool averages, their labels and local weights, from this client's own streams."""
+        x_bar, y_bar, local_weight = draw(size)
+        return {"x_bar": x_bar, "y_bar": y_bar, "local_weight": local_weight}
+
+    def loss_fn(
+        model: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
+    ) -> LossOutput:
+        del client
+        x_bar, y_bar, local_weight = step["x_bar"].to(x), step["y_bar"].to(x), step["local_weight"].to(x)
         lam = 1 - local_weight  # Yoon et al.'s lambda: the weight on the averages
-        scaled = (_rows(local_weight, x) * x).requires_grad_(True)  # (1 - lam) x, a leaf of its own
-        log_probs = F.log_softmax(model(scaled), dim=1)
-        ce_local = -log_probs.gather(1, y[:, None]).squeeze(1)  # per sample
-        ce_mean = -(y_bar * log_probs).sum(dim=1)
+        scaled = _rows(local_weight, x) * x  # (1 - lam) x
+
+        def local_ce(u: Tensor, buffers: dict[str, Tensor]) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+            log_probs = F.log_softmax(functional_call(model, buffers, (u,)), dim=1)
+            ce_local = -log_probs.gather(1, y[:, None]).squeeze(1)  # per sample
+            return ce_local.sum(), (log_probs, ce_local)
+
         # Per-sample input gradients of CE(f(u), y) (a sum keeps each sample's gradient unscaled), kept in
         # the graph so the Taylor term is trained. With batch norm in train mode samples are coupled.
-        grad = torch.autograd.grad(ce_local.sum(), scaled, create_graph=True)[0]
+        # torch.func.grad, not torch.autograd.grad, so that it also runs inside the batched clients' vmap;
+        # the buffers are its explicit inputs because batch norm updates them in place (a transform refuses
+        # to mutate a tensor it captured).
+        buffers = dict(model.named_buffers())
+        grad, (log_probs, ce_local) = torch.func.grad(local_ce, has_aux=True)(scaled, buffers)
+        ce_mean = -(y_bar * log_probs).sum(dim=1)
         taylor = (grad.flatten(1) * x_bar.flatten(1)).sum(dim=1)
         loss = ((1 - lam) * ce_local + lam * ce_mean + lam * taylor).mean()
         logs = {"ce": ce_local.mean().detach(), "ce_mean": ce_mean.mean().detach()}
         logs["taylor"] = taylor.mean().detach()
         return LossOutput(loss, logs)
 
-    return loss_fn
+    return BatchableLoss(loss_fn, draws=draws)  # the pool is the broadcast one, the same for every client

@@ -180,7 +180,18 @@ def _unequal_float64_spec(run_dir: Path, method: FedAvg) -> Any:
     )
 
 
-BATCHED_METHODS = ["fedavg", "fedprox", "fedlc", "fedrs", "feddecorr", "fedntd", "flea", "moon", "feddata"]
+BATCHED_METHODS = [
+    "fedavg",
+    "fedprox",
+    "fedlc",
+    "fedrs",
+    "feddecorr",
+    "fedntd",
+    "flea",
+    "moon",
+    "feddata",
+    "ccvr",
+]
 
 
 @pytest.mark.parametrize("name", BATCHED_METHODS)
