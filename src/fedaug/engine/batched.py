@@ -10,11 +10,14 @@ in the sequential loop.
 
 Which methods: every method whose client step is :func:`fedaug.local_training.train_local` with a loss hook
 (``FedAvg.client_update`` and its hooks: training data, kept state), when its loss is plain cross-entropy
-or a :class:`~fedaug.local_training.BatchableLoss` (FedAvg, FedProx, FedDecorr, FedLC, FedNTD, FedRS, MOON,
-FedData, FLea and its variants; see :func:`batching_refusal`), with or without a batch transform (applied per
-client before stacking: it never depends on the weights). Methods with a client step of their own (Fed-ZDAC,
-q-FFL) and settings the functional optimizer does not repeat fall back to the sequential loop;
-:class:`~fedaug.engine.simulation.Simulation` logs which and why once per run.
+or a :class:`~fedaug.local_training.BatchableLoss`: FedAvg, FedProx, FedDecorr, FedLC, FedNTD, FedRS, MOON,
+FedMix, FedData, CCVR, Fed-ZDAS, FLea and ``flea_official``'s objective, and every ``*_augmix`` variant, with
+or without a batch transform (applied per client before stacking: it never depends on the weights). The
+rest train one by one, and :class:`~fedaug.engine.simulation.Simulation` logs why once per run: Fed-ZDAC and
+q-FFL (a client step of their own), FedBR (its loss trains a per-client discriminator with an optimizer of
+its own every step) and FedGen (its loss draws from the generator inside; both batch while they are plain
+CE), and settings the functional optimizer does not repeat (``reset_optimizer_every_step``, bf16,
+BatchNorm frozen in training, dropout). ``tests/unit/engine/test_batched_more.py`` checks this list.
 
 Why not :func:`~fedaug.local_training.train_local`: that loop owns one stateful module and one
 ``torch.optim`` optimizer and steps them client after client; stacking needs parameters as plain tensors
@@ -32,11 +35,9 @@ has finished (or whose batch has another shape, e.g. its last, smaller batch of 
 call: its weights and optimizer state are gathered and scattered back by index, never padded, so no sample is
 dropped or repeated. All clients start together, so every active client is at the same optimizer step.
 
-Restrictions (a fallback with the reason): optimizer ``adam`` or ``sgd`` without
-``reset_optimizer_every_step``; ``engine.precision: float32``; no BatchNorm frozen in training; no dropout
-(vmap runs with ``randomness="error"``). Speed depends on the device and model: docs/results/speed/README.md
-(CPU: 1.2-1.6x for an MLP, 0.8-1.05x for the BN CNN, whose convs vmap turns into grouped convs of the same
-arithmetic).
+Speed depends on the device and model: docs/results/speed/README.md (CPU: 1.2-1.6x for an MLP, 0.8-1.05x
+for the BN CNN, whose convs vmap turns into grouped convs of the same arithmetic); on a GPU,
+``benchmarks/gpu.py``.
 """
 
 from __future__ import annotations

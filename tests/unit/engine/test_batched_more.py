@@ -24,6 +24,7 @@ from fedaug.local_training import BatchableLoss, ClientTensors, LossOutput
 from fedaug.methods.fedaugmix import FedAugMixConfig, js_consistency_loss
 from fedaug.methods.fedavg import FedAvg
 from fedaug.models.base import SplitModel
+from tests.smoke.test_methods import image_spec
 from tests.unit.engine.test_batched import _bn_mlp, _unequal_float64_spec
 from tests.unit.methods.helpers import client_context, initial_state, mlp_fn, payload
 
@@ -188,3 +189,32 @@ def test_js_loss_passes_the_base_constants_and_draws_for_the_originals() -> None
     assert not isinstance(plain, BatchableLoss)
     assert torch.equal(plain(model, x, y).loss, out.loss)
     assert sizes == [5, 5]
+
+
+FALLBACKS = {
+    "fedbr": "method 'fedbr' has a loss hook that is not a BatchableLoss",
+    "fedgen": "method 'fedgen' has a loss hook that is not a BatchableLoss",
+    "fedzdac": "method 'fedzdac' has a client step of its own",
+    "qffl": "method 'qffl' has a client step of its own",
+}
+
+
+@pytest.mark.parametrize("name", registry.available("method"))
+def test_which_methods_batch_and_why_the_others_fall_back(
+    tmp_path: Path, name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The list in engine/batched.py's docstring, docs/gpu.md and the README: every registered method either
+    # trains batched or names why it does not (a new method is checked here the day it is registered).
+    spec = replace(image_spec(tmp_path, name, torch.device("cpu"), rounds=2), batched_clients=True)
+    # FedBR and FedGen train with plain CE (and batch) until their pool / generator exists: get there.
+    options = {"fedbr": {"average_size": 4}, "fedgen": {"warmup_rounds": 1}}.get(name)
+    if options is not None:
+        cls = registry.get("method", name)
+        spec = replace(spec, method=cls(cls.config_cls(**options)))
+    with caplog.at_level(logging.WARNING, logger="fedaug.engine.simulation"):
+        Simulation(spec).run()
+    fallback = [r.getMessage() for r in caplog.records if "training clients one by one" in r.getMessage()]
+    if name in FALLBACKS:
+        assert fallback == [f"engine.batched_clients: training clients one by one ({FALLBACKS[name]})"]
+    else:
+        assert fallback == []
