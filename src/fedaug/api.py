@@ -203,6 +203,12 @@ class Method:
     def __init__(self, config: MethodConfig | None = None) -> None:
         self.config = config if config is not None else self.config_cls()
 
+    def check(self, model: SplitModel, run: RunContext) -> None:
+        """Raises a FedaugError (naming the option and its valid values) when the method's options do not fit
+        ``model`` or the run's data, e.g. FLea's ``split_layer``; called before any file of the run is
+        written, so a bad option never leaves a half-made run dir. Default: nothing to check."""
+        del model, run
+
     def init_server(self, model_state: StateDict, run: RunContext) -> ServerState:
         """The state before round 1."""
         del run

@@ -1,8 +1,10 @@
 """The ``fedaug`` command line.
 
 ``fedaug run [CONFIG ...] [--set key=value ...]`` runs an experiment (default preset: UCI-HAR, HARNet,
-Qua(2), K = 75, FedAvg, 100 rounds). ``fedaug list`` shows what is registered. ``fedaug partition`` prints a
-partition's per-client class counts and saves its heat-map. ``fedaug sweep SWEEP.yaml`` runs a grid of
+Qua(2), K = 75, FedAvg, 100 rounds). ``fedaug list [KIND [NAME]]`` shows what is registered: one line per
+name (description and paper, or shape, size, source and license), or one name's options with their defaults
+and help (:mod:`fedaug.catalog`). ``fedaug partition`` prints a partition's per-client class counts; with
+``--plot`` it also saves its heat-map (matplotlib). ``fedaug sweep SWEEP.yaml`` runs a grid of
 experiments (``--workers N`` processes, ``--dry-run`` lists the run dirs and their time left); ``fedaug report
 RUNS_DIR [...]``
 turns finished run dirs into tables (Markdown, CSV, LaTeX) and plots; ``fedaug archive RUNS_DIR --out DIR``
@@ -102,11 +104,21 @@ def default_presets() -> list[Path]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from fedaug.experiments.runner import comparison_configs, comparison_table, run_dir_for, run_experiment
+    from fedaug.experiments.runner import (
+        check_experiment,
+        comparison_configs,
+        comparison_table,
+        run_dir_for,
+        run_experiment,
+    )
 
     config = _load(args)
+    subs = comparison_configs(config)
+    if len(subs) > 1:  # every method's options checked before the first one runs
+        for sub in subs:
+            check_experiment(sub)
     rows = []
-    for sub in comparison_configs(config):
+    for sub in subs:
         summary = run_experiment(sub, fresh=args.fresh)
         print(f"{sub.method.name}: run dir {run_dir_for(sub)}")
         rows.append((sub.method.name, summary))
@@ -116,9 +128,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    kinds = [args.kind] if args.kind else [k for k in registry.KINDS if registry.available(k)]
-    for kind in kinds:
-        print(f"{kind}s: {', '.join(registry.available(kind))}")
+    from fedaug import catalog
+
+    if args.name:
+        print("\n".join(catalog.detail_lines(args.kind, args.name)))
+    elif args.kind:
+        print("\n".join(catalog.summary_lines(args.kind)))
+    else:
+        for kind in registry.KINDS:
+            print(f"{kind}s: {', '.join(registry.available(kind))}")
+        print("details: fedaug list KIND (one line per name), fedaug list KIND NAME (its options)")
     return 0
 
 
@@ -126,10 +145,23 @@ def cmd_partition(args: argparse.Namespace) -> int:
     from fedaug.data.partition import describe, plot_heatmap
     from fedaug.experiments.runner import load_data_and_partition, partition_tag
 
+    if args.plot is not None:  # checked before the data is loaded: a wrong --plot fails at once
+        if args.plot and Path(args.plot).suffix.lower() not in (".png", ".pdf"):
+            raise FedaugError(
+                f"--plot takes a .png or .pdf path, got {args.plot!r} (put CONFIG files before --plot)"
+            )
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError as error:
+            raise FedaugError(
+                "--plot needs matplotlib: pip install 'fedaug[plots]' (without --plot: the table alone)"
+            ) from error
     config = _load(args)
     dataset, partition = load_data_and_partition(config)
     labels = dataset.y_train.numpy()
     print(describe(partition, labels, dataset.class_names))
+    if args.plot is None:
+        return 0
     plot = Path(args.plot or f"{config.data.name}-{partition_tag(config)}.png")
     title = f"{config.data.name}: {partition_tag(config)} (seed {config.seed})"
     plot_heatmap(partition.class_counts(labels), plot, title)
@@ -140,27 +172,34 @@ def cmd_partition(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from fedaug.device import resolve_device
     from fedaug.experiments.estimate import dry_run_lines
-    from fedaug.experiments.sweep import HEARTBEAT_SECONDS, expand_sweep, run_sweep
+    from fedaug.experiments.runner import check_run_dir_path
+    from fedaug.experiments.sweep import HEARTBEAT_SECONDS, check_sweep_options, expand_sweep, run_sweep
 
+    heartbeat = HEARTBEAT_SECONDS if args.heartbeat is None else args.heartbeat
+    check_sweep_options(args.workers, heartbeat)  # with --dry-run too
     overrides = _shared_overrides(args)
     points = expand_sweep(args.config, [*overrides, *args.overrides], args.grid)
+    for point in points:
+        check_run_dir_path(point.run_dir)  # an --out-dir naming a file: one error now
     if args.dry_run:
         print("\n".join(dry_run_lines(points)))
         return 0
     for name in sorted({p.config.engine.device for p in points}):
         resolve_device(name)  # a device this machine lacks: one error now, not one failure per run
     logger.info("%s (--dry-run lists them)", dry_run_lines(points)[-1])
-    heartbeat = HEARTBEAT_SECONDS if args.heartbeat is None else args.heartbeat
     result = run_sweep(points, workers=args.workers, heartbeat=heartbeat)
+    busy = f", {len(result.busy)} busy (run by another process)" if result.busy else ""
     print(
         f"{len(points)} runs: {len(result.finished)} finished now, {len(result.skipped)} already finished, "
-        f"{len(result.failures)} failed"
+        f"{len(result.failures)} failed{busy}"
     )
+    for run_dir, error in result.busy:
+        print(f"BUSY {run_dir}: {error}")
     for run_dir, error in result.failures:
         print(f"FAILED {run_dir}: {error}")
     if result.failures:
         print("tracebacks: fedaug -v sweep ... --workers 1; fixed runs resume when the sweep is run again")
-    return 1 if result.failures else 0
+    return 1 if result.failures or result.busy else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -197,7 +236,10 @@ def cmd_archive(args: argparse.Namespace) -> int:
 
 def _add_archive_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     archive = sub.add_parser(
-        "archive", help="keep finished runs' config, summary and scalar metrics (no checkpoints) for report"
+        "archive",
+        help="keep finished runs' config, summary and scalar metrics (no checkpoints) for report",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n  fedaug archive runs/default --out docs/results/baselines_har/runs",
     )
     archive.add_argument("runs_dir", help="a folder holding run dirs, e.g. runs/flea_table1_har")
     archive.add_argument("--out", required=True, help="archive folder, e.g. docs/results/<table>/runs")
@@ -208,7 +250,14 @@ def _add_archive_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _add_sweep_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    sweep = sub.add_parser("sweep", help="run a grid of experiments (skips finished runs, resumes the rest)")
+    sweep = sub.add_parser(
+        "sweep",
+        help="run a grid of experiments (skips finished runs, resumes the rest)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+        "  fedaug sweep configs/experiments/flea_table1_har.yaml --dry-run   # run dirs, status, time left\n"
+        "  fedaug sweep configs/experiments/flea_table1_har.yaml --workers 2 --grid seed=[0]",
+    )
     sweep.add_argument("config", help="sweep YAML: a config plus grid: {key: [values]}")
     sweep.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override the base"
@@ -242,7 +291,13 @@ def _add_sweep_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _add_report_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    report = sub.add_parser("report", help="tables (and plots) from finished run dirs; never trains")
+    report = sub.add_parser(
+        "report",
+        help="tables (and plots) from finished run dirs; never trains",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n"
+        "  fedaug report runs/flea_table1_har --reference docs/published_numbers.yaml --highlight flea",
+    )
     report.add_argument(
         "runs_dir",
         nargs="+",
@@ -277,20 +332,74 @@ def _add_report_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fedaug", description=__doc__.split("\n\n")[0])
+    from fedaug.catalog import kind
+
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="fedaug",
+        description="fedaug: federated learning on scarce, label-skewed data (FLea, Fed-AugMix, Fed-ZDA, "
+        "baselines).",
+        formatter_class=raw,
+        epilog="examples:\n"
+        "  fedaug run --smoke               # FedAvg and FLea on UCI-HAR, 2 rounds: a quick wiring check\n"
+        "  fedaug list method fedntd        # a method's options, with their defaults and help\n\n"
+        "fedaug COMMAND --help shows a command's options and an example.",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging and full tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run an experiment (resumes if interrupted)")
+    run = sub.add_parser(
+        "run",
+        help="run an experiment (resumes if interrupted)",
+        formatter_class=raw,
+        epilog="examples:\n"
+        "  fedaug run --smoke                # the default preset, 2 rounds, 1 local epoch\n"
+        "  fedaug run configs/smoke.yaml --set method=fedprox --set method.proximal_mu=0.1",
+    )
     _add_config_args(run)
     run.add_argument("--fresh", action="store_true", help="discard an existing run dir and start over")
     add_device_arg(run)
     run.set_defaults(func=cmd_run)
-    lst = sub.add_parser("list", help="list methods, datasets, models, partitioners")
-    lst.add_argument("kind", nargs="?", choices=registry.KINDS)
+    lst = sub.add_parser(
+        "list",
+        help="what is registered: methods, datasets, models, partitioners, attacks, and their options",
+        description="Without KIND: every registered name. With KIND: one line per name (methods: what they\n"
+        "change and their paper; datasets: shape, train / test size, classes, source, license; models:\n"
+        "input, parameters, default split; partitioners: their options). With KIND NAME: its options,\n"
+        "with their defaults and help.",
+        formatter_class=raw,
+        epilog="examples:\n"
+        "  fedaug list datasets\n"
+        "  fedaug list method fedntd        # FedNTD's options (set them with --set method.ntd_beta=...)",
+    )
+    lst.add_argument(
+        "kind",
+        nargs="?",
+        type=kind,
+        choices=registry.KINDS,
+        metavar="KIND",
+        help="method, dataset, model, partitioner or attack (the plural works too)",
+    )
+    lst.add_argument("name", nargs="?", metavar="NAME", help="a registered name of that kind: its options")
     lst.set_defaults(func=cmd_list)
-    part = sub.add_parser("partition", help="print per-client class counts and save a heat-map")
+    part = sub.add_parser(
+        "partition",
+        help="print a partition's per-client class counts (--plot: also save its heat-map)",
+        description="Prints the per-client class counts of the partition a config makes. Only --plot saves\n"
+        "a clients x classes heat-map, and only --plot needs matplotlib (pip install 'fedaug[plots]').",
+        formatter_class=raw,
+        epilog="examples:\n"
+        "  fedaug partition --set partition=dirichlet --set partition.alpha=0.1\n"
+        "  fedaug partition configs/smoke.yaml --plot smoke.png",
+    )
     _add_config_args(part)
-    part.add_argument("--plot", help="heat-map path (.png or .pdf)")
+    part.add_argument(
+        "--plot",
+        nargs="?",
+        const="",
+        metavar="FILE",
+        help="also save the heat-map to FILE (.png; .pdf writes both), or without FILE to "
+        "<dataset>-<partition>.png; needs matplotlib",
+    )
     part.set_defaults(func=cmd_partition)
     _add_sweep_parser(sub)
     _add_report_parser(sub)
@@ -299,6 +408,22 @@ def build_parser() -> argparse.ArgumentParser:
     add_zsdg_parser(sub)
     add_flower_parser(sub, _add_config_args)
     return parser
+
+
+FILE_SYSTEM_ERRORS = (
+    PermissionError,
+    NotADirectoryError,
+    IsADirectoryError,
+    FileExistsError,
+    FileNotFoundError,
+)
+"""OSErrors that ``main`` turns into one line naming the path (exit 2) wherever they come from."""
+
+
+def file_system_error_line(exc: OSError) -> str:
+    """``cannot use PATH: Permission denied`` (both paths of a rename or copy)."""
+    paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None) or "a file"
+    return f"cannot use {paths}: {exc.strerror or type(exc).__name__}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -314,7 +439,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FedaugError as exc:
         if args.verbose:
             raise
-        print(f"fedaug: error: {exc}", file=sys.stderr)
+        print(f"fedaug: error: {' '.join(str(exc).splitlines())}", file=sys.stderr)
+        return 2
+    except FILE_SYSTEM_ERRORS as exc:  # last resort: a file or folder the command could not use
+        if args.verbose:
+            raise
+        print(f"fedaug: error: {file_system_error_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("fedaug: interrupted; run the same command again to resume", file=sys.stderr)

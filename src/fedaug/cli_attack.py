@@ -6,13 +6,33 @@ import argparse
 
 from fedaug import registry
 
+EXAMPLES = {
+    "context": 'fedaug attack context "FLea r10=runs/x/.../flea/seed0@10" FedMix=runs/x/.../fedmix/seed0 \\\n'
+    "      --sizes 100,300,1000,3000,10000 --repeats 3 --out attack_ctx",
+    "invert": "fedaug attack invert --model lenet5 --stages untrained,converged \\\n"
+    "      --checkpoint runs/.../ckpt/latest.pt --severities 0,3,10 --out attack_inv",
+    "reconstruct": 'fedaug attack reconstruct "FLea r10=runs/x/.../flea/seed0@10" \\\n'
+    "      FedMix=runs/x/.../fedmix/seed0 --decoders conv4,deep --out attack_rec",
+}
+"""An example command line per attack, shown by ``fedaug attack NAME --help``."""
+
 
 def add_attack_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Adds ``attack`` with one sub-parser per registered attack."""
-    attack = sub.add_parser("attack", help="privacy attacks (reconstruction, context, inversion)")
+    raw = argparse.RawDescriptionHelpFormatter
+    attack = sub.add_parser(
+        "attack",
+        help="privacy attacks (reconstruction, context, inversion)",
+        formatter_class=raw,
+        epilog="examples (a target is [LABEL=]RUN_DIR[@ROUND]; fedaug attack ATTACK --help: its options):\n"
+        f"  {EXAMPLES['reconstruct']}\n  {EXAMPLES['invert']}",
+    )
     attacks = attack.add_subparsers(dest="attack", required=True, metavar="ATTACK")
     for name in registry.available("attack"):
         command = registry.get("attack", name)
-        parser = attacks.add_parser(name, help=command.help)
+        example = EXAMPLES.get(name)
+        parser = attacks.add_parser(
+            name, help=command.help, formatter_class=raw, epilog=f"example:\n  {example}" if example else None
+        )
         command.add_arguments(parser)
         parser.set_defaults(func=command.run)

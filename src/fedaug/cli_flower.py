@@ -151,10 +151,23 @@ def add_flower_parser(
     """Adds ``flower`` with its sub-commands; ``add_config_args`` adds the CONFIG / --set / ... arguments."""
     from fedaug.cli import add_device_arg  # called from fedaug.cli's build_parser: that module is loaded
 
-    flower = sub.add_parser("flower", help="run on Flower: simulation, or a SuperLink and SuperNodes (TLS)")
+    raw = argparse.RawDescriptionHelpFormatter
+    flower = sub.add_parser(
+        "flower",
+        help="run on Flower: simulation, or a SuperLink and SuperNodes (TLS)",
+        formatter_class=raw,
+        epilog="examples:\n"
+        "  fedaug flower simulate configs/smoke.yaml --num-cpus 2      # 6 synthetic clients, seconds\n"
+        "  fedaug flower serve --certs certs --address 0.0.0.0:9092 --method flea",
+    )
     commands = flower.add_subparsers(dest="flower_command", required=True, metavar="COMMAND")
 
-    sim = commands.add_parser("simulate", help="the experiment in Flower's simulation runtime")
+    sim = commands.add_parser(
+        "simulate",
+        help="the experiment in Flower's simulation runtime",
+        formatter_class=raw,
+        epilog="example:\n  fedaug flower simulate --method flea --set train.rounds=3 --num-cpus 1",
+    )
     add_config_args(sim)
     sim.add_argument("--fresh", action="store_true", help="discard existing run dirs and start over")
     sim.add_argument("--num-cpus", type=int, help="CPUs for Flower's Ray backend (default: all)")
@@ -169,7 +182,12 @@ def add_flower_parser(
     add_device_arg(sim)
     sim.set_defaults(func=cmd_simulate)
 
-    certs = commands.add_parser("certs", help="make a CA and a server certificate for TLS")
+    certs = commands.add_parser(
+        "certs",
+        help="make a CA and a server certificate for TLS",
+        formatter_class=raw,
+        epilog="example:\n  fedaug flower certs certs --host 127.0.0.1 --host server.example.org",
+    )
     certs.add_argument("out_dir", help="folder for ca.crt, ca.key, server.pem, server.key")
     certs.add_argument(
         "--host",
@@ -178,7 +196,13 @@ def add_flower_parser(
     )
     certs.set_defaults(func=cmd_certs)
 
-    serve = commands.add_parser("serve", help="start a SuperLink and run the experiment on its SuperNodes")
+    serve = commands.add_parser(
+        "serve",
+        help="start a SuperLink and run the experiment on its SuperNodes",
+        formatter_class=raw,
+        epilog="example:\n"
+        "  fedaug flower serve --certs certs --address 0.0.0.0:9092 --set partition.num_clients=3",
+    )
     add_config_args(serve)
     serve.add_argument(
         "--address", default="127.0.0.1:9092", help="HOST:PORT to listen on (default %(default)s)"
@@ -196,7 +220,14 @@ def add_flower_parser(
     add_device_arg(serve)
     serve.set_defaults(func=cmd_serve)
 
-    client = commands.add_parser("client", help="start a SuperNode holding one client's partition")
+    client = commands.add_parser(
+        "client",
+        help="start a SuperNode holding one client's partition",
+        formatter_class=raw,
+        epilog="example:\n"
+        "  fedaug flower client --superlink server.example.org:9092 --partition-id 0 "
+        "--root-certificates certs/ca.crt",
+    )
     client.add_argument("--superlink", required=True, help="the SuperLink's HOST:PORT")
     client.add_argument("--partition-id", type=int, required=True, help="the client id this node holds")
     client.add_argument("--root-certificates", help="the CA certificate that signed the SuperLink's")

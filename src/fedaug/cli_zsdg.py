@@ -50,7 +50,10 @@ from fedaug.methods.zsdg import ZSDGSettings, class_accuracy, generate
 def add_zsdg_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Adds ``zsdg``."""
     parser = sub.add_parser(
-        "zsdg", help="zero-shot samples of every class from a run's model (BN statistics), as a figure"
+        "zsdg",
+        help="zero-shot samples of every class from a run's model (BN statistics), as a figure",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n  fedaug zsdg runs/<name>/<setting>/fedavg/seed0 --per-class 8 --out zsdg",
     )
     parser.add_argument("target", metavar="RUN_DIR[@ROUND]", help="a run dir, optionally @ a kept round")
     parser.add_argument("--per-class", type=int, default=8, help="samples per class (default 8)")

@@ -1,7 +1,8 @@
 """The one exception hierarchy of fedaug.
 
 Every error a user can cause (bad config, unknown name, impossible partition, missing or corrupt dataset)
-is a subclass of :class:`FedaugError`; the CLI turns these into a one-line message and exit code 2.
+is a subclass of :class:`FedaugError`; the CLI turns these into a one-line message and exit code 2 (and, as a
+last resort, any ``OSError`` naming a file, e.g. a permission error, into a line naming the path).
 """
 
 from __future__ import annotations
@@ -29,6 +30,24 @@ class DatasetError(FedaugError):
 
 class IncompatibleModelError(FedaugError):
     """A method or split layer does not fit the chosen model."""
+
+
+class PathError(FedaugError):
+    """A file or folder cannot be read or written (the message names the path and what to do)."""
+
+
+class RunLockedError(FedaugError):
+    """Another process holds a run directory's lock (the message names its PID)."""
+
+
+class CheckpointError(FedaugError):
+    """A checkpoint or saved run file is corrupt (the message names the file and how to recover)."""
+
+
+def path_error(exc: OSError, path: object, action: str = "access") -> PathError:
+    """A :class:`PathError` of one line for ``exc`` raised while trying to ``action`` ``path``."""
+    reason = exc.strerror or type(exc).__name__
+    return PathError(f"cannot {action} {path}: {reason}")
 
 
 class ClientError(FedaugError):

@@ -104,6 +104,7 @@ def test_bad_precision_is_a_config_error_naming_the_choices() -> None:
 def test_a_bf16_run_is_not_resumed_from_a_float32_run_dir(tmp_path: Path) -> None:
     fp32 = ExperimentConfig()
     (tmp_path / "config.yaml").write_text(dump_yaml(fp32))
+    (tmp_path / "metrics.jsonl").write_text('{"round": 1}\n')  # the run has finished a round
     _check_existing(tmp_path, replace(fp32, engine=EngineConfig(num_threads=1)))  # threads: same run
     with pytest.raises(ConfigError, match=r"engine\.precision"):
         _check_existing(tmp_path, replace(fp32, engine=EngineConfig(precision="bf16")))

@@ -53,7 +53,8 @@ from fedaug.attacks.target import CPU, add_device_argument, attack_device
 from fedaug.augment import AugMix
 from fedaug.data.datasets import Dataset, load_dataset
 from fedaug.device import to_device
-from fedaug.errors import ConfigError
+from fedaug.engine.checkpoint import short_reason
+from fedaug.errors import CheckpointError, ConfigError, path_error
 from fedaug.local_training import snapshot_state
 from fedaug.methods.fedaugmix import FedAugMix, FedAugMixConfig
 from fedaug.methods.fedavg import FedAvg
@@ -113,8 +114,33 @@ def global_state(
         )
     if not checkpoint.exists():
         raise ConfigError(f"--checkpoint {checkpoint} does not exist")
-    saved = torch.load(checkpoint, weights_only=True, map_location=device)
-    state: StateDict = saved["state"]["model_state"] if "state" in saved else saved
+    try:
+        saved = torch.load(checkpoint, weights_only=True, map_location=device)
+    except OSError as exc:
+        raise path_error(exc, checkpoint, "read") from exc
+    except Exception as exc:  # EOFError, UnpicklingError, RuntimeError (zip): a bad file
+        raise CheckpointError(
+            f"--checkpoint {checkpoint} is corrupt or not a checkpoint ({short_reason(exc)}); give a run's "
+            "ckpt/latest.pt or a state-dict file"
+        ) from exc
+    if isinstance(saved, dict) and isinstance(saved.get("state"), dict):  # a run checkpoint
+        saved = saved["state"].get("model_state")
+    if not isinstance(saved, dict) or not all(isinstance(v, Tensor) for v in saved.values()):
+        raise CheckpointError(
+            f"--checkpoint {checkpoint} holds no model weights (give a run's ckpt/latest.pt or a state-dict "
+            "file)"
+        )
+    with torch.random.fork_rng(devices=[]):  # a model to compare with, drawing nothing from the global RNG
+        expected = {k: tuple(v.shape) for k, v in model_fn().state_dict().items()}
+    found = {k: tuple(v.shape) for k, v in saved.items()}
+    if found != expected:
+        differing = sorted(k for k in expected.keys() | found.keys() if expected.get(k) != found.get(k))
+        names = ", ".join(differing[:4]) + (", ..." if len(differing) > 4 else "")
+        raise CheckpointError(
+            f"--checkpoint {checkpoint} does not fit the attacked model (tensors differing: {names}); give "
+            "the --data and --model of its run"
+        )
+    state: StateDict = saved
     return state
 
 
@@ -261,12 +287,16 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     stages = _names(args.stages, STAGES, "--stages")
     threats = _names(args.threat_models, THREATS, "--threat-models")
-    severities = [float(s) for s in args.severities.split(",")]
+    try:
+        severities = [float(s) for s in args.severities.split(",")]
+    except ValueError:
+        raise ConfigError(f"--severities takes comma-separated numbers, got {args.severities!r}") from None
     scalings = {"on": [True], "off": [False], "both": [True, False]}[args.loss_scaling]
     dataset = load_dataset(args.data, data_dir=args.data_dir)
-    if len(dataset.input_shape) != 3:
+    if len(dataset.input_shape) != 3 or min(dataset.input_shape[1:]) < 11:  # SSIM's 11x11 window
         raise ConfigError(
-            f"attack invert needs an image dataset, {args.data} has inputs {dataset.input_shape}"
+            f"attack invert needs an image dataset of at least 11x11 pixels, {args.data} has inputs "
+            f"{dataset.input_shape}"
         )
 
     def model_fn() -> SplitModel:  # initialised on the CPU (the same weights on every device), then moved
@@ -292,6 +322,9 @@ def run(args: argparse.Namespace) -> int:
     inversion = InversionConfig(
         iterations=args.iterations, lr=args.attack_lr, tv_weight=args.tv, restarts=args.restarts
     )
+    checkpoint = Path(args.checkpoint) if args.checkpoint else None
+    # every stage's weights read (a bad --checkpoint refused) before anything is written
+    states = {stage: global_state(stage, model_fn, args.seed, checkpoint, device) for stage in stages}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {
@@ -319,9 +352,7 @@ def run(args: argparse.Namespace) -> int:
     }
     rows = []
     for stage in stages:
-        ctx["state"] = global_state(
-            stage, model_fn, args.seed, Path(args.checkpoint) if args.checkpoint else None, device
-        )
+        ctx["state"] = states[stage]
         for batch in range(args.num_batches):
             gen = torch_generator(args.seed, "attack-images", batch)
             idx = torch.randperm(dataset.num_train, generator=gen)[: args.batch_size]

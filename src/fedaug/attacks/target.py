@@ -29,19 +29,19 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 from torch import Tensor
 
 from fedaug.api import Method, ServerState
 from fedaug.data.datasets import Dataset, load_dataset
 from fedaug.device import resolve_device
-from fedaug.engine.checkpoint import RunStore, read_jsonl
-from fedaug.errors import ConfigError
+from fedaug.engine.checkpoint import RunStore, corrupt_file, read_jsonl, short_reason
+from fedaug.errors import CheckpointError, ConfigError
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.load import config_from_dict
 from fedaug.experiments.runner import build_method
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
+from fedaug.yamlio import read_yaml_file
 
 SHARED = {"flea": "features", "flea_official": "features", "fedmix": "averages", "feddata": "raw"}
 """What each method's clients share with others (methods not listed share only model weights)."""
@@ -122,7 +122,13 @@ def run_config(run_dir: Path, device: torch.device | None = None) -> ExperimentC
     path = run_dir / "config.yaml"
     if not path.is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no config.yaml)")
-    config = config_from_dict(yaml.safe_load(path.read_text()))
+    try:
+        raw = read_yaml_file(path, "run config")
+        if not isinstance(raw, dict):
+            raise ConfigError(f"a {type(raw).__name__}, not a mapping of config keys")
+        config = config_from_dict(raw)
+    except ConfigError as exc:
+        raise corrupt_file(path, str(exc), "run config") from exc
     if device is None:
         return config
     return dataclasses.replace(config, engine=dataclasses.replace(config.engine, device=str(device)))
@@ -189,7 +195,13 @@ def global_model(
         input_shape=dataset.input_shape,
         **config.model.options,
     ).to(device)
-    model.load_state_dict(method.eval_state(ServerState(**ckpt["state"])))
+    try:
+        model.load_state_dict(method.eval_state(ServerState(**ckpt["state"])))
+    except (RuntimeError, KeyError, TypeError) as exc:  # a checkpoint of another model, or crafted
+        raise CheckpointError(
+            f"the checkpoint does not fit the run's model {config.model.name!r} ({short_reason(exc)}); "
+            "restore the run's own ckpt/latest.pt"
+        ) from exc
     model.eval()
     return model, method, int(ckpt["round_num"])
 

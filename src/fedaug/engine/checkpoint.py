@@ -10,9 +10,13 @@ Layout::
     ckpt/latest.pt   server state and client states after the last finished round
     ckpt/round_NNNN.pt  copies of latest.pt kept after the rounds listed in ``engine.keep_checkpoints``
 
-Every JSON/checkpoint write goes to a temporary file and is renamed into place, so a kill leaves either the
-old or the new file. On resume, ``metrics.jsonl`` is cut back to the checkpoint's round (a kill between the
-metrics line and the checkpoint repeats that round with the same seeds and the same result).
+Every file a resume reads (``config.yaml``, ``env.json``, checkpoints, the rewound metrics) is written to a
+temporary file, flushed and fsynced, then renamed into place (and the folder fsynced), so a kill or a power
+loss leaves either the old or the new file. A checkpoint that is corrupt all the same (a disk error, a copy
+cut short) is one :class:`~fedaug.errors.CheckpointError` naming the file and what to do. The process that
+writes a run dir holds its lock (:mod:`fedaug.engine.lock`). On resume, ``metrics.jsonl`` is cut back to the
+checkpoint's round (a kill between the metrics line and the checkpoint repeats that round with the same seeds
+and the same result).
 """
 
 from __future__ import annotations
@@ -20,21 +24,57 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
+
+from fedaug.errors import CheckpointError, path_error
 
 CHECKPOINT_FORMAT = 1
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
+def _fsync_dir(path: Path) -> None:
+    """Makes a rename in folder ``path`` durable (best effort: not every file system allows it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Calls ``write`` on a temporary file beside ``path``, flushes and fsyncs it, and renames it to ``path``.
+
+    Raises:
+        PathError: the folder is missing or not writable (naming the path).
+    """
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise path_error(exc, path, "write") from exc
+    _fsync_dir(path.parent)
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    atomic_write(path, lambda handle: handle.write(data))
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Writes ``text`` (UTF-8) to ``path`` atomically and durably (:func:`atomic_write`)."""
+    _atomic_write_bytes(path, text.encode())
 
 
 def write_json(path: Path, obj: Any) -> None:
@@ -80,10 +120,7 @@ class RunStore:
         path = self.ckpt_path if round_num is None else self.round_ckpt_path(round_num)
         if not path.exists():
             return None
-        ckpt: dict[str, Any] = torch.load(path, weights_only=True, map_location=map_location)
-        if ckpt.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"unsupported checkpoint format in {path}: {ckpt.get('format')}")
-        return ckpt
+        return read_checkpoint(path, map_location=map_location)
 
     def kept_rounds(self) -> list[int]:
         """Rounds with a kept checkpoint (``ckpt/round_NNNN.pt``), ascending."""
@@ -93,14 +130,12 @@ class RunStore:
     def keep_checkpoint(self, round_num: int) -> None:
         """Copies ``latest.pt`` (just written for ``round_num``) to ``round_NNNN.pt``, atomically."""
         target = self.round_ckpt_path(round_num)
-        tmp = target.with_name(f".{target.name}.tmp")
-        shutil.copyfile(self.ckpt_path, tmp)
-        os.replace(tmp, target)
+        with open(self.ckpt_path, "rb") as source:
+            atomic_write(target, lambda handle: shutil.copyfileobj(source, handle))
 
     def save_checkpoint(self, ckpt: dict[str, Any]) -> None:
-        tmp = self.ckpt_path.with_name(".latest.pt.tmp")
-        torch.save({**ckpt, "format": CHECKPOINT_FORMAT}, tmp)
-        os.replace(tmp, self.ckpt_path)
+        """Writes ``latest.pt`` atomically and durably (temporary file, fsync, rename)."""
+        atomic_write(self.ckpt_path, lambda handle: torch.save({**ckpt, "format": CHECKPOINT_FORMAT}, handle))
 
     def rewind(self, last_round: int) -> list[dict[str, Any]]:
         """Cuts metrics and timings back to rounds ``<= last_round``; returns the kept metrics."""
@@ -115,6 +150,65 @@ class RunStore:
             handle.write(json.dumps(record) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
+
+
+CHECKPOINT_KEYS = ("state", "client_states", "round_num")
+"""What every run checkpoint holds (besides ``format``); ``state`` holds a ServerState's fields."""
+
+
+def corrupt_file(path: Path, problem: str, what: str = "checkpoint") -> CheckpointError:
+    """The one-line error for a run file that cannot be used: which file, why, and what to do."""
+    return CheckpointError(
+        f"{path} is corrupt or not a fedaug {what} ({problem}); restore it from a copy, or start the run "
+        "over with `fedaug run ... --fresh`"
+    )
+
+
+def short_reason(exc: BaseException) -> str:
+    """``Type: first sentence of the message`` on one line (torch's unpickling errors run to paragraphs)."""
+    lines = str(exc).strip().splitlines()
+    first = lines[0].split(". ")[0].strip() if lines else ""
+    return f"{type(exc).__name__}: {first[:120]}" if first else type(exc).__name__
+
+
+def read_checkpoint(
+    path: Path, *, map_location: torch.device | str = "cpu", mmap: bool = False
+) -> dict[str, Any]:
+    """The run checkpoint in ``path`` (weights-only unpickling: no code runs; ``mmap``: tensors mapped, not
+    read), its format checked.
+
+    Raises:
+        CheckpointError: the file is empty, truncated, garbage, of another format or lacks a run checkpoint's
+            entries (one line naming the file and what to do).
+        PathError: it cannot be read.
+    """
+    try:
+        with warnings.catch_warnings():  # a foreign pickle's protocol warning: the error below says it all
+            warnings.simplefilter("ignore")
+            ckpt = torch.load(path, weights_only=True, map_location=map_location, mmap=mmap)
+    except OSError as exc:
+        raise path_error(exc, path, "read") from exc
+    except Exception as exc:  # EOFError, UnpicklingError, RuntimeError (zip), ...: all mean a bad file
+        empty = path.stat().st_size == 0
+        raise corrupt_file(path, "the file is empty" if empty else short_reason(exc)) from exc
+    if not isinstance(ckpt, dict):
+        raise corrupt_file(path, f"it holds a {type(ckpt).__name__}, not a checkpoint dict")
+    if ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise corrupt_file(path, f"checkpoint format {ckpt.get('format')!r}, expected {CHECKPOINT_FORMAT}")
+    return ckpt
+
+
+def check_run_checkpoint(ckpt: dict[str, Any], path: Path) -> None:
+    """Raises CheckpointError unless ``ckpt`` (read from ``path``) holds what a run resumes from: ``state``
+    (a ServerState's fields), ``client_states`` and ``round_num``."""
+    missing = [key for key in CHECKPOINT_KEYS if key not in ckpt]
+    state = ckpt.get("state")
+    if missing or not isinstance(state, dict) or not isinstance(ckpt["client_states"], dict):
+        entries = ", ".join(missing) or "state/client_states"
+        raise corrupt_file(path, f"missing or malformed entries: {entries}")
+    fields = {"round_num", "model_state", "extra"}
+    if not {"round_num", "model_state"} <= state.keys() <= fields or not isinstance(ckpt["round_num"], int):
+        raise corrupt_file(path, f"its state has the keys {sorted(state)}, expected {sorted(fields)}")
 
 
 def summarize(records: list[dict[str, Any]], *, last: int = 10) -> dict[str, Any]:

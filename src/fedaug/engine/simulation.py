@@ -35,7 +35,7 @@ from fedaug.api import (
     TrainSettings,
 )
 from fedaug.engine.batched import batching_refusal, train_round_batched
-from fedaug.engine.checkpoint import RunStore, summarize, write_json
+from fedaug.engine.checkpoint import RunStore, check_run_checkpoint, read_jsonl, summarize, write_json
 from fedaug.engine.evaluation import evaluate
 from fedaug.engine.fairness import client_accuracies, fairness_summary, local_metrics
 from fedaug.engine.memory_format import apply_channels_last
@@ -117,8 +117,16 @@ class Simulation:
             records.append(record)
             store.append(store.metrics_path, record)
             tick = self._now()
+            # the round's timings so far ride in the checkpoint: a kill before timings.jsonl gets its line
+            # loses no round (_start writes it from there)
+            pending = {"round": round_num, **timing, "round_time": tick - start}
             store.save_checkpoint(
-                {"state": vars(state), "client_states": self.client_states, "round_num": round_num}
+                {
+                    "state": vars(state),
+                    "client_states": self.client_states,
+                    "round_num": round_num,
+                    "timing": pending,
+                }
             )
             if round_num in spec.keep_checkpoints:
                 store.keep_checkpoint(round_num)
@@ -134,10 +142,13 @@ class Simulation:
     def _start(self) -> tuple[ServerState, list[dict[str, Any]]]:
         ckpt = self.store.load_checkpoint(map_location=self.spec.run.device)
         if ckpt is not None:
+            check_run_checkpoint(ckpt, self.store.ckpt_path)
             self.client_states = ckpt["client_states"]
             state = ServerState(**ckpt["state"])
             logger.info("resuming %s after round %d", self.spec.run_dir, state.round_num)
-            return state, self.store.rewind(state.round_num)
+            records = self.store.rewind(state.round_num)
+            self._recover_timing(ckpt.get("timing"), state.round_num)
+            return state, records
         self.store.rewind(0)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed_for(self.spec.run.seed, "init"))
@@ -145,6 +156,14 @@ class Simulation:
         state = self.spec.method.init_server(snapshot_state(initial.to(self.spec.run.device)), self.spec.run)
         state = self._share(state, round_num=0, participants=[])
         return state, []
+
+    def _recover_timing(self, pending: Any, round_num: int) -> None:
+        """Appends the checkpoint's timings of ``round_num`` when ``timings.jsonl`` lacks them (a kill between
+        the checkpoint and the timings line; its checkpoint time is unknown, so it has none)."""
+        timings = read_jsonl(self.store.timings_path)
+        missing = not timings or timings[-1].get("round", 0) < round_num
+        if missing and isinstance(pending, dict) and pending.get("round") == round_num:
+            self.store.append(self.store.timings_path, pending)
 
     def _round(self, state: ServerState, round_num: int) -> tuple[ServerState, dict[str, Any], Metrics]:
         spec, method = self.spec, self.spec.method

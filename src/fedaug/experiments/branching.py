@@ -14,8 +14,6 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
-import yaml
-
 from fedaug.api import Method, RunContext
 from fedaug.engine.branch import branch_from_fedavg
 from fedaug.errors import ConfigError
@@ -23,10 +21,14 @@ from fedaug.experiments.config import ExperimentConfig, MethodSpec
 from fedaug.experiments.identity import result_config
 from fedaug.experiments.load import config_from_dict, config_to_dict
 from fedaug.experiments.naming import format_suffix, parse_suffix
+from fedaug.yamlio import read_yaml_file
 
 logger = logging.getLogger(__name__)
 
 _ABSENT = object()
+
+SAVED_SECTIONS = ("data", "partition", "model", "method", "train")
+"""Sections every ``config.yaml`` a run writes holds (``dump_yaml`` writes the whole config)."""
 
 
 def config_differences(saved_path: Path, config: ExperimentConfig) -> list[str]:
@@ -35,7 +37,13 @@ def config_differences(saved_path: Path, config: ExperimentConfig) -> list[str]:
 
     The saved config is re-read through the loader, so keys added since (with their defaults) compare equal.
     """
-    saved = result_config(config_to_dict(config_from_dict(yaml.safe_load(saved_path.read_text()))))
+    raw = read_yaml_file(saved_path)
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{saved_path} must hold a mapping of config keys, got {type(raw).__name__}")
+    missing = [section for section in SAVED_SECTIONS if section not in raw]
+    if missing:  # every saved config has them all: a file cut short
+        raise ConfigError(f"{saved_path} is incomplete (no {', '.join(missing)} section)")
+    saved = result_config(config_to_dict(config_from_dict(raw)))
     current = result_config(config_to_dict(config))
     keys = saved.keys() | current.keys()
     return sorted(k for k in keys if saved.get(k, _ABSENT) != current.get(k, _ABSENT))

@@ -9,6 +9,7 @@ validates when it is built.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,10 +23,48 @@ from fedaug.precision import PRECISIONS
 LR_SCHEDULES = ("exponential", "official_flea")
 
 
+MAX_ROUNDS = 100_000
+"""Cap on ``train.rounds`` (the papers run 100-500): a larger value is a typo, not an experiment."""
+
+MAX_LOCAL_EPOCHS = 10_000
+"""Cap on ``train.local_epochs``."""
+
+MAX_THREADS = 1024
+"""Cap on ``engine.num_threads``."""
+
+
 def _check_positive(section: str, **values: float) -> None:
     for key, value in values.items():
-        if value <= 0:
+        if not value > 0:  # NaN is not > 0
             raise ConfigError(f"{section}.{key} must be > 0, got {value}")
+
+
+def check_number(key: str, value: float, low: float, high: float, *, low_open: bool = False) -> None:
+    """Raises ConfigError naming ``key``, the valid range and ``value`` unless ``value`` is a finite number in
+    ``[low, high]`` (``(low, high]`` with ``low_open``; ``high`` may be ``inf``: no upper bound)."""
+    above = value > low if low_open else value >= low
+    if not (math.isfinite(value) and above and value <= high):
+        if math.isinf(high):
+            valid = f"a finite number {'>' if low_open else '>='} {low:g}"
+        else:
+            valid = f"a finite number in {'(' if low_open else '['}{low:g}, {high:g}]"
+        raise ConfigError(f"{key} must be {valid}, got {value}")
+
+
+def check_count(key: str, value: int, low: int, high: int, why: str = "") -> None:
+    """Raises ConfigError naming ``key`` and the valid range unless ``low <= value <= high``."""
+    if not low <= value <= high:
+        raise ConfigError(f"{key} must be in {low}..{high}{why}, got {value}")
+
+
+def check_run_name(name: str) -> None:
+    """Raises ConfigError unless ``name`` is a relative path that stays inside ``out_dir`` (no ``..``
+    segment, not absolute, not empty, no NUL byte): a run dir never lands outside ``--out-dir``."""
+    parts = name.replace("\\", "/").split("/")
+    if not name.strip() or "\0" in name or name.startswith("/") or ".." in parts:
+        raise ConfigError(
+            f"name must be a relative path inside out_dir (no '..' segment, not absolute), got {name!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -69,6 +108,10 @@ class PartitionConfig:
                 "set exactly one of partition.num_clients and partition.mean_local_size, got "
                 f"num_clients={self.num_clients}, mean_local_size={self.mean_local_size}"
             )
+        if self.mean_local_size is not None:
+            check_number("partition.mean_local_size", self.mean_local_size, 0, math.inf, low_open=True)
+        if self.num_clients is not None and self.num_clients < 1:
+            raise ConfigError(f"partition.num_clients must be >= 1, got {self.num_clients}")
         if not 0 <= self.local_test_fraction < 1:
             raise ConfigError(
                 f"partition.local_test_fraction must be in [0, 1), got {self.local_test_fraction}"
@@ -127,14 +170,14 @@ class TrainConfig:
     reset_optimizer_every_step: bool = False
 
     def __post_init__(self) -> None:
-        _check_positive(
-            "train",
-            rounds=self.rounds,
-            local_epochs=self.local_epochs,
-            batch_size=self.batch_size,
-            lr=self.lr,
-            lr_decay=self.lr_decay,
-        )
+        check_count("train.rounds", self.rounds, 1, MAX_ROUNDS, " (a cap against typos)")
+        check_count("train.local_epochs", self.local_epochs, 1, MAX_LOCAL_EPOCHS, " (a cap against typos)")
+        _check_positive("train", batch_size=self.batch_size)
+        check_number("train.lr", self.lr, 0, math.inf, low_open=True)
+        check_number("train.lr_decay", self.lr_decay, 0, 1, low_open=True)
+        check_number("train.lr_min", self.lr_min, 0, math.inf)
+        check_number("train.momentum", self.momentum, 0, 1)
+        check_number("train.weight_decay", self.weight_decay, 0, math.inf)
         if not 0 < self.client_fraction <= 1:
             raise ConfigError(f"train.client_fraction must be in (0, 1], got {self.client_fraction}")
         if self.clients_per_round is not None and self.clients_per_round < 1:
@@ -225,8 +268,8 @@ class EngineConfig:
         check_device_name(self.device)
         if self.name != "simulation":
             raise ConfigError(f"engine.name must be 'simulation', got {self.name!r}")
-        if self.num_threads is not None and self.num_threads < 1:
-            raise ConfigError(f"engine.num_threads must be >= 1, got {self.num_threads}")
+        if self.num_threads is not None:
+            check_count("engine.num_threads", self.num_threads, 1, MAX_THREADS)
         _check_positive("engine", local_eval_every=self.local_eval_every)
         if self.eval_batch_size is not None:
             _check_positive("engine", eval_batch_size=self.eval_batch_size)
@@ -263,3 +306,8 @@ class ExperimentConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     compare: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        check_run_name(self.name)
+        if not self.out_dir.strip() or "\0" in self.out_dir:
+            raise ConfigError(f"out_dir must be a folder path, got {self.out_dir!r}")

@@ -1,9 +1,9 @@
 """YAML presets + ``--set`` overrides -> a validated :class:`ExperimentConfig`.
 
 Rules: files are deep-merged in order (a file may name a parent with ``extends: other.yaml``), then every
-``--set key.path=value`` is applied (values parsed as YAML, so ``0.1`` is a float and ``null`` is None;
-``--set method=flea`` is short for ``method.name=flea``). Unknown keys and wrong types are rejected with a
-message naming the key, the value and the valid choices.
+``--set key.path=value`` is applied (values parsed as YAML by :mod:`fedaug.yamlio`, so ``0.1`` and ``1e-3``
+are floats and ``null`` is None; ``--set method=flea`` is short for ``method.name=flea``). Unknown keys and
+wrong types are rejected with a message naming the key, the value and the valid choices.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import yaml
 
 from fedaug.errors import ConfigError
 from fedaug.experiments.config import ExperimentConfig
+from fedaug.yamlio import parse_yaml, read_yaml_file
 
 T = TypeVar("T")
 
@@ -26,15 +27,20 @@ OPEN_SECTIONS = ("data", "partition", "model", "method")
 """Sections whose extra keys are the named component's options (validated when it is built)."""
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    """Reads one YAML mapping, following ``extends:`` (relative to the file)."""
+def read_yaml(path: str | Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """Reads one YAML mapping, following ``extends:`` (relative to the file; a cycle is refused).
+
+    Raises:
+        ConfigError: a missing, non-UTF-8 or malformed file (one line naming file, line and column), a file
+            that is not a mapping, or an ``extends:`` cycle (naming its files).
+    """
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist")
-    try:
-        loaded = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"malformed YAML in {path}: {str(exc).splitlines()[0]}") from exc
+    resolved = path.resolve()
+    if resolved in _chain:
+        cycle = [*_chain[_chain.index(resolved) :], resolved]
+        raise ConfigError(f"extends: cycle between config files: {' -> '.join(map(str, cycle))}")
+    what = "config file" if not _chain else f"config file (extended by {_chain[-1]})"
+    loaded = read_yaml_file(path, what)
     if loaded is None:
         loaded = {}
     if not isinstance(loaded, dict):
@@ -42,7 +48,9 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     parent = loaded.pop("extends", None)
     if parent is None:
         return loaded
-    return merge_layer(read_yaml(path.parent / parent), loaded)
+    if not isinstance(parent, str) or not parent.strip():
+        raise ConfigError(f"extends: in {path} must name a config file, got {parent!r}")
+    return merge_layer(read_yaml(path.parent / parent, (*_chain, resolved)), loaded)
 
 
 def deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
@@ -64,10 +72,7 @@ def apply_override(tree: dict[str, Any], override: str) -> dict[str, Any]:
     parts = [p for p in key.strip().split(".") if p]
     if not parts:
         raise ConfigError(f"override {override!r} has an empty key")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"cannot parse the value of override {override!r}: {exc}") from exc
+    value = parse_yaml(raw, f"--set {override!r}") if raw.strip() else ""
     if len(parts) == 1 and parts[0] in OPEN_SECTIONS and not isinstance(value, dict):
         parts.append("name")
     patch: dict[str, Any] = {parts[-1]: value}

@@ -1,15 +1,20 @@
 """From an :class:`ExperimentConfig` to a finished run directory.
 
-:func:`run_experiment` resolves the config (dataset, partition, model, method), writes ``config.yaml`` and
-``env.json``, and runs the engine. Re-running the same config resumes an interrupted run and skips a finished
-one; a different config pointing at the same run directory is refused instead of silently mixing results.
+:func:`run_experiment` resolves the config (dataset, partition, model, method) and checks everything it can
+(options against the model and data, ``clients_per_round`` against K, the run dir's path) before the run
+directory is made or changed; then it takes the run dir's lock (:mod:`fedaug.engine.lock`: a second process
+on it is refused), writes ``config.yaml`` and ``env.json`` atomically, and runs the engine. Re-running the
+same config resumes an interrupted run and skips a finished one; a different config pointing at the same run
+directory is refused instead of silently mixing results (unless the run never finished a round).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
+import zipfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from functools import partial
@@ -17,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
 from fedaug import registry
 from fedaug.api import Method, RunContext, TrainSettings
@@ -32,11 +36,20 @@ from fedaug.device import (
     set_deterministic,
 )
 from fedaug.engine.batched import conv_model_note
-from fedaug.engine.checkpoint import write_json
+from fedaug.engine.checkpoint import (
+    RunStore,
+    atomic_write_text,
+    check_run_checkpoint,
+    corrupt_file,
+    read_checkpoint,
+    read_jsonl,
+    write_json,
+)
+from fedaug.engine.lock import LOCK_NAME, RunDirLock, check_unlocked
 from fedaug.engine.memory_format import resolve_channels_last
 from fedaug.engine.sampling import clients_per_round
 from fedaug.engine.simulation import Simulation, SimulationSpec, write_env
-from fedaug.errors import ConfigError
+from fedaug.errors import ConfigError, PathError, path_error
 from fedaug.experiments.branching import config_differences, fedavg_name, start_from_fedavg
 from fedaug.experiments.config import ExperimentConfig, MethodSpec
 from fedaug.experiments.load import build_dataclass, dump_yaml
@@ -60,14 +73,33 @@ def partition_tag(config: ExperimentConfig) -> str:
 
 
 def run_dir_for(config: ExperimentConfig) -> Path:
-    """``out_dir/name/<dataset>-<partition>/<method>/seed<k>``."""
-    return (
-        Path(config.out_dir)
-        / config.name
-        / f"{config.data.name}-{partition_tag(config)}"
-        / config.method.name
-        / f"seed{config.seed}"
-    )
+    """``out_dir/name/<dataset>-<partition>/<method>/seed<k>``.
+
+    Raises:
+        ConfigError: when the name, dataset, partition or method would put the run dir outside ``out_dir``
+            (an absolute part or a ``..`` segment).
+    """
+    setting = f"{config.data.name}-{partition_tag(config)}"
+    relative = Path(config.name) / setting / config.method.name / f"seed{config.seed}"
+    if relative.is_absolute() or ".." in relative.parts or "\0" in str(relative):
+        raise ConfigError(
+            f"the run dir {str(relative)!r} (name/dataset-partition/method/seed) must stay inside out_dir "
+            f"{config.out_dir!r}: no '..' segment or absolute part"
+        )
+    return Path(config.out_dir) / relative
+
+
+def check_run_dir_path(run_dir: Path) -> None:
+    """Raises PathError unless ``run_dir`` is a folder or can be made one: its first existing ancestor must be
+    a writable folder (not a file, e.g. an ``--out-dir`` naming a file). Checked before any data is loaded."""
+    for path in (run_dir, *run_dir.parents):
+        if not path.exists():
+            continue
+        if not path.is_dir():
+            raise PathError(f"cannot create the run dir {run_dir}: {path} is a file, not a folder")
+        if path != run_dir and not os.access(path, os.W_OK | os.X_OK):
+            raise PathError(f"cannot create the run dir {run_dir}: {path} is not writable (permission)")
+        return
 
 
 def fedavg_run_dir(config: ExperimentConfig) -> Path:
@@ -117,12 +149,22 @@ def load_data_and_partition(config: ExperimentConfig) -> tuple[Dataset, Partitio
     return dataset, partition
 
 
-def prepare(config: ExperimentConfig, run_dir: Path) -> Prepared:
-    """Resolves every component of ``config`` (raising a FedaugError for any bad value).
+@dataclass
+class _Resolved:
+    """The checked pieces of a config, before a simulation is specified."""
 
-    The device is resolved first, so ``engine.device=cuda`` on a machine without one is refused before any
-    data is loaded or any file written; ``engine.deterministic`` is applied to this process here.
-    """
+    method: Method
+    dataset: Dataset
+    partition: Partition
+    model_fn: Callable[[], SplitModel]
+    model: SplitModel
+    run: RunContext
+    per_round: int
+
+
+def _resolve(config: ExperimentConfig) -> _Resolved:
+    """Builds and checks every component of ``config``: device, method, data, partition, model, the method's
+    options against them (:meth:`Method.check`) and ``clients_per_round`` against K. Writes nothing."""
     device = resolve_device(config.engine.device)
     set_deterministic(config.engine.deterministic)
     method = build_method(config)
@@ -136,8 +178,13 @@ def prepare(config: ExperimentConfig, run_dir: Path) -> Prepared:
             **config.model.options,
         )
 
-    model_fn()  # fail now, with the config's words, rather than inside round 1
+    model = model_fn()  # fail now, with the config's words, rather than inside round 1
     num_clients = len(partition.train_indices)
+    if config.train.clients_per_round is not None and config.train.clients_per_round > num_clients:
+        raise ConfigError(
+            f"train.clients_per_round must be in 1..{num_clients} (K, the partition's number of clients), "
+            f"got {config.train.clients_per_round}"
+        )
     per_round = config.train.clients_per_round or clients_per_round(num_clients, config.train.client_fraction)
     run = RunContext(
         num_clients=num_clients,
@@ -151,6 +198,38 @@ def prepare(config: ExperimentConfig, run_dir: Path) -> Prepared:
         input_modality=dataset.modality,
         device=device,
     )
+    method.check(model, run)  # options that do not fit the model or the data (FLea's split layer), now
+    return _Resolved(method, dataset, partition, model_fn, model, run, min(per_round, num_clients))
+
+
+def check_experiment(config: ExperimentConfig) -> None:
+    """Every check :func:`run_experiment` makes before it writes anything (the run dir's path, the config
+    against the data, model and method), for a command that runs several configs: one bad method's options
+    are refused before the first run starts (a finished run, which will be skipped, is not checked). Draws
+    nothing from torch's global RNG."""
+    run_dir = run_dir_for(config)
+    check_run_dir_path(run_dir)
+    if finished_summary(run_dir, config.train.rounds) is not None:
+        return
+    with torch.random.fork_rng(devices=[]):
+        _resolve(config)
+
+
+def prepare(config: ExperimentConfig, run_dir: Path) -> Prepared:
+    """Resolves every component of ``config`` (raising a FedaugError for any bad value).
+
+    The device is resolved first, so ``engine.device=cuda`` on a machine without one is refused before any
+    data is loaded or any file written; ``engine.deterministic`` is applied to this process here.
+    """
+    resolved = _resolve(config)
+    method, dataset, partition, model_fn, run = (
+        resolved.method,
+        resolved.dataset,
+        resolved.partition,
+        resolved.model_fn,
+        resolved.run,
+    )
+    device = run.device
     if (warning := bf16_warning(config.engine.precision, device)) is not None:
         logger.warning(warning)
     if config.engine.batched_clients and device.type == "cpu" and (note := conv_model_note(model_fn())):
@@ -165,7 +244,7 @@ def prepare(config: ExperimentConfig, run_dir: Path) -> Prepared:
         client_indices=[torch.as_tensor(i, dtype=torch.long) for i in partition.train_indices],
         run=run,
         train_settings=partial(round_settings, config),
-        clients_per_round=min(per_round, num_clients),
+        clients_per_round=resolved.per_round,
         run_dir=run_dir,
         eval_batch_size=config.engine.eval_batch_size or default_eval_batch_size(device),
         progress=config.engine.progress,
@@ -185,11 +264,17 @@ def _check_existing(run_dir: Path, config: ExperimentConfig) -> None:
     saved_path = run_dir / "config.yaml"
     if not saved_path.exists():
         return
+    if not (run_dir / "ckpt" / "latest.pt").exists() and not read_jsonl(run_dir / "metrics.jsonl"):
+        # it never finished a round (it failed in round 1): nothing to mix, the new config starts it over
+        return
     # Engine settings do not change results, except precision and flush_denormals, which stay in the
     # comparison (threads and the CPU change the rounding: warned on resume, _warn_rounding_change);
     # compare lists sibling runs; name and out_dir only say where the run dir is (a run moved into a sweep's
     # tree is that sweep's run), nor does data.data_dir.
-    diffs = config_differences(saved_path, config)
+    try:
+        diffs = config_differences(saved_path, config)
+    except ConfigError as exc:
+        raise corrupt_file(saved_path, str(exc), "run config") from exc
     used = _saved_env(run_dir).get("method_config")  # every option the run used, defaults included
     if used is not None and "method.name" not in diffs:
         diffs = [key for key in diffs if not key.startswith("method.")] + _option_changes(used, config)
@@ -200,10 +285,27 @@ def _check_existing(run_dir: Path, config: ExperimentConfig) -> None:
         )
 
 
+def _check_checkpoint(run_dir: Path) -> None:
+    """Refuses a corrupt ``ckpt/latest.pt`` before the run dir is touched (memory-mapped where it is a zip,
+    as ``torch.save`` writes: the tensors are not read; the engine loads the checkpoint when it resumes)."""
+    path = RunStore(run_dir).ckpt_path
+    if path.exists():
+        check_run_checkpoint(read_checkpoint(path, mmap=zipfile.is_zipfile(path)), path)
+
+
 def _saved_env(run_dir: Path) -> dict[str, Any]:
     """The ``env.json`` of the run in ``run_dir`` as it last started (empty if there is none)."""
     env_path = run_dir / "env.json"
-    env: dict[str, Any] = json.loads(env_path.read_text()) if env_path.exists() else {}
+    if not env_path.exists():
+        return {}
+    try:
+        env = json.loads(env_path.read_bytes())
+    except OSError as exc:
+        raise path_error(exc, env_path, "read") from exc
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise corrupt_file(env_path, f"not JSON: {exc}", "run record (env.json)") from exc
+    if not isinstance(env, dict):
+        raise corrupt_file(env_path, f"a {type(env).__name__}, not a mapping", "run record (env.json)")
     return env
 
 
@@ -284,19 +386,42 @@ def run_experiment(
     not written to ``config.yaml``, so running the run again from its ``config.yaml`` shows its progress.
     """
     run_dir = run_dir_for(config)
-    if fresh and run_dir.exists():
-        shutil.rmtree(run_dir)
-    _check_existing(run_dir, config)
-    finished = finished_summary(run_dir, config.train.rounds)
-    if finished is not None:
-        logger.info("%s is already finished; skipping (use --fresh to run it again)", run_dir)
-        return finished
+    check_run_dir_path(run_dir)
+    check_unlocked(run_dir)  # another process runs it: refused before any data is loaded
+    if not fresh:
+        _check_existing(run_dir, config)
+        _check_checkpoint(run_dir)
+        finished = finished_summary(run_dir, config.train.rounds)
+        if finished is not None:
+            logger.info("%s is already finished; skipping (use --fresh to run it again)", run_dir)
+            return finished
     if config.engine.num_threads is not None:
         torch.set_num_threads(config.engine.num_threads)
-    prepared = prepare(config, run_dir)
+    prepared = prepare(config, run_dir)  # every check passed before the run dir is made or changed
+    with RunDirLock(run_dir):  # released on any exit, by the kernel if the process is killed
+        return _run_locked(config, run_dir, prepared, fresh=fresh, engine=engine, quiet=quiet)
+
+
+def _run_locked(
+    config: ExperimentConfig,
+    run_dir: Path,
+    prepared: Prepared,
+    *,
+    fresh: bool,
+    engine: Callable[[SimulationSpec], Simulation],
+    quiet: bool,
+) -> dict[str, Any]:
+    """:func:`run_experiment` once it holds the run dir's lock."""
+    if fresh:
+        clear_run_dir(run_dir)
+    else:  # again: another process may have written the run dir before this one got the lock
+        _check_existing(run_dir, config)
+        finished = finished_summary(run_dir, config.train.rounds)
+        if finished is not None:
+            logger.info("%s is already finished; skipping (use --fresh to run it again)", run_dir)
+            return finished
     device = prepared.spec.run.device
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(dump_yaml(config))
+    atomic_write_text(run_dir / "config.yaml", dump_yaml(config))
     _warn_rounding_change(run_dir, device)
     # config.yaml keeps the method options as given; env.json records every option the run used, defaults
     # included, so a later default change cannot change its meaning (_check_existing compares them on resume).
@@ -321,14 +446,37 @@ def run_experiment(
     return summary
 
 
+def clear_run_dir(run_dir: Path) -> None:
+    """Removes everything in ``run_dir`` but its lock file (``--fresh``, with the lock held)."""
+    for path in run_dir.iterdir():
+        if path.name == LOCK_NAME:
+            continue
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except OSError as exc:
+            raise path_error(exc, path, "remove (--fresh)") from exc
+
+
 def finished_summary(run_dir: Path, rounds: int) -> dict[str, Any] | None:
     """The summary of the run in ``run_dir`` if it has finished ``rounds`` rounds (its ``summary.json`` says
-    so), else None: the one test of "finished" for a run, a sweep's status and its time estimate."""
+    so), else None: the one test of "finished" for a run, a sweep's status and its time estimate. An
+    unreadable ``summary.json`` counts as unfinished (the run then ends at once from its last checkpoint and
+    rewrites it).
+    """
     summary_path = run_dir / "summary.json"
     if not summary_path.exists():
         return None
-    summary: dict[str, Any] = yaml.safe_load(summary_path.read_text())
-    return summary if summary.get("rounds") == rounds else None
+    try:
+        summary = json.loads(summary_path.read_bytes())
+    except (OSError, ValueError):
+        logger.warning("%s cannot be read; the run counts as unfinished", summary_path)
+        return None
+    if not isinstance(summary, dict) or summary.get("rounds") != rounds:
+        return None
+    return summary
 
 
 def comparison_configs(config: ExperimentConfig) -> list[ExperimentConfig]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import multiprocessing
 import time
 from collections.abc import Mapping, Sequence
@@ -31,9 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from fedaug.errors import ConfigError
+from fedaug.errors import ConfigError, RunLockedError
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.estimate import rounds_logged, running_line
 from fedaug.experiments.identity import result_config
@@ -48,6 +47,7 @@ from fedaug.experiments.load import (
 from fedaug.experiments.naming import format_suffix
 from fedaug.experiments.runner import finished_summary, run_dir_for, run_experiment
 from fedaug.experiments.schedule import Schedule
+from fedaug.yamlio import parse_yaml
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,8 @@ class SweepPoint:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What happened to one run: ``finished`` (ran now), ``skipped`` (was finished) or ``failed``."""
+    """What happened to one run: ``finished`` (ran now), ``skipped`` (was finished), ``busy`` (another process
+    holds its run dir's lock: left alone) or ``failed``."""
 
     status: str
     summary: dict[str, Any] = field(default_factory=dict)
@@ -89,6 +90,7 @@ class SweepResult:
     finished: list[Path] = field(default_factory=list)
     skipped: list[Path] = field(default_factory=list)
     failures: list[tuple[Path, str]] = field(default_factory=list)
+    busy: list[tuple[Path, str]] = field(default_factory=list)
 
 
 def read_sweep(
@@ -125,6 +127,8 @@ def read_sweep(
 def _grid_blocks(grid: Any, path: str | Path) -> list[dict[str, list[Any]]]:
     if grid is None:
         return [{}]
+    if not grid and isinstance(grid, list | Mapping):
+        raise ConfigError(f"grid in {path} is empty: give it key: [values] (or leave grid: out for one run)")
     blocks = grid if isinstance(grid, list) else [grid]
     for block in blocks:
         if not isinstance(block, Mapping):
@@ -137,7 +141,7 @@ def _grid_blocks(grid: Any, path: str | Path) -> list[dict[str, list[Any]]]:
 
 def _replace_axis(blocks: list[dict[str, list[Any]]], override: str) -> list[dict[str, list[Any]]]:
     key, _, raw = override.partition("=")
-    values = yaml.safe_load(raw) if raw.strip() else None
+    values = parse_yaml(raw, f"--grid {override!r}") if raw.strip() else None
     if not key.strip() or not isinstance(values, list) or not values:
         raise ConfigError(f"--grid {override!r} must look like key=[value1, value2]")
     key = key.strip()
@@ -256,6 +260,8 @@ def execute(config: ExperimentConfig, *, quiet: bool = False) -> Outcome:
     )
     try:
         summary = run_experiment(config, quiet=quiet)
+    except RunLockedError as exc:  # another process runs it: reported, its files left alone
+        return Outcome("busy", error=str(exc), seconds=time.perf_counter() - start)
     except Exception as exc:  # a failed run is reported; the sweep goes on with the others
         logger.debug("run %s failed", run_dir_for(config), exc_info=True)
         return Outcome("failed", error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - start)
@@ -264,6 +270,21 @@ def execute(config: ExperimentConfig, *, quiet: bool = False) -> Outcome:
 
 HEARTBEAT_SECONDS = 600.0
 """How often a sweep with several workers logs how far its running runs are (:func:`running_line`)."""
+
+
+MAX_WORKERS = 1024
+"""Cap on ``--workers``."""
+
+
+def check_sweep_options(workers: int, heartbeat: float) -> None:
+    """Raises ConfigError for a ``--workers`` outside 1..MAX_WORKERS or a ``--heartbeat`` that is not a finite
+    number of seconds >= 0 (checked before the sweep is read, so ``--dry-run`` refuses them too)."""
+    if workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {workers}")
+    if workers > MAX_WORKERS:
+        raise ConfigError(f"--workers must be <= {MAX_WORKERS}, got {workers}")
+    if not (math.isfinite(heartbeat) and heartbeat >= 0):
+        raise ConfigError(f"--heartbeat must be >= 0 seconds (0: none), got {heartbeat}")
 
 
 def run_sweep(
@@ -285,10 +306,7 @@ def run_sweep(
     Returns:
         The finished, skipped and failed run dirs (failures with their error message).
     """
-    if workers < 1:
-        raise ConfigError(f"--workers must be >= 1, got {workers}")
-    if not heartbeat >= 0:
-        raise ConfigError(f"--heartbeat must be >= 0 seconds (0: none), got {heartbeat}")
+    check_sweep_options(workers, heartbeat)
     result = SweepResult()
     schedule = Schedule(points)
     done = 0
@@ -331,6 +349,10 @@ def _outcome_of(future: Future[Outcome]) -> Outcome:
 
 def _record(result: SweepResult, point: SweepPoint, outcome: Outcome, done: int, total: int) -> None:
     where = f"[{done}/{total}] {point.run_dir}"
+    if outcome.status == "busy":
+        result.busy.append((point.run_dir, outcome.error))
+        logger.warning("%s BUSY: %s", where, outcome.error)
+        return
     if outcome.status == "failed":
         result.failures.append((point.run_dir, outcome.error))
         logger.error("%s FAILED after %.0f s: %s", where, outcome.seconds, outcome.error)

@@ -56,6 +56,7 @@ from fedaug.methods.fedprox import FedProx
 from fedaug.methods.fedrs import FedRS
 from fedaug.methods.losses import jensen_shannon
 from fedaug.methods.moon import MOON
+from fedaug.models.base import SplitModel
 from fedaug.registry import register
 
 
@@ -231,6 +232,11 @@ class AugMixJSMethod(FedAvg):
     """
 
     config: AugMixJSConfig
+
+    def check(self, model: SplitModel, run: RunContext) -> None:
+        """Refuses inputs that are not images (UCI-HAR's signal windows) before the run starts."""
+        super().check(model, run)
+        augmix_for(self.config, run)
 
     def loss_fn(self, payload: Payload, ctx: ClientContext) -> LossFn:
         return js_consistency_loss(super().loss_fn(payload, ctx), self.config)

@@ -39,6 +39,7 @@ from fedaug.api import (
     ShareRequest,
     TrainSettings,
 )
+from fedaug.errors import IncompatibleModelError
 from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
 from fedaug.methods.checks import (
     check_at_least,
@@ -130,6 +131,14 @@ class FLea(FedAvg):
         """The split layer for ``model`` (raises IncompatibleModelError naming the valid layers)."""
         layer = model.default_split if self.config.split_layer is None else self.config.split_layer
         return model.check_split(layer)
+
+    def check(self, model: SplitModel, run: RunContext) -> None:
+        """Refuses a ``split_layer`` the model does not have before any file of the run is written."""
+        del run
+        try:
+            self.layer(model)
+        except IncompatibleModelError as exc:
+            raise IncompatibleModelError(f"method.split_layer: {exc}") from None
 
     def decor_weight(self, round_num: int) -> float:
         """lambda2 in ``round_num`` (constant, or the official schedule 3 -> 1 over rounds 1-21)."""

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.errors import FedaugError
+from fedaug.paths import check_folder_target
 from fedaug.results.store import load_runs
 
 logger = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ def archive_runs(runs_dir: Path, out_dir: Path, *, include_unfinished: bool = Fa
     Raises:
         FedaugError: if ``runs_dir`` does not exist, has no run with results, or ``out_dir`` is inside it.
     """
+    check_folder_target(out_dir, "archive folder --out")
     runs_dir, out_dir = runs_dir.resolve(), out_dir.resolve()
     if out_dir == runs_dir or runs_dir in out_dir.parents:
         raise FedaugError(f"archive folder {out_dir} must be outside the runs dir {runs_dir}")

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from fedaug.errors import FedaugError
 from fedaug.results.store import Grouping, Run, Stat, aggregate
+from fedaug.yamlio import read_yaml_file
 
 logger = logging.getLogger(__name__)
 
@@ -252,7 +252,7 @@ def plot_heatmaps(grouping: Grouping, out_dir: Path) -> list[Path]:
     paths = []
     for column in grouping.columns:
         run = next(runs[0] for (_, c), runs in grouping.cells.items() if c == column and runs)
-        config = config_from_dict(yaml.safe_load((run.path / "config.yaml").read_text()))
+        config = config_from_dict(read_yaml_file(run.path / "config.yaml", "run config"))
         try:
             dataset, partition = load_data_and_partition(config)
         except FedaugError as error:

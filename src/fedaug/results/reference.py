@@ -25,10 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from fedaug.errors import ConfigError
 from fedaug.results.store import Stat
+from fedaug.yamlio import read_yaml_file
 
 
 @dataclass(frozen=True)
@@ -80,7 +79,7 @@ def _table(raw: Mapping[str, Any], path: Path) -> ReferenceTable:
         table = ReferenceTable(
             str(raw["id"]), str(raw.get("source", "")), str(raw["metric"]), settings, results
         )
-    except (KeyError, TypeError, AttributeError) as exc:
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ConfigError(f"malformed reference table in {path}: {exc!r}") from exc
     for method, cells in results.items():
         unknown = set(cells) - set(settings)
@@ -95,9 +94,7 @@ def load_reference(path: Path) -> list[ReferenceTable]:
     Raises:
         ConfigError: if the file is missing or malformed.
     """
-    if not path.is_file():
-        raise ConfigError(f"reference file {str(path)!r} does not exist")
-    raw = yaml.safe_load(path.read_text()) or {}
+    raw = read_yaml_file(path, "reference file") or {}
     if not isinstance(raw, Mapping) or not isinstance(raw.get("tables"), list):
         raise ConfigError(f"{path} must hold 'tables:', a list of published tables")
     return [_table(t, path) for t in raw["tables"]]

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fedaug.errors import ConfigError, FedaugError
+from fedaug.paths import check_folder_target
 from fedaug.results import plots as figures
 from fedaug.results.fairness_plot import plot_fairness
 from fedaug.results.reference import ReferenceTable, load_reference
@@ -153,6 +154,9 @@ def write_report(
             without runs.
     """
     _check_formats(formats)
+    if out_dir is not None:
+        check_folder_target(out_dir, "--out")
+    published = load_reference(reference) if reference else ()  # a bad file refused before runs are read
     dirs = [runs_dir] if isinstance(runs_dir, Path) else list(runs_dir)
     where = ", ".join(str(d) for d in dirs)
     runs = [run for d in dirs for run in load_runs(d, include_unfinished=include_unfinished)]
@@ -169,7 +173,7 @@ def write_report(
         grouping,
         highlight=highlight,
         exclude=exclude,
-        reference=load_reference(reference) if reference else (),
+        reference=published,
         baseline=baseline,
     )
     if highlight is not None and tables[0].highlight is None:

@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from fedaug import registry
 from fedaug.engine.checkpoint import read_jsonl, summarize
 from fedaug.errors import FedaugError
 from fedaug.experiments.identity import changes_results, flatten
 from fedaug.machine import recorded_cpu
+from fedaug.yamlio import read_yaml_file
 
 logger = logging.getLogger(__name__)
 
@@ -92,9 +91,16 @@ def method_defaults(name: str) -> dict[str, Any]:
 
 def load_run(path: Path, *, include_unfinished: bool = False) -> Run | None:
     """Reads one run dir; None when it has no results to report (unfinished, unless included)."""
-    config = flatten(_resolved(yaml.safe_load((path / "config.yaml").read_text()) or {}))
+    raw = read_yaml_file(path / "config.yaml", "run config") or {}
+    if not isinstance(raw, dict):
+        kind = type(raw).__name__
+        raise FedaugError(f"{path / 'config.yaml'} must hold a mapping of config keys, got {kind}")
+    config = flatten(_resolved(raw))
     summary_path = path / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    try:
+        summary = json.loads(summary_path.read_bytes()) if summary_path.exists() else {}
+    except ValueError as exc:
+        raise FedaugError(f"{summary_path} is not valid JSON ({exc}); restore it or remove it") from exc
     finished = bool(summary) and summary.get("rounds") == config.get("train.rounds")
     if not finished:
         if not include_unfinished:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from fedaug.data.partition.base import Partition
-from fedaug.errors import FedaugError
+from fedaug.errors import FedaugError, path_error
 
 # Up to this many clients every client gets a row; beyond it the first and last few are shown.
 _FULL_TABLE_MAX_CLIENTS = 20
@@ -85,11 +85,15 @@ def describe(partition: Partition, labels: np.ndarray, class_names: Sequence[str
     return "\n".join([title, *lines, *summary])
 
 
+HEATMAP_SUFFIXES = (".png", ".pdf")
+"""What :func:`plot_heatmap` writes (a PDF comes with a PNG beside it)."""
+
+
 def plot_heatmap(counts: np.ndarray, path: Path, title: str) -> None:
     """Saves a clients x classes heat-map of ``counts`` (clients on x, classes on y, count as colour).
 
     A PNG is always written (``path`` with suffix ``.png``); if ``path`` ends in ``.pdf`` the PDF is written
-    too.
+    too. Any other extension is refused before anything is drawn.
 
     Args:
         counts: Samples per client and class, shape ``[K, C]`` (e.g. :meth:`Partition.class_counts`).
@@ -97,8 +101,15 @@ def plot_heatmap(counts: np.ndarray, path: Path, title: str) -> None:
         title: Figure title.
 
     Raises:
-        FedaugError: If matplotlib is not installed, or ``counts`` is not 2-D.
+        FedaugError: If ``path`` does not end in .png or .pdf, matplotlib is not installed, ``counts`` is
+            not 2-D, or the file cannot be written (PathError naming it).
     """
+    path = Path(path)
+    if path.suffix.lower() not in HEATMAP_SUFFIXES:
+        raise FedaugError(
+            f"heat-map path {path}: unsupported extension {path.suffix or '(none)'!r}; use "
+            f"{' or '.join(HEATMAP_SUFFIXES)}"
+        )
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -127,8 +138,10 @@ def plot_heatmap(counts: np.ndarray, path: Path, title: str) -> None:
     axes.set_yticks(range(num_classes))
     axes.set_title(title)
     figure.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path.with_suffix(".png"), dpi=150)
-    if path.suffix.lower() == ".pdf":
-        figure.savefig(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(path.with_suffix(".png"), dpi=150)
+        if path.suffix.lower() == ".pdf":
+            figure.savefig(path)
+    except OSError as error:
+        raise path_error(error, path, "write the heat-map") from error
