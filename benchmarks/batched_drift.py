@@ -1,7 +1,7 @@
 """How far batched clients drift from the sequential loop, against float32's own error, on a real preset.
 
 Over long client runs the parameters of ``engine.batched_clients`` and of the sequential loop drift apart in
-float32 (docs/results/speed/README.md). This script tells a difference in the algorithm from rounding: it
+float32 (studies/speed/README.md). This script tells a difference in the algorithm from rounding: it
 trains round 1's first clients of a preset four ways (sequential and batched, each in float32 and in
 float64, from the same initial weights and batches) and reports the largest parameter difference of every
 pair. If batched and sequential agree to ~1e-13 in float64 while the float32 sequential loop is as far from

@@ -34,7 +34,7 @@ from fedaug.experiments.load import load_config  # noqa: E402
 from fedaug.experiments.runner import run_dir_for, run_experiment  # noqa: E402
 
 CPU_REFERENCE = {
-    "source": "docs/results/uci_har_qua2_k75/README.md (2 shared CPU cores, 1 thread, seed 0, 100 rounds)",
+    "source": "studies/uci_har_qua2_k75/README.md (2 shared CPU cores, 1 thread, seed 0, 100 rounds)",
     "fedavg": {"best_acc": 0.7486, "last10_acc": 0.6069, "wall_s": 64.4 * 60, "median_round_s": 32.5},
     "flea": {"best_acc": 0.5562, "last10_acc": 0.5036, "wall_s": 81.1 * 60, "median_round_s": 42.2},
 }

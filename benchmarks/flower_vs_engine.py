@@ -20,7 +20,7 @@ ClientApp's GPU share (``fedaug flower simulate --gpus-per-client``).
 Usage::
 
     python benchmarks/flower_vs_engine.py                              # default preset, 3 rounds
-    python benchmarks/flower_vs_engine.py --rounds 4 --repeats 2 --out docs/results/flower/timing.json
+    python benchmarks/flower_vs_engine.py --rounds 4 --repeats 2 --out studies/flower/timing.json
     python benchmarks/flower_vs_engine.py --runtime loopback
     python benchmarks/flower_vs_engine.py --device cuda --gpus-per-client 0.25 --num-cpus 4
 """

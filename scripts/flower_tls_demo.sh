@@ -67,7 +67,7 @@ echo "== 4. check"
 python - "$WORK/runs" <<'EOF'
 import json, math, sys
 from pathlib import Path
-runs = sorted(Path(sys.argv[1]).glob("default-flower/*/flea/seed0/metrics.jsonl"))
+runs = sorted(Path(sys.argv[1]).glob("default-flower/**/flea/seed0/metrics.jsonl"))  # default-flower/train.rounds=3,.../<setting>/
 assert len(runs) == 1, f"expected one FLea run dir, found {runs}"
 rounds = [json.loads(line) for line in runs[0].read_text().splitlines()]
 assert [r["round"] for r in rounds] == [1, 2, 3], rounds

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fedaug import registry
+from fedaug.cli_analyze import add_analyze_parser
 from fedaug.cli_attack import add_attack_parser
 from fedaug.cli_flower import add_flower_parser
 from fedaug.cli_zsdg import add_zsdg_parser
@@ -33,9 +34,6 @@ if TYPE_CHECKING:
     from fedaug.experiments.config import ExperimentConfig
 
 logger = logging.getLogger("fedaug")
-
-SMOKE_OVERRIDES = ("train.rounds=2", "train.local_epochs=1")
-"""``--smoke``: the preset shrunk to a check that everything is wired (2 rounds, 1 local epoch)."""
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -51,7 +49,11 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", help="directory holding the datasets (default: $FEDAUG_DATA)")
     parser.add_argument("--out-dir", help="root of run directories (default: runs)")
     parser.add_argument("--seed", type=int, help="run seed")
-    parser.add_argument("--smoke", action="store_true", help="2 rounds, 1 local epoch: a quick wiring check")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="2 rounds, 1 local epoch: a quick wiring check, in its own run dir (name <name>-smoke)",
+    )
     parser.add_argument("--method", help="run only these methods (comma-separated), overriding the preset's")
 
 
@@ -64,8 +66,8 @@ def add_device_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def _shared_overrides(args: argparse.Namespace) -> list[str]:
-    """The ``--set`` overrides of ``--smoke``, ``--data-dir``, ``--out-dir`` and ``--device`` (run, sweep)."""
-    overrides = list(SMOKE_OVERRIDES) if args.smoke else []
+    """The ``--set`` overrides of ``--data-dir``, ``--out-dir`` and ``--device`` (run, sweep)."""
+    overrides = []
     if args.data_dir:
         overrides.append(f"data.data_dir={args.data_dir}")
     if args.out_dir:
@@ -75,8 +77,10 @@ def _shared_overrides(args: argparse.Namespace) -> list[str]:
     return overrides
 
 
-def _load(args: argparse.Namespace) -> ExperimentConfig:
-    from fedaug.experiments.load import load_config
+def _load(args: argparse.Namespace, *, tag: str = "") -> ExperimentConfig:
+    """The command line's config; ``--smoke`` and an override of the run's length give it a run dir of its
+    own (:func:`fedaug.experiments.load.load_run_config`), ``tag`` is appended to its name."""
+    from fedaug.experiments.load import load_run_config
 
     overrides = _shared_overrides(args)
     if args.seed is not None:
@@ -87,7 +91,7 @@ def _load(args: argparse.Namespace) -> ExperimentConfig:
     overrides += args.overrides
     if names:  # --method wins over the preset's and --set's comparison list
         overrides.append(f"compare=[{', '.join(names) if len(names) > 1 else ''}]")
-    return load_config(args.configs or default_presets(), overrides)
+    return load_run_config(args.configs or default_presets(), overrides, smoke=args.smoke, tag=tag)
 
 
 def default_presets() -> list[Path]:
@@ -114,12 +118,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     config = _load(args)
     subs = comparison_configs(config)
-    if len(subs) > 1:  # every method's options checked before the first one runs
+    after = [""] * len(subs)
+    if len(subs) > 1:  # every method's options and run dir checked before the first one runs
+        from fedaug.experiments.estimate import job_plan
+
         for sub in subs:
-            check_experiment(sub)
+            check_experiment(sub, fresh=args.fresh)
+        plan = job_plan(subs, fresh=args.fresh)
+        for line in plan.lines:
+            logger.info(line)
+        after = plan.after
     rows = []
-    for sub in subs:
-        summary = run_experiment(sub, fresh=args.fresh)
+    for sub, then in zip(subs, after, strict=True):
+        summary = run_experiment(sub, fresh=args.fresh, after=then)
         print(f"{sub.method.name}: run dir {run_dir_for(sub)}")
         rows.append((sub.method.name, summary))
     print(f"\n{config.data.name}, {config.model.name}, {config.partition.name}, seed {config.seed}:")
@@ -178,7 +189,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     heartbeat = HEARTBEAT_SECONDS if args.heartbeat is None else args.heartbeat
     check_sweep_options(args.workers, heartbeat)  # with --dry-run too
     overrides = _shared_overrides(args)
-    points = expand_sweep(args.config, [*overrides, *args.overrides], args.grid)
+    points = expand_sweep(args.config, [*overrides, *args.overrides], args.grid, smoke=args.smoke)
     for point in points:
         check_run_dir_path(point.run_dir)  # an --out-dir naming a file: one error now
     if args.dry_run:
@@ -239,10 +250,10 @@ def _add_archive_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         "archive",
         help="keep finished runs' config, summary and scalar metrics (no checkpoints) for report",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="example:\n  fedaug archive runs/default --out docs/results/baselines_har/runs",
+        epilog="example:\n  fedaug archive runs/default --out studies/baselines_har/runs",
     )
     archive.add_argument("runs_dir", help="a folder holding run dirs, e.g. runs/flea_table1_har")
-    archive.add_argument("--out", required=True, help="archive folder, e.g. docs/results/<table>/runs")
+    archive.add_argument("--out", required=True, help="archive folder, e.g. studies/<name>/runs")
     archive.add_argument(
         "--include-unfinished", action="store_true", help="also archive runs without summary.json"
     )
@@ -271,7 +282,9 @@ def _add_sweep_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     sweep.add_argument("--data-dir", help="directory holding the datasets (default: $FEDAUG_DATA)")
     sweep.add_argument("--out-dir", help="root of run directories (default: the sweep's out_dir)")
-    sweep.add_argument("--smoke", action="store_true", help="2 rounds, 1 local epoch per run")
+    sweep.add_argument(
+        "--smoke", action="store_true", help="2 rounds, 1 local epoch per run, in run dirs of <name>-smoke"
+    )
     sweep.add_argument(
         "--workers", type=int, default=1, help="worker processes (default 1; several may share one GPU)"
     )
@@ -406,6 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_archive_parser(sub)
     add_attack_parser(sub)
     add_zsdg_parser(sub)
+    add_analyze_parser(sub)
     add_flower_parser(sub, _add_config_args)
     return parser
 

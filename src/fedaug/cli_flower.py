@@ -15,7 +15,6 @@ Runs land in ``out_dir/<name>-flower/...`` (next to the in-process engine's ``ou
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib.util
 from collections.abc import Callable
 from pathlib import Path
@@ -38,11 +37,11 @@ def require(*modules: str) -> None:
 
 
 def _load_flower(args: argparse.Namespace) -> ExperimentConfig:
-    """The command line's config, named ``<name>-flower`` so its runs sit beside the engine's."""
+    """The command line's config, named ``<name>-flower`` so its runs sit beside the engine's (a length
+    override's segment follows: ``default-flower/train.rounds=3``)."""
     from fedaug.cli import _load
 
-    config: ExperimentConfig = _load(args)
-    return dataclasses.replace(config, name=config.name + SUFFIX)
+    return _load(args, tag=SUFFIX)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:

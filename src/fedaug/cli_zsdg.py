@@ -17,7 +17,7 @@ Gaussian start is drawn on the CPU (``--seed``) and moved, so a GPU starts from 
 
 The model's test accuracy per class beside its samples shows the Fed-ZDA effect: a class the model never
 predicts on real data can still give samples it labels as that class (its BN statistics kept the class).
-For the paper's independent-oracle check see ``docs/results/fedzda/zsdg_quality.py``.
+For the paper's independent-oracle check see ``studies/fedzda/zsdg_quality.py``.
 """
 
 from __future__ import annotations

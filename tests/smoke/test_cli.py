@@ -148,7 +148,8 @@ def test_compare_runs_each_method_and_prints_them_side_by_side(
     ]
     assert main(argv) == 0
     assert _table_methods(capsys.readouterr().out) == ["fedavg", "flea"]
-    assert (tmp_path / "smoke" / "synthetic-dirichlet0.5_2-K6" / "flea" / "seed0" / "summary.json").exists()
+    setting = tmp_path / "smoke" / "train.rounds=2" / "synthetic-dirichlet0.5_2-K6"  # 2 rounds, not smoke's 3
+    assert (setting / "flea" / "seed0" / "summary.json").exists()
     assert main([*argv, "--method", "flea"]) == 0  # finished: skipped, and only flea is listed
     assert _table_methods(capsys.readouterr().out) == ["flea"]
 

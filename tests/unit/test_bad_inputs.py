@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from fedaug.cli import main
-from fedaug.experiments.load import load_config
+from fedaug.experiments.load import load_config, load_run_config
 from fedaug.experiments.runner import run_dir_for
 from tests.conftest import REPO_ROOT
 
@@ -74,6 +74,14 @@ def _truncate(relative: str, size: int) -> Callable[[Path], None]:
     def setup(run_dir: Path) -> None:
         path = run_dir / relative
         path.write_bytes(path.read_bytes()[:size])
+
+    return setup
+
+
+def _keep_lines(relative: str, count: int) -> Callable[[Path], None]:
+    def setup(run_dir: Path) -> None:
+        path = run_dir / relative
+        path.write_text("".join(path.read_text().splitlines(keepends=True)[:count]))
 
     return setup
 
@@ -416,7 +424,7 @@ RESUMES = [
         "config-truncated",
         resume(),
         "config.yaml is incomplete (no data, partition, model, method, train section)",
-        _truncate("config.yaml", 40),
+        _keep_lines("config.yaml", 3),  # name, seed, out_dir
     ),
     ("config-garbage", resume(), "config.yaml is corrupt", _write("config.yaml", "train: {rounds: 3\n")),
     ("config-non-utf8", resume(), "config.yaml is not UTF-8 text", _write("config.yaml", b"name: \xff\n")),
@@ -426,7 +434,10 @@ RESUMES = [
     (
         "different-config",
         resume("--set", "train.lr=0.01"),
-        "holds a run with a different config (differs in: train.lr)",
+        "holds a run with a different config (differs in: train.lr), 2 of 2 rounds done. To keep it, run "
+        "this config in a new run dir: --set name=<new name> or --out-dir <folder>; to go on with that run, "
+        "give the values it used: --set train.lr=0.001; only if that run is not needed: --fresh deletes its "
+        "2 finished rounds and starts over",
         None,
     ),
     ("zsdg-ckpt-empty", ("zsdg", "{RUN}", "--out", "{OUT}/z"), "the file is empty", _write(CKPT, b"")),
@@ -470,7 +481,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _finished_run_dir(out: Path) -> Path:
-    return run_dir_for(load_config([SMOKE], ["train.rounds=2", f"out_dir={out}"]))
+    return run_dir_for(load_run_config([SMOKE], ["train.rounds=2", f"out_dir={out}"]))  # as `run` names it
 
 
 def _snapshot(root: Path) -> dict[str, tuple[int, int]]:

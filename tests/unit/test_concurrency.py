@@ -19,7 +19,7 @@ from fedaug.engine.checkpoint import RunStore, read_jsonl
 from fedaug.engine.lock import LOCK_NAME, RunDirLock, check_unlocked
 from fedaug.engine.simulation import Simulation
 from fedaug.errors import PathError, RunLockedError
-from fedaug.experiments.load import load_config
+from fedaug.experiments.load import load_config, load_run_config
 from fedaug.experiments.runner import run_dir_for
 from fedaug.experiments.sweep import SweepPoint, run_sweep
 from tests.conftest import REPO_ROOT, make_spec
@@ -34,7 +34,7 @@ def _sets(items: list[str]) -> list[str]:
 
 
 def _run_dir(out: Path) -> Path:
-    return run_dir_for(load_config([SMOKE], [*SLOW, f"out_dir={out}"]))
+    return run_dir_for(load_run_config([SMOKE], [*SLOW, f"out_dir={out}"]))  # as `fedaug run` names it
 
 
 def _wait_for(condition: object, what: str, timeout: float = 120.0) -> None:

@@ -3,8 +3,8 @@
 Sources: FLea (Xia et al., KDD 2024) appendix D and ICLR-draft Table 10 (a decoder of "four conv2d layers"
 matching MobileNetV2's split point: Conv1x1 16->32, ConvTranspose3x3 s2 32->32 (32x32 -> 64x64), Conv3x3 s2
 32->32 (back to 32x32), Conv1x1 32->3), following Dosovitskiy and Brox, "Inverting visual representations with
-convolutional networks" (CVPR 2016). OFFICIAL_FLEA_CODE.md section 6.1: the authors' ``MinimalDecoder`` has
-the same four layers and no non-linearity at all.
+convolutional networks" (CVPR 2016). The authors' ``MinimalDecoder`` (docs/methods/flea.md, "The authors'
+code") has the same four layers and no non-linearity at all.
 
 Registered decoders (:data:`DECODERS`), for any activation shape and any ``[C, H, W]`` input shape:
 

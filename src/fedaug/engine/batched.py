@@ -35,7 +35,7 @@ has finished (or whose batch has another shape, e.g. its last, smaller batch of 
 call: its weights and optimizer state are gathered and scattered back by index, never padded, so no sample is
 dropped or repeated. All clients start together, so every active client is at the same optimizer step.
 
-Speed depends on the device and model: docs/results/speed/README.md (CPU: 1.2-1.6x for an MLP, 0.8-1.05x
+Speed depends on the device and model: studies/speed/README.md (CPU: 1.2-1.6x for an MLP, 0.8-1.05x
 for the BN CNN, whose convs vmap turns into grouped convs of the same arithmetic); on a GPU,
 ``benchmarks/gpu.py``.
 """
@@ -112,7 +112,7 @@ def conv_model_note(model: nn.Module) -> str | None:
     return (
         f"engine.batched_clients on a model with {convs} conv layers on the CPU: vmap turns each conv into a "
         "grouped conv of the same arithmetic, and batched training of the BN CNN was measured 0.8-1.05x the "
-        "sequential speed there (docs/results/speed/README.md); the results are the same either way"
+        "sequential speed there (studies/speed/README.md); the results are the same either way"
     )
 
 

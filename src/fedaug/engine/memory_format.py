@@ -2,7 +2,7 @@
 
 ``torch.channels_last`` stores 4-D conv weights (and hence activations) as NHWC, which oneDNN's CPU
 convolutions, batch norm and max-pooling often handle faster (benchmarks/channels_last.py,
-docs/results/speed/README.md: evaluation 1.5-2.6x faster for HARNet and the BN CNN, a training step faster
+studies/speed/README.md: evaluation 1.5-2.6x faster for HARNet and the BN CNN, a training step faster
 for the BN CNN). Only the model is converted; inputs stay NCHW (the convolution follows the weight's format).
 Evaluation outputs are as accurate as in the default format (checked against float64). Training is not always:
 for HARNet, train-mode batch norm in channels-last puts the logits ~3e-4 off the float64 result (the default

@@ -77,6 +77,9 @@ class SimulationSpec:
     # local_eval_every rounds and at the last round (engine/fairness.py).
     local_test_indices: list[Tensor] | None = None
     local_eval_every: int = 1
+    # What the command runs after this run, e.g. "then flea (100 rounds)": added to the progress line's eta
+    # and the bar, so that the time left of a run of several methods does not read as the whole job's.
+    after: str = ""
 
 
 class Simulation:
@@ -110,7 +113,13 @@ class Simulation:
         store.prepare()
         state, records = self._start()
         first = state.round_num + 1
-        bar = tqdm(total=spec.run.num_rounds, initial=first - 1, disable=not self._use_bar(), unit="round")
+        bar = tqdm(
+            total=spec.run.num_rounds,
+            initial=first - 1,
+            disable=not self._use_bar(),
+            unit="round",
+            desc=f"{spec.method.name}, {spec.after}" if spec.after else None,
+        )
         for round_num in range(first, spec.run.num_rounds + 1):
             start = self._now()
             state, record, timing = self._round(state, round_num)
@@ -311,7 +320,8 @@ class Simulation:
                 best,
                 record.get("train/loss", float("nan")),
                 timing["round_time"],
-                self._time_left(record["round"], timing["round_time"]),
+                self._time_left(record["round"], timing["round_time"])
+                + (f", {self.spec.after}" if self.spec.after else ""),
             )
 
     def _time_left(self, round_num: int, seconds: float) -> str:

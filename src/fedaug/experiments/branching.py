@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from fedaug.api import Method, RunContext
 from fedaug.engine.branch import branch_from_fedavg
@@ -37,16 +38,26 @@ def config_differences(saved_path: Path, config: ExperimentConfig) -> list[str]:
 
     The saved config is re-read through the loader, so keys added since (with their defaults) compare equal.
     """
+    saved = saved_result_config(saved_path)
+    current = result_config(config_to_dict(config))
+    keys = saved.keys() | current.keys()
+    return sorted(k for k in keys if saved.get(k, _ABSENT) != current.get(k, _ABSENT))
+
+
+def saved_result_config(saved_path: Path) -> dict[str, Any]:
+    """The flat result config (:func:`~fedaug.experiments.identity.result_config`) of the run config saved at
+    ``saved_path``, re-read through the loader (keys added since get their defaults).
+
+    Raises:
+        ConfigError: a file that is not a mapping or lacks a section every saved config has.
+    """
     raw = read_yaml_file(saved_path)
     if not isinstance(raw, dict):
         raise ConfigError(f"{saved_path} must hold a mapping of config keys, got {type(raw).__name__}")
     missing = [section for section in SAVED_SECTIONS if section not in raw]
     if missing:  # every saved config has them all: a file cut short
         raise ConfigError(f"{saved_path} is incomplete (no {', '.join(missing)} section)")
-    saved = result_config(config_to_dict(config_from_dict(raw)))
-    current = result_config(config_to_dict(config))
-    keys = saved.keys() | current.keys()
-    return sorted(k for k in keys if saved.get(k, _ABSENT) != current.get(k, _ABSENT))
+    return result_config(config_to_dict(config_from_dict(raw)))
 
 
 def fedavg_name(name: str) -> str:

@@ -193,7 +193,7 @@ class TrainConfig:
 
     def settings(self, round_num: int) -> TrainSettings:
         """Local training settings of 1-based round ``round_num`` (lr decayed, floored at ``lr_min``)."""
-        if self.lr_schedule == "official_flea":  # OFFICIAL_FLEA_CODE.md 5.1; their round r = our t - 1
+        if self.lr_schedule == "official_flea":  # docs/methods/flea.md; their round r = our t - 1
             r = round_num - 1
             lr = self.lr * (1 - 0.018 * r if r < 50 else 0.1)
         else:
@@ -236,8 +236,8 @@ class EngineConfig:
             round (default 1).
         flush_denormals: flush subnormal floats to zero during the run
             (:func:`fedaug.precision.flush_denormals`): 4-5x faster FedGen steps late in a run on x86
-            CPUs, whose confident global model makes the backward pass subnormal; changes results in those
-            values only. Default off (bit-identical to runs made before the option existed).
+            CPUs, whose confident global model makes the backward pass subnormal; it changes results in those
+            values, so it is off by default.
         branch_from_fedavg: a method that is FedAvg in its first rounds (Fed-ZDAC/ZDAS before
             ``start_round``, FedGen in its warm-up) starts from the checkpoint of the FedAvg run of the same
             setting and seed instead of repeating them (same results; :mod:`fedaug.experiments.branching`).

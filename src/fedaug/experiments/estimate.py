@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING
 
 from fedaug.engine.branch import has_start_checkpoint
 from fedaug.engine.checkpoint import read_jsonl
-from fedaug.experiments.runner import finished_summary
+from fedaug.experiments.runner import finished_summary, run_dir_for
 from fedaug.experiments.schedule import Schedule, branch_plan
 from fedaug.machine import cpu_model, other_recorded_cpu
 
 if TYPE_CHECKING:
+    from fedaug.experiments.config import ExperimentConfig
     from fedaug.experiments.sweep import SweepPoint
 
 
@@ -150,12 +151,63 @@ def dry_run_lines(points: Sequence[SweepPoint]) -> list[str]:
         lines.append(f"{status:<26}{left:<10}{point.run_dir}{after}")
     states = ", ".join(f"{counts[s]} {s}" for s in ("finished", "partial", "new") if counts[s])
     summary = f"{_runs(len(points))}: {states}"
-    if counts["partial"] + counts["new"]:
+    if unknown and unknown == counts["partial"] + counts["new"]:
+        summary += f"; {NO_ESTIMATE}"
+    elif counts["partial"] + counts["new"]:
         summary += f"; about {format_duration(total)} of run time left (round times of their seeds so far)"
         if unknown:
             summary += f"; {_runs(unknown)} without an estimate ('?': no seed has logged that kind of round)"
     lines.append(summary)
     return lines
+
+
+NO_ESTIMATE = "no estimate yet ('?' for each: no seed of these runs has logged that kind of round)"
+"""The summary of :func:`dry_run_lines` when no unfinished run has an estimate (a fresh checkout)."""
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """What ``fedaug run`` of several methods prints before its first run, and says while each runs.
+
+    ``lines``: the order of the runs, then :func:`dry_run_lines` (status, time left and run dir of each, the
+    total time left when there is an estimate). ``after``: per run, what the command runs after it
+    (``then flea (100 rounds)``, '' for the last), for its progress line's ``eta``.
+    """
+
+    lines: list[str]
+    after: list[str]
+
+
+def job_plan(configs: Sequence[ExperimentConfig], *, fresh: bool = False) -> JobPlan:
+    """The :class:`JobPlan` of running ``configs`` one after the other (``fresh``: each starts over)."""
+    from fedaug.experiments.sweep import SweepPoint
+
+    points = [SweepPoint(config, run_dir_for(config), {}) for config in configs]
+    names = ", then ".join(config.method.name for config in configs)
+    redo = "; --fresh starts each over" if fresh else ""
+    lines = [f"plan: {_runs(len(points))}, one after the other: {names}{redo}", *dry_run_lines(points)]
+    left = []
+    for point in points:
+        if fresh:
+            left.append(f"{point.config.method.name} ({point.config.train.rounds} rounds)")
+            continue
+        if finished_summary(point.run_dir, point.config.train.rounds) is not None:
+            left.append("")
+            continue
+        point_plan = plan(point)
+        rounds = len(point_plan.needed)
+        if not rounds:  # every round logged: it only writes its summary
+            left.append("")
+            continue
+        seconds = remaining_seconds(point, point_plan)
+        estimate = "" if seconds is None else f", ~{format_duration(seconds)}"
+        left.append(f"{point.config.method.name} ({rounds} round{'' if rounds == 1 else 's'}{estimate})")
+    after = [_then([text for text in left[i + 1 :] if text]) for i in range(len(points))]
+    return JobPlan(lines, after)
+
+
+def _then(runs: list[str]) -> str:
+    return f"then {', '.join(runs)}" if runs else ""
 
 
 def _other_cpu(fedavg_dir: Path) -> str:

@@ -19,6 +19,7 @@ import yaml
 
 from fedaug.errors import ConfigError
 from fedaug.experiments.config import ExperimentConfig
+from fedaug.experiments.naming import format_suffix
 from fedaug.yamlio import parse_yaml, read_yaml_file
 
 T = TypeVar("T")
@@ -87,12 +88,58 @@ def load_config(paths: Sequence[str | Path] = (), overrides: Sequence[str] = ())
     When a layer renames the dataset, partitioner, model or method, the options of the previous one are
     dropped (``--set partition.name=dirichlet`` does not keep quantity's ``classes_per_client``).
     """
+    return config_from_dict(_overridden(_preset_tree(paths), overrides))
+
+
+def _preset_tree(paths: Sequence[str | Path]) -> dict[str, Any]:
     tree = config_to_dict(ExperimentConfig())
     for path in paths:
         tree = merge_layer(tree, read_yaml(path))
+    return tree
+
+
+def _overridden(tree: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
     for override in overrides:
         tree = merge_layer(tree, apply_override({}, override))
-    return config_from_dict(tree)
+    return tree
+
+
+SMOKE_OVERRIDES = ("train.rounds=2", "train.local_epochs=1")
+"""``--smoke``: the presets shrunk to a check that everything is wired (2 rounds, 1 local epoch)."""
+
+SMOKE_TAG = "-smoke"
+"""Appended to the name of a ``--smoke`` run: its run dir is never the presets' own."""
+
+LENGTH_KEYS = ("train.rounds", "train.local_epochs")
+"""The keys whose command-line override puts a run in a run dir of its own (:func:`load_run_config`)."""
+
+
+def load_run_config(
+    paths: Sequence[str | Path] = (), overrides: Sequence[str] = (), *, smoke: bool = False, tag: str = ""
+) -> ExperimentConfig:
+    """:func:`load_config` for a command line: a shortened (or lengthened) run gets a run dir of its own.
+
+    ``smoke`` applies :data:`SMOKE_OVERRIDES` first and appends ``-smoke`` to the name; ``tag`` is appended
+    next (``-flower``). When ``overrides`` leave ``train.rounds`` or ``train.local_epochs`` at another value
+    than the presets (with ``smoke``: the smoke presets) give, the name gets a last segment in a sweep's
+    format, e.g. ``default/train.rounds=3``: a run dir holds one run length, so a quick check never meets
+    the presets' own run (which a different config in its run dir would refuse, or ``--fresh`` would wipe).
+    A run at its presets' own length keeps the name they give (``fedaug run RUN_DIR/config.yaml`` resumes a
+    run in its own run dir: its presets are its config).
+    """
+    reference = _overridden(_preset_tree(paths), SMOKE_OVERRIDES if smoke else ())
+    config = config_from_dict(_overridden(reference, overrides))
+    given = config_to_dict(config)
+    changed = [
+        (key, str(given[section][field]))
+        for key in LENGTH_KEYS
+        for section, field in [key.split(".")]
+        if given[section][field] != reference.get(section, {}).get(field)
+    ]
+    name = config.name + (SMOKE_TAG if smoke else "") + tag
+    if changed:
+        name = f"{name}/{format_suffix(changed)}"
+    return dataclasses.replace(config, name=name) if name != config.name else config
 
 
 def merge_layer(tree: Mapping[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:

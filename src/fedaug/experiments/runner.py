@@ -50,7 +50,12 @@ from fedaug.engine.memory_format import resolve_channels_last
 from fedaug.engine.sampling import clients_per_round
 from fedaug.engine.simulation import Simulation, SimulationSpec, write_env
 from fedaug.errors import ConfigError, PathError, path_error
-from fedaug.experiments.branching import config_differences, fedavg_name, start_from_fedavg
+from fedaug.experiments.branching import (
+    config_differences,
+    fedavg_name,
+    saved_result_config,
+    start_from_fedavg,
+)
 from fedaug.experiments.config import ExperimentConfig, MethodSpec
 from fedaug.experiments.load import build_dataclass, dump_yaml
 from fedaug.machine import cpu_facts
@@ -202,13 +207,16 @@ def _resolve(config: ExperimentConfig) -> _Resolved:
     return _Resolved(method, dataset, partition, model_fn, model, run, min(per_round, num_clients))
 
 
-def check_experiment(config: ExperimentConfig) -> None:
-    """Every check :func:`run_experiment` makes before it writes anything (the run dir's path, the config
-    against the data, model and method), for a command that runs several configs: one bad method's options
-    are refused before the first run starts (a finished run, which will be skipped, is not checked). Draws
-    nothing from torch's global RNG."""
+def check_experiment(config: ExperimentConfig, *, fresh: bool = False) -> None:
+    """Every check :func:`run_experiment` makes before it writes anything (the run dir's path, a run of
+    another config in it unless ``fresh``, the config against the data, model and method), for a command that
+    runs several configs: one bad method's options or one occupied run dir are refused before the first run
+    starts (a finished run, which will be skipped, is not checked further). Draws nothing from torch's global
+    RNG."""
     run_dir = run_dir_for(config)
     check_run_dir_path(run_dir)
+    if not fresh:
+        _check_existing(run_dir, config)
     if finished_summary(run_dir, config.train.rounds) is not None:
         return
     with torch.random.fork_rng(devices=[]):
@@ -273,16 +281,48 @@ def _check_existing(run_dir: Path, config: ExperimentConfig) -> None:
     # tree is that sweep's run), nor does data.data_dir.
     try:
         diffs = config_differences(saved_path, config)
+        saved = saved_result_config(saved_path)
     except ConfigError as exc:
         raise corrupt_file(saved_path, str(exc), "run config") from exc
+    labels = list(diffs)
     used = _saved_env(run_dir).get("method_config")  # every option the run used, defaults included
     if used is not None and "method.name" not in diffs:
-        diffs = [key for key in diffs if not key.startswith("method.")] + _option_changes(used, config)
+        options = _option_changes(used, config)
+        diffs = [key for key in diffs if not key.startswith("method.")]
+        option_labels = [
+            f"method.{key} (the run used {json.dumps(used[key])}, now {value})"
+            for key, value in options.items()
+        ]
+        labels = diffs + option_labels
+        saved = {**saved, **{f"method.{k}": used[k] for k in options}}
+        diffs += [f"method.{k}" for k in options]
     if diffs:
-        raise ConfigError(
-            f"{run_dir} holds a run with a different config (differs in: {', '.join(diffs)}); "
-            "use --fresh to overwrite it, choose another --set out_dir/name, or set the values the run used"
-        )
+        used_values = {key: saved[key] for key in diffs if key in saved}
+        raise ConfigError(_different_config_message(run_dir, labels, used_values, saved.get("train.rounds")))
+
+
+def _different_config_message(run_dir: Path, labels: list[str], used: dict[str, Any], rounds: Any) -> str:
+    """Why a run dir is refused, and the remedies in the order that loses nothing: a new run dir for the new
+    config, the values the run used to go on with it, and only last ``--fresh``, which deletes its rounds
+    (``used``: the differing keys' values in the run; ``rounds``: its ``train.rounds``)."""
+    done = len(read_jsonl(run_dir / "metrics.jsonl"))
+    finished = (run_dir / "summary.json").exists()
+    state = f"finished ({done} rounds)" if finished else f"{done} of {rounds} rounds done"
+    lost = f"its {done} finished round{'' if done == 1 else 's'}" if done else "it"
+    sets = " ".join(f"--set {key}={_set_value(value)}" for key, value in used.items())
+    resume = f"; to go on with that run, give the values it used: {sets}" if sets else ""
+    return (
+        f"{run_dir} holds a run with a different config (differs in: {', '.join(labels)}), {state}. To keep "
+        f"it, run this config in a new run dir: --set name=<new name> or --out-dir <folder>{resume}; only if "
+        f"that run is not needed: --fresh deletes {lost} and starts over"
+    )
+
+
+def _set_value(value: Any) -> str:
+    """``value`` as ``--set key=...`` reads it back (YAML flow style: ``0.001``, ``adam``, ``[1, 2]``)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
 
 
 def _check_checkpoint(run_dir: Path) -> None:
@@ -309,17 +349,18 @@ def _saved_env(run_dir: Path) -> dict[str, Any]:
     return env
 
 
-def _option_changes(used: dict[str, Any], config: ExperimentConfig) -> list[str]:
-    """The method options whose values ``config`` would run with differ from those the run ``used``.
+def _option_changes(used: dict[str, Any], config: ExperimentConfig) -> dict[str, str]:
+    """The method options whose values ``config`` would run with differ from those the run ``used``: each one
+    (sorted) with its value now, as JSON.
 
     Compares the options in effect, defaults included, not the options as given in ``config.yaml``: a method
-    default changed since the run (e.g. Fed-ZDAS's ``server_batch_size``) would otherwise resume it with the
-    new value, and naming the old value (``--set method.server_batch_size=10``) finishes it as it started.
-    Options added since the run are left out (a new option's default keeps the old behaviour).
+    default that changes after a run started would otherwise resume it with the new value, and naming the
+    value it used (``--set method.<option>=<value>``) finishes it as it started. Options the run did not
+    record are left out (a new option's default keeps the behaviour it had without it).
     """
     now = json.loads(json.dumps(asdict(build_method(config).config)))  # tuples as lists, as in env.json
     changed = sorted(key for key in used.keys() & now.keys() if used[key] != now[key])
-    return [f"method.{k} (the run used {json.dumps(used[k])}, now {json.dumps(now[k])})" for k in changed]
+    return {key: json.dumps(now[key]) for key in changed}
 
 
 def _warn_rounding_change(run_dir: Path, device: torch.device) -> None:
@@ -327,10 +368,10 @@ def _warn_rounding_change(run_dir: Path, device: torch.device) -> None:
     (CPU vs a GPU model) than it last ran with (``env.json``; runs from before the CPU was recorded are not
     checked for it; runs from before devices were recorded ran on the CPU).
 
-    Multi-threaded ops split their sums differently (HARNet: train loss 1.0212539 with 1 thread vs 1.0212342
-    with 2 after one round), and the kernels picked for another CPU round differently (:mod:`fedaug.machine`),
-    so the rest of the run will not be bit-identical to an uninterrupted run. Not refused: the run is as
-    valid, only not the same to the last digit.
+    Multi-threaded ops split their sums differently (a HARNet round's train loss differs in the 6th digit
+    between 1 and 2 threads), and the kernels picked for another CPU round differently
+    (:mod:`fedaug.machine`), so the rest of the run will not be bit-identical to an uninterrupted run. Not
+    refused: the run is as valid, only not the same to the last digit.
     """
     if not (run_dir / "metrics.jsonl").exists():
         return
@@ -377,6 +418,7 @@ def run_experiment(
     fresh: bool = False,
     engine: Callable[[SimulationSpec], Simulation] = Simulation,
     quiet: bool = False,
+    after: str = "",
 ) -> dict[str, Any]:
     """Runs ``config`` to completion (resuming or skipping as needed) and returns its summary.
 
@@ -384,6 +426,8 @@ def run_experiment(
     or the Flower adapter's subclass, which sends the client calls to Flower nodes. ``quiet`` logs no round
     lines whatever ``engine.progress`` says (a sweep's worker processes, whose lines would interleave); it is
     not written to ``config.yaml``, so running the run again from its ``config.yaml`` shows its progress.
+    ``after`` says what the command runs next, for the progress line (``then flea (100 rounds)``:
+    :func:`fedaug.experiments.estimate.job_plan`).
     """
     run_dir = run_dir_for(config)
     check_run_dir_path(run_dir)
@@ -399,6 +443,8 @@ def run_experiment(
         torch.set_num_threads(config.engine.num_threads)
     prepared = prepare(config, run_dir)  # every check passed before the run dir is made or changed
     with RunDirLock(run_dir):  # released on any exit, by the kernel if the process is killed
+        if after:
+            prepared = replace(prepared, spec=replace(prepared.spec, after=after))
         return _run_locked(config, run_dir, prepared, fresh=fresh, engine=engine, quiet=quiet)
 
 

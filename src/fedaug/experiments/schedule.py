@@ -4,8 +4,8 @@ With ``engine.branch_from_fedavg`` a Fed-ZDAC/ZDAS, FedGen or post-hoc CCVR run 
 its FedAvg sibling (:mod:`fedaug.experiments.branching`), but only if the checkpoint is there when it starts;
 otherwise it runs FedAvg's rounds itself (the same results, about 5x the time for Fed-ZDA). A sweep over
 methods holds both, so it holds the branching run back until its FedAvg run has ended (finished, skipped or
-failed), then starts it before any other waiting run: a Fed-ZDA sweep with ``--workers 2`` no longer has to be
-run in two steps (FedAvg first) to branch.
+failed), then starts it before any other waiting run, so that one sweep command (with any ``--workers``)
+runs FedAvg and branches the others from it.
 """
 
 from __future__ import annotations

@@ -38,6 +38,8 @@ from fedaug.experiments.estimate import rounds_logged, running_line
 from fedaug.experiments.identity import result_config
 from fedaug.experiments.load import (
     OPEN_SECTIONS,
+    SMOKE_OVERRIDES,
+    SMOKE_TAG,
     apply_override,
     config_from_dict,
     config_to_dict,
@@ -94,7 +96,11 @@ class SweepResult:
 
 
 def read_sweep(
-    path: str | Path, overrides: Sequence[str] = (), grid_overrides: Sequence[str] = ()
+    path: str | Path,
+    overrides: Sequence[str] = (),
+    grid_overrides: Sequence[str] = (),
+    *,
+    smoke: bool = False,
 ) -> tuple[dict[str, Any], list[dict[str, list[Any]]]]:
     """Reads a sweep file into its base config tree and its grid blocks.
 
@@ -103,6 +109,8 @@ def read_sweep(
         overrides: ``key=value`` overrides of the base (applied before the grid, so the grid wins).
         grid_overrides: ``key=[v1, v2]`` replacements of a grid axis in every block that has it (added to
             every block when none has it).
+        smoke: ``--smoke``: :data:`~fedaug.experiments.load.SMOKE_OVERRIDES` before ``overrides``, and
+            ``-smoke`` appended to the base's name, so that its run dirs are never the sweep's own.
 
     Returns:
         The base as a nested dict and the grid blocks (each a mapping of key to a non-empty list).
@@ -113,8 +121,10 @@ def read_sweep(
     layer = read_yaml(path)
     grid = layer.pop("grid", None)
     tree = merge_layer(config_to_dict(ExperimentConfig()), layer)
-    for override in overrides:
+    for override in [*(SMOKE_OVERRIDES if smoke else ()), *overrides]:
         tree = merge_layer(tree, apply_override({}, override))
+    if smoke:
+        tree["name"] = f"{tree['name']}{SMOKE_TAG}"
     blocks = _grid_blocks(grid, path)
     for override in grid_overrides:
         blocks = _replace_axis(blocks, override)
@@ -221,14 +231,19 @@ def build_point(tree: Mapping[str, Any], values: Mapping[str, Any]) -> SweepPoin
 
 
 def expand_sweep(
-    path: str | Path, overrides: Sequence[str] = (), grid_overrides: Sequence[str] = ()
+    path: str | Path,
+    overrides: Sequence[str] = (),
+    grid_overrides: Sequence[str] = (),
+    *,
+    smoke: bool = False,
 ) -> list[SweepPoint]:
-    """All points of the sweep file ``path``, duplicates (same run dir, same config) removed.
+    """All points of the sweep file ``path``, duplicates (same run dir, same config) removed (arguments: see
+    :func:`read_sweep`).
 
     Raises:
         ConfigError: for a bad grid or value, or two different configs that would share a run dir.
     """
-    tree, blocks = read_sweep(path, overrides, grid_overrides)
+    tree, blocks = read_sweep(path, overrides, grid_overrides, smoke=smoke)
     points: dict[Path, SweepPoint] = {}
     for values in expand_grid(blocks):
         point = build_point(tree, values)

@@ -4,7 +4,7 @@ The SuperLink serves its APIs over HTTPS with ``server.pem`` / ``server.key``; S
 CLI verify it against ``ca.crt`` (``--root-certificates``). The server certificate names every host the
 SuperNodes dial (Subject Alternative Names), e.g. ``127.0.0.1`` and ``localhost`` on one machine, or the
 server's DNS name / IP in a real deployment. This is the ``cryptography`` equivalent of Flower's
-``generate.sh`` (openssl); the README shows the openssl commands as well.
+``generate.sh`` (openssl); docs/guide/flower.md shows the openssl commands as well.
 """
 
 from __future__ import annotations

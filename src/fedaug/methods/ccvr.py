@@ -13,7 +13,7 @@ amount FLea shares) instead of on Gaussian samples. The calibrated classifier on
 (:meth:`CCVR.eval_state`); the global weights that keep training stay FedAvg's.
 
 # Deviation from official FLea code: it fine-tunes the whole network on raw data on client 0 (see
-# OFFICIAL_FLEA_CODE.md s. 4); we implement CCVR as the papers describe it.
+# docs/methods/flea.md, "The authors' code"); we implement CCVR as the papers describe it.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ class CCVR(FedAvg):
         model = frozen_model(ctx, "share", request.model_state)
         x, y = ctx.data.x, ctx.data.y
         if self.config.variant == "shared_features":
-            # Paper is silent on the subset: a fresh random floor(alpha n) samples, as FLea's (SPEC).
+            # Paper is silent on the subset: a fresh random floor(alpha n) samples, as FLea's.
             n = ctx.data.num_examples
             idx = share_indices(n, self.config.share_fraction, ctx.generator, None, ctx.client_id)
             x, y = x[idx], y[idx]

@@ -53,9 +53,10 @@ def pool_payload(state: ServerState, round_num: int, train: TrainSettings) -> Pa
 def receive_pool(state: ServerState, shares: Sequence[ClientShare], run: RunContext) -> ServerState:
     """Concatenates the shares (``extra["x"]``, ``extra["y"]``) into the pool and records its cost.
 
-    Exposure uses FLea's definition (SPEC: xi_ij = 1 once data of i reached j): every client that shared
-    something reaches every client, so it is 1.0 when every client shares at least one item. The pool lives on
-    the run's device, as the empty one :func:`empty_pool` made (the clients' shares are computed there).
+    Exposure uses FLea's definition (docs/methods/flea.md; xi_ij = 1 once data of i reached j): every client
+    that shared something reaches every client, so it is 1.0 when every client shares at least one item. The
+    pool lives on the run's device, as the empty one :func:`empty_pool` made (the clients' shares are computed
+    there).
     """
     extra = dict(state.extra)
     parts = [s for s in shares if s.extra["y"].shape[0] > 0]

@@ -16,13 +16,13 @@ adds ``gen_weight * CE(f(G(y, z)), y)`` on one generated batch (same size as the
 # trained against the ensemble of the clients' heads weighted by their label counts; we follow the FLea
 # papers' input-space version (their description above), which is what their FedGen numbers measure.
 # Deviation from paper: the generator's output is bounded, ``output_scale * tanh(.)`` (DCGAN's output layer;
-# neither paper names one). Unbounded, the diversity loss is minimised by growing the samples without limit:
-# on UCI-HAR (K = 75, Qua(2)) the samples' std reached 577 within 10 rounds (the data's: 0.4), their pass
-# through the clients' BN layers wrecked the running statistics and the global model fell to one class.
+# neither paper names one). Unbounded, the diversity loss is minimised by growing the samples without limit
+# (on UCI-HAR Qua(2) their std reaches 577 within 10 rounds, the data's 0.4), which wrecks the clients'
+# BN running statistics and collapses the global model to one class.
 # Deviation from paper (unspecified there): generated batches pass the client model's BatchNorm layers in eval
-# mode (running statistics, not updated), as the generator was trained against the eval-mode global model.
-# In train mode they updated the running statistics with statistics of non-data: with tanh alone the global
-# model on UCI-HAR Qua(2) still dropped to 17-37% (FedAvg's same rounds: 36-48%).
+# mode (running statistics, not updated), as the generator was trained against the eval-mode global model;
+# in train mode they would fill the running statistics with non-data (on UCI-HAR Qua(2), even with tanh, the
+# global model then falls to 17-37% where FedAvg has 36-48%).
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ class FedRS(FedAvg):
         # Deviation from paper: the paper scales w_c^T h of a bias-free classifier; our classifiers have a
         # bias, and by default we scale the whole logit w_c^T h + b_c (as the FedDecorr authors' FedRS code
         # does); scale_bias=False scales w_c^T h only. On UCI-HAR Qua(2) under the FLea protocol (Adam) both
-        # diverge alike (docs/results/baselines_har): the restriction only damps a missing class when its
+        # diverge alike (studies/baselines_har): the restriction only damps a missing class when its
         # logit is positive; Adam-trained HARNet logits are large and negative (FedAvg's mean about -150),
         # where alpha * z_c *raises* the missing class, so each client pushes them further down, training
         # losses reach 12 and the features collapse (penultimate norm 0.8 vs FedAvg's 29 after 100 rounds).

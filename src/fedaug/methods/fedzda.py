@@ -22,11 +22,10 @@ Before ``start_round`` both are FedAvg, bit for bit (same seeds), so a FedAvg ru
 # SGD lr 0.02, the paper's local optimiser, in batches of 100, i.e. 10 steps on the 1000-sample union of
 # the default settings, BatchNorm in training mode; with ``server_batchnorm: frozen`` the running
 # statistics aggregated from real data normalise and stay).
-# Measured (seed 0, 100 rounds, docs/results/fedzda/README.md "Fed-ZDAS's server step"): the client-like
-# batch of 10 (100 steps a round; the default before 2026-11-25) cost MNIST unimodal 1.6 points (96.54 vs
-# FedAvg 98.15; paper ZDAS 97.66), batch 100 gave 97.97; over rounds 80-100 batch 100 had the higher global
-# accuracy and the lower class variance on MNIST unimodal and multimodal and on FMNIST unimodal, and tied
-# on FMNIST multimodal, where batch 10 lowered the class variance more.
+# Batches of 100, not the clients' 10 (100 steps a round): with batch 10 Fed-ZDAS lost 1.6 points on MNIST
+# unimodal (96.54 vs FedAvg 98.15, paper ZDAS 97.66; batch 100: 97.97), and over rounds 80-100 batch 100 had
+# the higher accuracy and lower class variance in three of the four settings (seed 0;
+# studies/fedzda/README.md, "Fed-ZDAS's server step").
 """
 
 from __future__ import annotations
@@ -65,8 +64,10 @@ class ZDAConfig(MethodConfig):
     Attributes:
         start_round: first round with augmentation (burn-in before it; paper studies 80, 90, 95 of 100).
         samples_per_class: synthetic samples per class and per generating model (paper silent; default 10).
-        gen_iterations: Adam steps of ZSDG on the inputs (SPEC: a few hundred to 2000; default 500).
-        gen_lr: ZSDG's Adam learning rate (SPEC: 0.05-0.1; default 0.05).
+        gen_iterations: Adam steps of ZSDG on the inputs (paper silent; DeepInversion-style inversions use a
+            few hundred to 2000, docs/methods/fedzda.md; default 500).
+        gen_lr: ZSDG's Adam learning rate (paper silent; about 0.05-0.1 in DeepInversion-style inversions;
+            default 0.05).
         gen_bn_weight: weight of the BN-statistics term (paper: 1).
         gen_ce_weight: weight of the class cross-entropy (paper: 1).
         gen_tv_weight: weight of the optional total-variation prior (paper: 0).

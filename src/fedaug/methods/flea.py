@@ -12,7 +12,7 @@ and the loss is L = L_cls(soft-label CE on head(f~)) + lambda1 L_dis (KL between
 frozen global head on f~) + lambda2 L_dec (distance correlation between inputs and activations, which
 obfuscates what is shared). Round 1 has an empty buffer: local CE + lambda2 L_dec.
 
-``flea_official`` is FLea with the official code's departures as defaults (OFFICIAL_FLEA_CODE.md s. 3);
+``flea_official`` is FLea with the official code's departures as defaults (docs/methods/flea.md);
 ``configs/methods/flea_official.yaml`` adds its optimiser departures (Adam re-created every step, linear lr).
 """
 
@@ -376,7 +376,7 @@ def _share_stats(shares: Sequence[ClientShare]) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class FLeaOfficialConfig(FLeaConfig):
-    """FLea with the official code's departures (OFFICIAL_FLEA_CODE.md section 3) as defaults."""
+    """FLea with the official code's departures (docs/methods/flea.md, "The authors' code") as defaults."""
 
     decor_form: str = "dcor"
     decor_schedule: str = "official"

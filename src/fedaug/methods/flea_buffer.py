@@ -62,9 +62,10 @@ def share_indices(
 def exposure_update(pairs: Tensor, sources: Tensor, receivers: Sequence[int], num_clients: int) -> Tensor:
     """Adds the pairs (i, j) and (j, i) for every source i in the buffer and receiver j; returns sorted ids.
 
-    Feature exposure (SPEC): xi_ij = 1 once features of i reached j or of j reached i; a pair is stored as
-    ``i * K + j``. The exposure eps(t) is ``len(pairs) / K^2`` (FedData/FedMix, where everyone gets
-    everything, reach 1). The result lives on the device of ``pairs`` (the server state's).
+    Feature exposure (FLea paper; docs/methods/flea.md): xi_ij = 1 once features of i reached j or of j
+    reached i; a pair is stored as ``i * K + j``. The exposure eps(t) is ``len(pairs) / K^2``
+    (FedData/FedMix, where everyone gets everything, reach 1). The result lives on the device of ``pairs``
+    (the server state's).
     """
     if sources.numel() == 0 or not receivers:
         return pairs

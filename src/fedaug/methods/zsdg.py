@@ -18,8 +18,8 @@ computed by forward hooks. Only models with BatchNorm layers that track running 
 The distances are plain l2 norms by default (DeepInversion; ``bn_norm``), squared in the paper's Eq. 3.
 Paper is inconsistent on sigma: it calls the stored BN parameter a variance and the batch statistic a standard
 deviation. We match variances (what BN stores; DeepInversion also matches variances).
-Paper is silent on iterations, learning rate and priors: defaults follow SPEC (Adam lr 0.05, 500 iterations,
-no TV prior; DeepInversion's l2 total variation is an option).
+Paper is silent on iterations, learning rate and priors: defaults in DeepInversion's range (Adam lr 0.05, 500
+iterations, no TV prior; DeepInversion's l2 total variation is an option; docs/methods/fedzda.md).
 
 Also here: :func:`class_accuracy`, the paper's quality check (Section 4.4): accuracy per class of an
 independently trained ("oracle") classifier on generated samples.
@@ -47,8 +47,8 @@ class ZSDGSettings:
     """How synthetic samples are optimised.
 
     Attributes:
-        iterations: Adam steps on the inputs (SPEC: a few hundred to 2000; default 500).
-        lr: Adam learning rate on the inputs (SPEC: about 0.05-0.1; default 0.05).
+        iterations: Adam steps on the inputs (DeepInversion-style: a few hundred to 2000; default 500).
+        lr: Adam learning rate on the inputs (DeepInversion-style: about 0.05-0.1; default 0.05).
         bn_weight: weight of the BN statistics term (paper: 1).
         ce_weight: weight of the class cross-entropy (paper: 1).
         tv_weight: weight of the l2 total-variation prior on image inputs (paper: none, 0).
@@ -63,11 +63,10 @@ class ZSDGSettings:
     ce_weight: float = 1.0
     tv_weight: float = 0.0
     init_std: float = 1.0
-    # Deviation from paper: Eq. 3 squares the distances; the squared form lets the BN term swamp the CE
-    # (measured: a trained BN MLP on 3 blobs labels 42% of its squared-form samples as their target after
-    # 150 steps vs 82% with l2; a centrally trained FMNIST bn_cnn_mnist after 200 steps at lr 0.1: 53% vs
-    # 100%, an independent oracle 13% vs 34%), and DeepInversion, which the paper builds on, uses plain l2
-    # norms. ``bn_norm: squared`` is the paper's form.
+    # Deviation from paper: Eq. 3 squares the distances, which lets the BN term swamp the CE, and
+    # DeepInversion, which the paper builds on, uses plain l2 norms. With l2 more samples get their target
+    # class (a centrally trained FMNIST bn_cnn_mnist, 200 steps at lr 0.1: 100% vs 53% by the model, 34% vs
+    # 13% by an independent oracle). ``bn_norm: squared`` is the paper's form.
     bn_norm: str = "l2"
 
     def __post_init__(self) -> None:

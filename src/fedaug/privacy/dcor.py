@@ -110,7 +110,7 @@ def trace_correlation(x: Tensor, f: Tensor) -> Tensor:
 
 
 def official_dcor(x: Tensor, f: Tensor) -> Tensor:
-    """The official FLea code's unsquared dCor with its epsilons (OFFICIAL_FLEA_CODE.md section 3.4)."""
+    """The official FLea code's unsquared dCor with its epsilons (docs/methods/flea.md, the authors' code)."""
     xy, xx, yy = _dcov2_terms(x, f, LOSS_EPS)
     dcov = torch.sqrt(xy + LOSS_EPS)
     dvar_x, dvar_f = torch.sqrt(xx + LOSS_EPS), torch.sqrt(yy + LOSS_EPS)

@@ -2,8 +2,8 @@
 
 A run dir holds checkpoints (megabytes) and per-client metric vectors next to what ``fedaug report`` reads.
 Long tables are often measured over several machines or sessions whose run dirs are lost when the machine goes
-away; archiving each finished run into a folder that is committed (e.g. ``docs/results/<table>/runs``) lets a
-later ``fedaug report runs/<sweep> docs/results/<table>/runs`` put the old and the new runs in one table.
+away; archiving each finished run into a folder that is committed (e.g. ``studies/<table>/runs``) lets a
+later ``fedaug report runs/<sweep> studies/<table>/runs`` put the old and the new runs in one table.
 
 An archived run is a directory with the same relative path as the run dir: ``config.yaml``, ``env.json``
 (versions, git sha, the method's resolved options), ``summary.json`` and ``timings.jsonl`` (per-round wall

@@ -100,7 +100,7 @@ def test_batched_round_equals_sequential_client_updates(
 @pytest.mark.parametrize("settings", [ADAM, SGD_MOMENTUM], ids=["adam", "sgd-momentum"])
 def test_batched_equals_sequential_to_1e_10_in_float64_over_many_steps(settings: TrainSettings) -> None:
     # In float32 the two paths drift apart over long client runs: both round differently, and training
-    # amplifies rounding differences (docs/results/speed/README.md measures the sequential float32 loop as
+    # amplifies rounding differences (studies/speed/README.md measures the sequential float32 loop as
     # far from its own float64 result as the batched one). In float64 the rounding is 1e-16, so any
     # difference left over 30 steps per client would be a difference in the algorithm itself.
     torch.manual_seed(0)

@@ -203,8 +203,9 @@ FALLBACKS = {
 def test_which_methods_batch_and_why_the_others_fall_back(
     tmp_path: Path, name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # The list in engine/batched.py's docstring, docs/gpu.md and the README: every registered method either
-    # trains batched or names why it does not (a new method is checked here the day it is registered).
+    # The list in engine/batched.py's docstring, docs/guide/gpu.md and docs/guide/speed.md: every registered
+    # method either trains batched or names why it does not (a new method is checked here the day it is
+    # registered).
     spec = replace(image_spec(tmp_path, name, torch.device("cpu"), rounds=2), batched_clients=True)
     # FedBR and FedGen train with plain CE (and batch) until their pool / generator exists: get there.
     options = {"fedbr": {"average_size": 4}, "fedgen": {"warmup_rounds": 1}}.get(name)

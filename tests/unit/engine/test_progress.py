@@ -50,6 +50,15 @@ def test_log_line_ends_with_time_left(tmp_path: Path, caplog: pytest.LogCaptureF
     assert lines[1].endswith("eta 0s")  # nothing left after the last round
 
 
+def test_log_line_says_what_follows_the_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # a run of a command that runs flea next (fedaug run with compare: [fedavg, flea])
+    spec = replace(make_spec(tmp_path, rounds=2, per_round=2), progress=True, after="then flea (100 rounds)")
+    with caplog.at_level(logging.INFO, logger="fedaug.engine.simulation"):
+        Simulation(spec).run()
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("round ")]
+    assert lines[1].endswith("eta 0s, then flea (100 rounds)")
+
+
 class _BurnIn(FedAvg):
     """FedAvg that declares its first two rounds FedAvg's (as Fed-ZDA's burn-in does)."""
 

@@ -155,12 +155,23 @@ def test_has_start_checkpoint_agrees_with_the_checkpoint_a_branch_loads(
         assert has_start_checkpoint(store.run_dir, last) == (loaded is not None), last
 
 
-def test_a_run_without_an_estimate_is_counted(tmp_path: Path) -> None:
+def test_no_run_with_an_estimate_says_so_instead_of_0_s(tmp_path: Path) -> None:
     (zdas,) = _points(tmp_path, f"[{ZDAS}]")
     lines = dry_run_lines([zdas])
     assert lines[0].startswith("new                       ?         ")
     assert lines[-1] == (
-        "1 run: 1 new; about 0 s of run time left (round times of their seeds so far); "
+        "1 run: 1 new; no estimate yet ('?' for each: no seed of these runs has logged that kind of round)"
+    )
+
+
+def test_runs_without_an_estimate_are_counted_beside_those_with_one(tmp_path: Path) -> None:
+    # Prepare: FedAvg seed 0 finished in 1 s rounds; no seed of Fed-ZDAS has run
+    zdas, fedavg0 = _points(tmp_path, f"[{ZDAS}, fedavg]")
+    _, fedavg1 = _points(tmp_path, f"[{ZDAS}, fedavg]", "seed=1")
+    _log(fedavg0.run_dir, [1.0, 1.0, 1.0, 1.0], finished=True)
+    # Assert: seed 1 of FedAvg is costed (4 s), Fed-ZDAS is counted as having no estimate
+    assert dry_run_lines([zdas, fedavg0, fedavg1])[-1] == (
+        "3 runs: 1 finished, 2 new; about 4 s of run time left (round times of their seeds so far); "
         "1 run without an estimate ('?': no seed has logged that kind of round)"
     )
 

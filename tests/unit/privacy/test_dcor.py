@@ -45,7 +45,7 @@ def test_linear_maps_give_one_and_independent_low_dim_data_gives_near_zero() -> 
 def test_plain_dcor_is_biased_towards_one_in_high_dimension_but_u_statistic_is_not() -> None:
     gen = torch.Generator().manual_seed(1)
     x, f = torch.randn(64, 3072, generator=gen), torch.randn(64, 3072, generator=gen)
-    assert distance_correlation(x, f) > 0.99  # SPEC: about 0.9975 for 3072-d at n = 64
+    assert distance_correlation(x, f) > 0.99  # the V-statistic's bias: about 0.9975 for 3072-d at n = 64
     assert abs(u_distance_correlation_sqr(x, f)) < 0.05
 
 

@@ -1,4 +1,4 @@
-"""The Fed-ZDA drift scripts in docs/results/fedzda rebuild their committed JSON from the archived runs."""
+"""The Fed-ZDA drift scripts in studies/fedzda rebuild their committed JSON from the archived runs."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
-FEDZDA = REPO_ROOT / "docs" / "results" / "fedzda"
+FEDZDA = REPO_ROOT / "studies" / "fedzda"
 
 
 def _run(script: str, *args: str | Path) -> str:

@@ -1,0 +1,1 @@
+"""Analyses of trained runs (the FLea papers' feature separation: :mod:`fedaug.analysis.features`)."""
