@@ -10,15 +10,19 @@ Variants:
         ``<data_dir>/cifar10/cifar-10-batches-py/`` or straight from the official ``cifar-10-python.tar.gz``
         in ``<data_dir>/cifar10/``. Every batch is md5-checked against the published checksums *before* it
         is unpickled, so only the genuine files are ever unpickled. ``download=True`` fetches the official
-        archive (md5 ``c58f30108f718f92721af3b95e74349a``) from the University of Toronto.
+        archive (md5 ``c58f30108f718f92721af3b95e74349a``) from the University of Toronto. A local archive
+        is md5-checked once per file version (cached); ``verify=False`` skips it (batches still are checked).
     ``jpeg_lossy``: the JPEG (quality 75) copy ``<data_dir>/cifar10_jpeg_lossy/CIFAR-10-images_*.tar.gz`` (see
-        :mod:`fedaug.data.sources.cifar10_jpeg`). LOSSY: for smoke runs only; ``source`` says so.
+        :mod:`fedaug.data.sources.cifar10_jpeg`). LOSSY: for smoke runs only; ``source`` says so. No official
+        checksum exists for this re-encoding, so it is not verified.
 
 License and citation: A. Krizhevsky, "Learning Multiple Layers of Features from Tiny Images", Technical
 Report, University of Toronto, 2009. Distributed by the authors for research use.
 """
 
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 import torch
@@ -28,6 +32,8 @@ from fedaug.data.download import RemoteFile
 from fedaug.data.sources.cifar10_jpeg import JPEG_GLOB, load_jpeg_arrays
 from fedaug.data.sources.cifar_pickles import Members, images_of, read_members, to_float, unpickle_verified
 from fedaug.registry import register
+
+logger = logging.getLogger(__name__)
 
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
@@ -61,17 +67,18 @@ def parse_batch(data: bytes, batch: str, shown: str) -> tuple[np.ndarray, np.nda
     return images_of(content), np.asarray(content[b"labels"], dtype=np.int64)
 
 
-def _read_batches(ctx: LoadContext) -> tuple[Members, str] | None:
+def _read_batches(ctx: LoadContext, verify: bool = True) -> tuple[Members, str] | None:
     """Bytes and display name of every batch, from the folder or the official archive; None if absent."""
-    return read_members(ctx, ctx.data_dir / "cifar10", BATCH_DIR, ARCHIVE, BATCH_MD5, "CIFAR-10")
+    root = ctx.data_dir / "cifar10"
+    return read_members(ctx, root, BATCH_DIR, ARCHIVE, BATCH_MD5, "CIFAR-10", verify=verify)
 
 
 def _to_float(images: np.ndarray, normalize: bool) -> torch.Tensor:
     return to_float(images, CIFAR_MEAN, CIFAR_STD, normalize)
 
 
-def _official(ctx: LoadContext, normalize: bool) -> tuple[dict[str, torch.Tensor], str]:
-    batches = _read_batches(ctx)
+def _official(ctx: LoadContext, normalize: bool, verify: bool) -> tuple[dict[str, torch.Tensor], str]:
+    batches = _read_batches(ctx, verify)
     if batches is None:
         jpeg = sorted((ctx.data_dir / "cifar10_jpeg_lossy").glob(JPEG_GLOB))
         hint = (
@@ -98,6 +105,7 @@ def _jpeg(ctx: LoadContext, normalize: bool) -> tuple[dict[str, torch.Tensor], s
         raise ctx.missing(
             [JPEG_GLOB], [folder], hint="This lossy copy cannot be downloaded; use variant='official'."
         )
+    logger.info("cifar10: %s not verified (no official checksum exists for the lossy JPEG copy)", archives[0])
     arrays = load_jpeg_arrays(archives[0], CLASSES, ctx.cache_dir)
     tensors = {
         "x_train": _to_float(np.ascontiguousarray(arrays["x_train"].transpose(0, 3, 1, 2)), normalize),
@@ -114,17 +122,21 @@ def _jpeg(ctx: LoadContext, normalize: bool) -> tuple[dict[str, torch.Tensor], s
 
 
 @register("dataset", "cifar10")
-def load_cifar10(ctx: LoadContext, *, variant: str = "official", normalize: bool = True) -> Dataset:
+def load_cifar10(
+    ctx: LoadContext, *, variant: str = "official", normalize: bool = True, verify: bool = True
+) -> Dataset:
     """Loads CIFAR-10 as ``[N, 3, 32, 32]`` (see the module docstring).
 
     Args:
         ctx: where to look.
         variant: ``"official"`` (pickle batches, md5-checked) or ``"jpeg_lossy"`` (smoke runs only).
         normalize: standardise per channel with the usual CIFAR-10 mean/std (default True).
+        verify: md5-check a local official archive (default True, cached); the batches are always checked.
     """
     check_choice("cifar10", "variant", variant, ("official", "jpeg_lossy"))
     check_bool("cifar10", "normalize", normalize)
-    tensors, source = _official(ctx, normalize) if variant == "official" else _jpeg(ctx, normalize)
+    check_bool("cifar10", "verify", verify)
+    tensors, source = _official(ctx, normalize, verify) if variant == "official" else _jpeg(ctx, normalize)
     return Dataset(
         name="cifar10",
         x_train=tensors["x_train"],

@@ -11,8 +11,9 @@ Files: the python release ``cifar-100-python`` (pickled dicts ``train``, ``test`
 ``<data_dir>/cifar100/cifar-100-python/`` or straight from the official ``cifar-100-python.tar.gz`` in
 ``<data_dir>/cifar100/``. Every file is md5-checked against the published checksums before it is
 unpickled (:mod:`fedaug.data.sources.cifar_pickles`). ``download=True`` fetches the official archive (md5
-``eb9058c3a382ffc7106e4002c42a8d85``) from the University of Toronto. There is no offline copy in
-``../shared/data``.
+``eb9058c3a382ffc7106e4002c42a8d85``) from the University of Toronto. A local archive is md5-checked once
+per file version (cached); ``verify=False`` skips that (the pickles are still checked). There is no offline
+copy in ``../shared/data``.
 
 License and citation: A. Krizhevsky, "Learning Multiple Layers of Features from Tiny Images", Technical
 Report, University of Toronto, 2009. Distributed by the authors for research use.
@@ -45,18 +46,22 @@ LABEL_KINDS = ("fine", "coarse")
 
 
 @register("dataset", "cifar100")
-def load_cifar100(ctx: LoadContext, *, labels: str = "fine", normalize: bool = True) -> Dataset:
+def load_cifar100(
+    ctx: LoadContext, *, labels: str = "fine", normalize: bool = True, verify: bool = True
+) -> Dataset:
     """Loads CIFAR-100 as ``[N, 3, 32, 32]`` (see the module docstring).
 
     Args:
         ctx: where to look.
         labels: ``"fine"`` (100 classes) or ``"coarse"`` (20 superclasses).
         normalize: standardise per channel with the usual CIFAR-100 mean/std (default True).
+        verify: md5-check a local official archive (default True, cached); the pickles are always checked.
     """
     check_choice("cifar100", "labels", labels, LABEL_KINDS)
     check_bool("cifar100", "normalize", normalize)
+    check_bool("cifar100", "verify", verify)
     root = ctx.data_dir / "cifar100"
-    found = read_members(ctx, root, FOLDER, ARCHIVE, FILE_MD5, "CIFAR-100")
+    found = read_members(ctx, root, FOLDER, ARCHIVE, FILE_MD5, "CIFAR-100", verify=verify)
     if found is None:
         raise ctx.missing([f"{FOLDER}/{{{', '.join(FILE_MD5)}}}", ARCHIVE.filename], [root])
     files, origin = found

@@ -4,12 +4,15 @@ Both releases are a ``tar.gz`` holding one folder of pickled dicts (``b"data"``:
 channel-major RGB, plus label lists). The loaders read the folder if it is unpacked under
 ``<data_dir>/<dataset>/`` and otherwise the archive itself, which they md5-check first (and download when
 asked); every member is md5-checked against the published value before ``pickle.loads`` sees it, so only
-the genuine files are ever unpickled.
+the genuine files are ever unpickled. ``verify=False`` skips only the archive's check (cached per file
+version, :mod:`fedaug.data.checksums`): the members' check cannot be skipped, since unpickling a modified
+file could run code.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import pickle
 import tarfile
 import zlib
@@ -20,9 +23,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from fedaug.data.checksums import Official, verify_files
 from fedaug.data.datasets import LoadContext
-from fedaug.data.download import RemoteFile, download_file, verify_checksum
+from fedaug.data.download import RemoteFile, download_file
 from fedaug.errors import DatasetError
+
+logger = logging.getLogger(__name__)
 
 Members = dict[str, tuple[bytes, str]]  # member name -> (bytes, where it came from, for messages)
 
@@ -31,7 +37,11 @@ def unpickle_verified(data: bytes, expected_md5: str, what: str) -> Any:
     """Unpickles ``data`` after checking its md5 (``what`` names the file in the error)."""
     actual = hashlib.md5(data, usedforsecurity=False).hexdigest()
     if actual != expected_md5:
-        raise DatasetError(f"checksum mismatch for {what}: expected md5 {expected_md5}, got {actual}")
+        raise DatasetError(
+            f"checksum mismatch for {what}: expected md5 {expected_md5}, got {actual}; the file is corrupt "
+            "or not the official one: delete it and re-download with --set data.download=true (pickles are "
+            "always checked, even with data.verify=false, since unpickling a modified file could run code)"
+        )
     return pickle.loads(data, encoding="bytes")  # safe: md5 verified against the official file above
 
 
@@ -42,6 +52,8 @@ def read_members(
     archive_file: RemoteFile,
     md5s: Mapping[str, str],
     title: str,
+    *,
+    verify: bool = True,
 ) -> tuple[Members, str] | None:
     """Bytes of every member named in ``md5s``, from ``root/folder_name/`` or the archive; None if absent.
 
@@ -52,6 +64,7 @@ def read_members(
         archive_file: the official archive and its md5.
         md5s: member name -> published md5 (only the names are used here).
         title: the dataset's name in messages.
+        verify: check an existing archive against its official md5 (cached per file version).
 
     Returns:
         The members and a description of where they came from.
@@ -63,7 +76,17 @@ def read_members(
     if not archive.exists() and not ctx.download:
         return None
     if archive.exists():
-        verify_checksum(archive, archive_file.checksum or "", algorithm="md5")
+        if verify:
+            official = Official(
+                archive_file.filename, archive_file.checksum, algorithm=archive_file.algorithm
+            )
+            verify_files([(archive, official)], dataset=title)
+        else:
+            logger.info(
+                "%s: archive %s not verified (data.verify=false); its pickles are still md5-checked",
+                title,
+                archive,
+            )
     else:
         archive = download_file(archive_file, root)
     return _read_archive(archive, md5s, title), f"official archive {archive}"

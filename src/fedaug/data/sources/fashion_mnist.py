@@ -7,7 +7,8 @@ official split 60000 train / 10000 test. Output ``[N, 1, 28, 28]`` float32 in [0
 Files: the four IDX ``.gz`` files (names as for MNIST) in ``<data_dir>/fashion_mnist/``, torchvision's
 ``<data_dir>/FashionMNIST/raw/``, or the Debian package ``dataset-fashion-mnist``
 (``/usr/share/datasets/fashion-mnist/``), which is found automatically. ``download=True`` fetches them from
-Zalando's S3 bucket (then the GitHub repository), verified against the official md5s.
+Zalando's S3 bucket (then the GitHub repository), verified against the official md5s. Local copies of the
+official size are verified like MNIST's (``verify=True``, the default; ``verify=False`` skips it).
 
 License and citation: MIT, Zalando SE. H. Xiao, K. Rasul, R. Vollgraf, "Fashion-MNIST: a Novel Image Dataset
 for Benchmarking Machine Learning Algorithms", arXiv:1708.07747, 2017.
@@ -18,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fedaug.data.datasets import Dataset, LoadContext, check_bool
-from fedaug.data.sources.mnist import IDX_FILES, download_idx, find_idx_folder, idx_dataset
+from fedaug.data.sources.mnist import IDX_FILES, download_idx, find_idx_folder, idx_dataset, official_idx
 from fedaug.registry import register
 
 DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
@@ -31,6 +32,12 @@ FASHION_MD5 = {
     "train-labels-idx1-ubyte.gz": "25c81989df183df01b3e8a0aad5dffbe",
     "t10k-images-idx3-ubyte.gz": "bef4ecab320f06d8554ea6380940ec79",
     "t10k-labels-idx1-ubyte.gz": "bb300cfdad3c16e7a12a480ee83cd310",
+}
+FASHION_CONTENT_MD5 = {  # md5 of the uncompressed files
+    "train-images-idx3-ubyte.gz": "f4a8712d7a061bf5bd6d2ca38dc4d50a",
+    "train-labels-idx1-ubyte.gz": "9018921c3c673c538a1fc5bad174d6f9",
+    "t10k-images-idx3-ubyte.gz": "8181f5470baa50b63fa0f6fddb340f0a",
+    "t10k-labels-idx1-ubyte.gz": "15d484375f8d13e6eb1aabb0c3f46965",
 }
 FASHION_CLASSES = [
     "T-shirt/top",
@@ -48,14 +55,16 @@ FASHION_MEAN, FASHION_STD = 0.2860, 0.3530
 
 
 @register("dataset", "fashion_mnist")
-def load_fashion_mnist(ctx: LoadContext, *, normalize: bool = True) -> Dataset:
+def load_fashion_mnist(ctx: LoadContext, *, normalize: bool = True, verify: bool = True) -> Dataset:
     """Loads Fashion-MNIST as ``[N, 1, 28, 28]`` (see the module docstring).
 
     Args:
         ctx: where to look.
         normalize: standardise with mean 0.2860 / std 0.3530 (default True); else pixels are in [0, 1].
+        verify: check files of the official size against the official md5s (default True; cached).
     """
     check_bool("fashion_mnist", "normalize", normalize)
+    check_bool("fashion_mnist", "verify", verify)
     folders = [ctx.data_dir / "fashion_mnist", ctx.data_dir / "FashionMNIST" / "raw", DEBIAN_DIR]
     folder = find_idx_folder(folders)
     if folder is None and ctx.download:
@@ -71,4 +80,5 @@ def load_fashion_mnist(ctx: LoadContext, *, normalize: bool = True) -> Dataset:
         std=FASHION_STD,
         normalize=normalize,
         source=f"Fashion-MNIST idx files from {folder} (official split)",
+        official=official_idx(FASHION_MD5, FASHION_CONTENT_MD5) if verify else None,
     )

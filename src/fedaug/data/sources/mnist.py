@@ -12,8 +12,11 @@ customary mean 0.1307 / std 0.3081.
 Files (in ``<data_dir>/mnist/`` or torchvision's ``<data_dir>/MNIST/raw/``): ``train-images-idx3-ubyte.gz``,
 ``train-labels-idx1-ubyte.gz``, ``t10k-images-idx3-ubyte.gz``, ``t10k-labels-idx1-ubyte.gz`` (the same names
 without ``.gz`` also work). ``download=True`` fetches them from the torchvision S3 mirror, then Yann LeCun's
-site, verified against the official md5s of the ``.gz`` files. Local copies are checked structurally only,
-since re-compressed ``.gz`` files have different md5s.
+site, verified against the official md5s of the ``.gz`` files. Local copies of the official size are verified
+(``verify=True``, the default) against the official md5 of the ``.gz`` or, for re-compressed or unpacked
+copies, of the uncompressed data, once per file version (:mod:`fedaug.data.checksums`); ``verify=False``
+skips this for deliberately modified copies. Files of other sizes (hand-made subsets) are checked
+structurally only.
 
 License and citation: Y. LeCun, C. Cortes, C. J. C. Burges, "The MNIST database of handwritten digits";
 CC BY-SA 3.0.
@@ -29,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from fedaug.data.checksums import Official, verify_files
 from fedaug.data.datasets import Dataset, LoadContext, check_bool
 from fedaug.data.download import RemoteFile, download_file
 from fedaug.errors import DatasetError
@@ -46,6 +50,20 @@ MNIST_MD5 = {
     "train-labels-idx1-ubyte.gz": "d53e105ee54ea40749a09fcbcd1e9432",
     "t10k-images-idx3-ubyte.gz": "9fb629c4189551a2d022fa330f9573f3",
     "t10k-labels-idx1-ubyte.gz": "ec29112dd5afa0611ce80d1b7f02629c",
+}
+# md5 of the uncompressed official files (what a re-compressed or unpacked copy is checked against).
+MNIST_CONTENT_MD5 = {
+    "train-images-idx3-ubyte.gz": "6bbc9ace898e44ae57da46a324031adb",
+    "train-labels-idx1-ubyte.gz": "a25bea736e30d166cdddb491f175f624",
+    "t10k-images-idx3-ubyte.gz": "2646ac647ad5339dbf082846283269ea",
+    "t10k-labels-idx1-ubyte.gz": "27ae3e4e09519cfbb04c329615203637",
+}
+# Uncompressed sizes of the official files (MNIST and Fashion-MNIST alike).
+IDX_SIZES = {
+    "train-images-idx3-ubyte.gz": 16 + 60000 * 28 * 28,
+    "train-labels-idx1-ubyte.gz": 8 + 60000,
+    "t10k-images-idx3-ubyte.gz": 16 + 10000 * 28 * 28,
+    "t10k-labels-idx1-ubyte.gz": 8 + 10000,
 }
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 IMAGES_MAGIC, LABELS_MAGIC = 2051, 2049
@@ -101,6 +119,18 @@ def download_idx(folder: Path, mirrors: Sequence[str], md5s: dict[str, str]) -> 
             download_file(RemoteFile(name, tuple(m + name for m in mirrors), md5s[name]), folder)
 
 
+def official_idx(md5s: dict[str, str], content_md5s: dict[str, str]) -> dict[str, Official]:
+    """The official records of the four IDX files (``.gz`` md5, uncompressed md5 and size)."""
+    sizes = IDX_SIZES
+    return {name: Official(name, md5s.get(name), content_md5s.get(name), sizes[name]) for name in IDX_FILES}
+
+
+def verify_idx_folder(folder: Path, official: dict[str, Official], dataset: str) -> None:
+    """Checks the IDX files in ``folder`` against ``official`` (cached; see :mod:`fedaug.data.checksums`)."""
+    files = [(path, official[name]) for name in IDX_FILES if (path := _find_file(folder, name)) is not None]
+    verify_files(files, dataset=dataset)
+
+
 def load_idx_split(folder: Path, prefix: str) -> tuple[np.ndarray, np.ndarray]:
     """Images ``[N, 28, 28]`` and labels ``[N]`` of one split (``prefix`` is ``"train"`` or ``"t10k"``)."""
     image_file = _find_file(folder, f"{prefix}-images-idx3-ubyte.gz")
@@ -119,9 +149,22 @@ def load_idx_split(folder: Path, prefix: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def idx_dataset(
-    name: str, folder: Path, *, class_names: list[str], mean: float, std: float, normalize: bool, source: str
+    name: str,
+    folder: Path,
+    *,
+    class_names: list[str],
+    mean: float,
+    std: float,
+    normalize: bool,
+    source: str,
+    official: dict[str, Official] | None = None,
 ) -> Dataset:
-    """Builds the Dataset from a folder with the four IDX files (shared by mnist and fashion_mnist)."""
+    """Builds the Dataset from a folder with the four IDX files (shared by mnist and fashion_mnist).
+
+    ``official``: the files' official checksums to verify them against first; None skips verification.
+    """
+    if official is not None:
+        verify_idx_folder(folder, official, name)
     splits = {}
     for split, prefix in (("train", "train"), ("test", "t10k")):
         images, labels = load_idx_split(folder, prefix)
@@ -145,14 +188,16 @@ def idx_dataset(
 
 
 @register("dataset", "mnist")
-def load_mnist(ctx: LoadContext, *, normalize: bool = True) -> Dataset:
+def load_mnist(ctx: LoadContext, *, normalize: bool = True, verify: bool = True) -> Dataset:
     """Loads MNIST as ``[N, 1, 28, 28]`` (see the module docstring).
 
     Args:
         ctx: where to look.
         normalize: standardise with mean 0.1307 / std 0.3081 (default True); else pixels are in [0, 1].
+        verify: check files of the official size against the official md5s (default True; cached).
     """
     check_bool("mnist", "normalize", normalize)
+    check_bool("mnist", "verify", verify)
     folders = [ctx.data_dir / "mnist", ctx.data_dir / "MNIST" / "raw"]
     folder = find_idx_folder(folders)
     if folder is None and ctx.download:
@@ -168,4 +213,5 @@ def load_mnist(ctx: LoadContext, *, normalize: bool = True) -> Dataset:
         std=MNIST_STD,
         normalize=normalize,
         source=f"MNIST idx files from {folder} (official split)",
+        official=official_idx(MNIST_MD5, MNIST_CONTENT_MD5) if verify else None,
     )
