@@ -48,7 +48,7 @@ def add_analyze_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def cmd_analyze_features(args: argparse.Namespace) -> int:
-    from fedaug.analysis.features import Group, davies_bouldin, one_round, penultimate_features
+    from fedaug.analysis.features import Group, global_scores, one_round
     from fedaug.api import RunContext, ServerState
     from fedaug.attacks.target import global_model, parse_spec, run_checkpoint, run_config
     from fedaug.data.datasets import load_dataset
@@ -84,12 +84,8 @@ def cmd_analyze_features(args: argparse.Namespace) -> int:
         )
 
     x_test, y_test = dataset.x_test.to(device), dataset.y_test.to(device)
-    start_features = penultimate_features(model, x_test)
-    start = {
-        "round": start_round,
-        "acc": float((model.classifier(start_features).argmax(dim=1) == y_test).double().mean()),
-        "db_test": davies_bouldin(start_features, y_test),
-    }
+    start_acc, start_db = global_scores(model, x_test, y_test)
+    start = {"round": start_round, "acc": start_acc, "db_test": start_db}
     logger.info(
         "start: %s round %d, test accuracy %.4f, DB %.3f",
         run_dir,

@@ -74,6 +74,22 @@ def cross_entropy_loss(model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
     return LossOutput(loss, {"ce": loss.detach()})
 
 
+def _plain_cross_entropy(
+    model: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
+) -> LossOutput:
+    del client, step
+    return cross_entropy_loss(model, x, y)
+
+
+def as_batchable(loss: LossFn) -> BatchableLoss | None:
+    """``loss`` as a :class:`BatchableLoss` (plain cross-entropy is one), or None if it cannot be stacked."""
+    if isinstance(loss, BatchableLoss):
+        return loss
+    if loss is cross_entropy_loss:
+        return BatchableLoss(_plain_cross_entropy)
+    return None
+
+
 def make_optimizer(params: list[nn.Parameter], settings: TrainSettings) -> torch.optim.Optimizer:
     """The local optimizer named by ``settings.optimizer``."""
     if settings.optimizer == "adam":

@@ -71,6 +71,15 @@ def penultimate_features(model: SplitModel, x: Tensor, batch_size: int = 1024) -
     return torch.cat([model.penultimate(x[i : i + batch_size]) for i in range(0, x.shape[0], batch_size)])
 
 
+def global_scores(model: SplitModel, x: Tensor, y: Tensor) -> tuple[float, float]:
+    """Accuracy of ``model`` on ``(x, y)`` and the Davies-Bouldin score of its penultimate features there
+    (one forward pass for both)."""
+    features = penultimate_features(model, x)
+    with torch.no_grad():
+        accuracy = float((model.classifier(features).argmax(dim=1) == y).double().mean())
+    return accuracy, davies_bouldin(features, y)
+
+
 @dataclass(frozen=True)
 class Group:
     """One arm of the analysis: ``num_clients`` IID clients of ``size`` samples trained with ``method``."""
@@ -150,8 +159,7 @@ def one_round(
     aggregated = method.server_update(state, updates, run)
     model = workspace("eval")
     model.load_state_dict(method.eval_state(aggregated))
-    features = penultimate_features(model, x_test)
-    accuracy = float((model.classifier(features).argmax(dim=1) == y_test).double().mean())
+    accuracy, db_test = global_scores(model, x_test, y_test)
     return {
         "group": group.name,
         "method": method.name,
@@ -160,7 +168,7 @@ def one_round(
         "shared_features": int(payload.extra["buffer_y"].numel()) if "buffer_y" in payload.extra else 0,
         "local_db_train": _mean_std(local_train),
         "local_db_test": _mean_std(local_test),
-        "global_db_test": davies_bouldin(features, y_test),
+        "global_db_test": db_test,
         "global_acc": accuracy,
     }
 

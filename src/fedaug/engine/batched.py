@@ -56,29 +56,14 @@ from fedaug.errors import ConfigError
 from fedaug.local_training import (
     BatchableLoss,
     BatchTransform,
-    LossFn,
     LossOutput,
+    as_batchable,
     batch_indices,
     check_finite_values,
-    cross_entropy_loss,
 )
 from fedaug.types import Metrics, StateDict
 
 Stacked = dict[str, Tensor]
-
-
-def _plain_ce(model: nn.Module, x: Tensor, y: Tensor, client: Stacked, step: Stacked) -> LossOutput:
-    del client, step
-    return cross_entropy_loss(model, x, y)
-
-
-def as_batchable(loss: LossFn) -> BatchableLoss | None:
-    """``loss`` as a BatchableLoss (plain cross-entropy is one), or None if it cannot be stacked."""
-    if isinstance(loss, BatchableLoss):
-        return loss
-    if loss is cross_entropy_loss:
-        return BatchableLoss(_plain_ce)
-    return None
 
 
 def batching_refusal(method: Method, payload: Payload, ctx: ClientContext) -> str | None:

@@ -46,7 +46,7 @@ from fedaug.local_training import (
     ClientTensors,
     LossFn,
     LossOutput,
-    cross_entropy_loss,
+    as_batchable,
 )
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.feddecorr import FedDecorr
@@ -162,7 +162,7 @@ def js_consistency_loss(base_loss: LossFn, config: AugMixJSConfig) -> LossFn:
     the base's per-client constants pass through unchanged, and its per-step draws are made for the B
     originals of each 3B batch, as the base loss makes them when called on the originals.
     """
-    base = _as_batchable(base_loss)
+    base = as_batchable(base_loss)
     if base is None:
 
         def loss(model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
@@ -187,22 +187,6 @@ def js_consistency_loss(base_loss: LossFn, config: AugMixJSConfig) -> LossFn:
         return draws(size // 3)  # the batch holds the originals and their two views
 
     return BatchableLoss(objective, base.client, views_draws)
-
-
-def _as_batchable(loss: LossFn) -> BatchableLoss | None:
-    """``loss`` as a BatchableLoss (plain cross-entropy is one), or None."""
-    if isinstance(loss, BatchableLoss):
-        return loss
-    if loss is cross_entropy_loss:
-        return BatchableLoss(_plain_cross_entropy)
-    return None
-
-
-def _plain_cross_entropy(
-    model: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
-) -> LossOutput:
-    del client, step
-    return cross_entropy_loss(model, x, y)
 
 
 def _with_js(base_loss: LossFn, model: nn.Module, x: Tensor, y: Tensor, config: AugMixJSConfig) -> LossOutput:

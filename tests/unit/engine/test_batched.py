@@ -180,6 +180,25 @@ def _unequal_float64_spec(run_dir: Path, method: FedAvg) -> Any:
     )
 
 
+def assert_same_run(seq_dir: Path, bat_dir: Path) -> None:
+    """The batched run in ``bat_dir`` equals the sequential one in ``seq_dir``: the same steps, train metrics
+    and test accuracy to 1e-9, test loss to 1e-6 and final weights to 1e-10 (float64 runs)."""
+    seq = read_jsonl(seq_dir / "metrics.jsonl")
+    bat = read_jsonl(bat_dir / "metrics.jsonl")
+    assert [r["train/steps"] for r in bat] == [r["train/steps"] for r in seq]
+    for s, b in zip(seq, bat, strict=True):
+        assert s.keys() == b.keys()
+        for key in s:
+            if key.startswith(("train/", "test/acc")):
+                assert b[key] == pytest.approx(s[key], rel=1e-9, abs=1e-9), key
+        # Evaluation casts the logits to float32: a 1e-16 difference can round to the next float32.
+        assert b["test/loss"] == pytest.approx(s["test/loss"], rel=1e-6)
+    seq_state = torch.load(seq_dir / "ckpt" / "latest.pt", weights_only=True)["state"]
+    bat_state = torch.load(bat_dir / "ckpt" / "latest.pt", weights_only=True)["state"]
+    for key, value in seq_state["model_state"].items():
+        torch.testing.assert_close(bat_state["model_state"][key], value, rtol=0, atol=1e-10)
+
+
 BATCHED_METHODS = [
     "fedavg",
     "fedprox",
@@ -204,20 +223,7 @@ def test_batched_loss_hook_methods_equal_the_sequential_loop_with_unequal_client
     method = registry.get("method", name)()
     Simulation(_unequal_float64_spec(tmp_path / "seq", method)).run()
     Simulation(replace(_unequal_float64_spec(tmp_path / "bat", method), batched_clients=True)).run()
-    seq = read_jsonl(tmp_path / "seq" / "metrics.jsonl")
-    bat = read_jsonl(tmp_path / "bat" / "metrics.jsonl")
-    assert [r["train/steps"] for r in bat] == [r["train/steps"] for r in seq]
-    for s, b in zip(seq, bat, strict=True):
-        assert s.keys() == b.keys()
-        for key in s:
-            if key.startswith(("train/", "test/acc")):
-                assert b[key] == pytest.approx(s[key], rel=1e-9, abs=1e-9), key
-        # Evaluation casts the logits to float32: a 1e-16 difference can round to the next float32.
-        assert b["test/loss"] == pytest.approx(s["test/loss"], rel=1e-6)
-    seq_state = torch.load(tmp_path / "seq" / "ckpt" / "latest.pt", weights_only=True)["state"]
-    bat_state = torch.load(tmp_path / "bat" / "ckpt" / "latest.pt", weights_only=True)["state"]
-    for key, value in seq_state["model_state"].items():
-        torch.testing.assert_close(bat_state["model_state"][key], value, rtol=0, atol=1e-10)
+    assert_same_run(tmp_path / "seq", tmp_path / "bat")
 
 
 def test_methods_with_their_own_client_step_fall_back_with_the_reason(

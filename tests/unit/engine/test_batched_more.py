@@ -17,15 +17,13 @@ from torch import Tensor, nn
 
 from fedaug import registry
 from fedaug.engine import simulation
-from fedaug.engine.batched import as_batchable
-from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation
-from fedaug.local_training import BatchableLoss, ClientTensors, LossOutput
+from fedaug.local_training import BatchableLoss, ClientTensors, LossOutput, as_batchable
 from fedaug.methods.fedaugmix import FedAugMixConfig, js_consistency_loss
 from fedaug.methods.fedavg import FedAvg
 from fedaug.models.base import SplitModel
 from tests.smoke.test_methods import image_spec
-from tests.unit.engine.test_batched import _bn_mlp, _unequal_float64_spec
+from tests.unit.engine.test_batched import _bn_mlp, _unequal_float64_spec, assert_same_run
 from tests.unit.methods.helpers import client_context, initial_state, mlp_fn, payload
 
 IMAGE = (1, 2, 4)  # the 8-dim blobs seen as one-channel 2 x 4 images (Fed-AugMix needs images)
@@ -66,20 +64,7 @@ def _assert_batched_equals_sequential(
     monkeypatch.setattr(simulation, "train_round_batched", counted)
     Simulation(replace(make_spec(tmp_path / "bat", method), batched_clients=True)).run()
     assert batched_rounds == [1, 2, 3]
-    seq = read_jsonl(tmp_path / "seq" / "metrics.jsonl")
-    bat = read_jsonl(tmp_path / "bat" / "metrics.jsonl")
-    assert [r["train/steps"] for r in bat] == [r["train/steps"] for r in seq]
-    for s, b in zip(seq, bat, strict=True):
-        assert s.keys() == b.keys()
-        for key in s:
-            if key.startswith(("train/", "test/acc")):
-                assert b[key] == pytest.approx(s[key], rel=1e-9, abs=1e-9), key
-        # Evaluation casts the logits to float32: a 1e-16 difference can round to the next float32.
-        assert b["test/loss"] == pytest.approx(s["test/loss"], rel=1e-6)
-    seq_state = torch.load(tmp_path / "seq" / "ckpt" / "latest.pt", weights_only=True)["state"]
-    bat_state = torch.load(tmp_path / "bat" / "ckpt" / "latest.pt", weights_only=True)["state"]
-    for key, value in seq_state["model_state"].items():
-        torch.testing.assert_close(bat_state["model_state"][key], value, rtol=0, atol=1e-10)
+    assert_same_run(tmp_path / "seq", tmp_path / "bat")
 
 
 @pytest.mark.parametrize(
