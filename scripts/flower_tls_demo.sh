@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Flower deployment over TLS on loopback: a SuperLink and 3 SuperNodes run FLea for 3 rounds on UCI-HAR
-# (the copy shipped with fedaug), then everything is shut down.
+# Flower deployment over TLS with SuperNode authentication on loopback: a SuperLink and 3 SuperNodes run
+# FLea for 3 rounds on UCI-HAR (the copy shipped with fedaug), a 4th node with a key the SuperLink does not
+# know is refused, then everything is shut down.
 #
 #   bash scripts/flower_tls_demo.sh            # needs: pip install -e '.[flower]'
 #   KEEP=1 bash scripts/flower_tls_demo.sh     # keep the work folder (certificates, logs, run dir)
 #
-# Steps: (1) a CA and a server certificate for 127.0.0.1/localhost (fedaug flower certs); (2) 3 SuperNodes,
-# one per client, that trust the CA (fedaug flower client ... --root-certificates ca.crt); (3) a SuperLink
-# with the server certificate that runs the experiment and stops (fedaug flower serve --certs); (4) a check
-# of the run's metrics. Free ports are picked at start; every process started here is stopped on exit,
+# Steps: (1) a CA, a server certificate for 127.0.0.1/localhost and 3 SuperNode key pairs (fedaug flower
+# certs); (2) 3 SuperNodes, one per client, that trust the CA and hold their key (fedaug flower client ...
+# --root-certificates ca.crt --node-key nodes/node-<i>.key); (3) a SuperLink with the server certificate that
+# registers the 3 public keys, runs the experiment and stops (fedaug flower serve --certs), and an impostor
+# claiming client 0 with an unregistered key; (4) a check of the run's metrics and of the impostor's refusal.
+# Free ports are picked at start; every process started here is stopped on exit,
 # also on failure or Ctrl-C (trap), and a final sweep ends any process still carrying this run's FLWR_HOME.
 set -euo pipefail
 
@@ -44,13 +47,15 @@ free_port() { python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1"
 PORT="$(free_port)"
 echo "== work folder $WORK, SuperLink on 127.0.0.1:$PORT (TLS)"
 
-echo "== 1. certificates"
-fedaug flower certs "$WORK/certs" --host 127.0.0.1 --host localhost
+echo "== 1. certificates and SuperNode keys"
+fedaug flower certs "$WORK/certs" --host 127.0.0.1 --host localhost --nodes 3
+fedaug flower keys "$WORK/impostor" --nodes 1   # a key pair the SuperLink never sees
 
-echo "== 2. three SuperNodes (clients 0, 1, 2); they retry until the SuperLink is up"
+echo "== 2. three SuperNodes (clients 0, 1, 2); they retry until the SuperLink is up and knows their key"
 for i in 0 1 2; do
     setsid fedaug flower client --superlink "127.0.0.1:$PORT" --partition-id "$i" \
-        --root-certificates "$WORK/certs/ca.crt" --runtime-port "$(free_port)" > "$WORK/node$i.log" 2>&1 &
+        --root-certificates "$WORK/certs/ca.crt" --node-key "$WORK/certs/nodes/node-$i.key" \
+        --runtime-port "$(free_port)" > "$WORK/node$i.log" 2>&1 &
     PIDS+=($!)
 done
 
@@ -61,7 +66,19 @@ setsid fedaug flower serve --certs "$WORK/certs" --address "127.0.0.1:$PORT" --w
     --set train.local_epochs=1 --set engine.num_threads=1 --set engine.progress=false &
 SERVE=$!
 PIDS+=("$SERVE")
+echo "   and an impostor claiming client 0 with an unregistered key"
+setsid fedaug flower client --superlink "127.0.0.1:$PORT" --partition-id 0 \
+    --root-certificates "$WORK/certs/ca.crt" --node-key "$WORK/impostor/nodes/node-0.key" \
+    --register-timeout 30 --runtime-port "$(free_port)" > "$WORK/impostor.log" 2>&1 &
+IMPOSTOR=$!
+PIDS+=("$IMPOSTOR")
 wait "$SERVE"
+IMPOSTOR_CODE=0
+wait "$IMPOSTOR" || IMPOSTOR_CODE=$?
+if [ "$IMPOSTOR_CODE" = 0 ] || ! grep -q "refused this node's key" "$WORK/impostor.log"; then
+    echo "the impostor was not refused (exit $IMPOSTOR_CODE):"; tail -20 "$WORK/impostor.log"; exit 1
+fi
+echo "impostor refused: $(grep -o "refused this node's key.*" "$WORK/impostor.log" | tail -1 | cut -c1-80)"
 
 echo "== 4. check"
 python - "$WORK/runs" <<'EOF'

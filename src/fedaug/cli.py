@@ -26,85 +26,15 @@ from typing import TYPE_CHECKING
 from fedaug import registry
 from fedaug.cli_analyze import add_analyze_parser
 from fedaug.cli_attack import add_attack_parser
+from fedaug.cli_common import OneLineParser, add_config_args, add_device_arg, load_config, shared_overrides
 from fedaug.cli_flower import add_flower_parser
 from fedaug.cli_zsdg import add_zsdg_parser
 from fedaug.errors import FedaugError
 
 if TYPE_CHECKING:
-    from fedaug.experiments.config import ExperimentConfig
+    pass
 
 logger = logging.getLogger("fedaug")
-
-
-def _add_config_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("configs", nargs="*", help="YAML presets, merged in order (default: built-in preset)")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key, e.g. --set method=fedprox --set method.proximal_mu=0.01",
-    )
-    parser.add_argument("--data-dir", help="directory holding the datasets (default: $FEDAUG_DATA)")
-    parser.add_argument("--out-dir", help="root of run directories (default: runs)")
-    parser.add_argument("--seed", type=int, help="run seed")
-    parser.add_argument(
-        "--smoke",
-        action="store_true",
-        help="2 rounds, 1 local epoch: a quick wiring check, in its own run dir (name <name>-smoke)",
-    )
-    parser.add_argument("--method", help="run only these methods (comma-separated), overriding the preset's")
-
-
-def add_device_arg(parser: argparse.ArgumentParser) -> None:
-    """``--device``: shorthand for ``--set engine.device=...`` (run, sweep and the Flower commands)."""
-    parser.add_argument(
-        "--device",
-        help="where to compute: auto (default: cuda if torch sees a GPU, else cpu), cpu, cuda or cuda:N",
-    )
-
-
-def _shared_overrides(args: argparse.Namespace) -> list[str]:
-    """The ``--set`` overrides of ``--data-dir``, ``--out-dir`` and ``--device`` (run, sweep)."""
-    overrides = []
-    if args.data_dir:
-        overrides.append(f"data.data_dir={args.data_dir}")
-    if args.out_dir:
-        overrides.append(f"out_dir={args.out_dir}")
-    if getattr(args, "device", None):
-        overrides.append(f"engine.device={args.device}")
-    return overrides
-
-
-def _load(args: argparse.Namespace, *, tag: str = "") -> ExperimentConfig:
-    """The command line's config; ``--smoke`` and an override of the run's length give it a run dir of its
-    own (:func:`fedaug.experiments.load.load_run_config`), ``tag`` is appended to its name."""
-    from fedaug.experiments.load import load_run_config
-
-    overrides = _shared_overrides(args)
-    if args.seed is not None:
-        overrides.append(f"seed={args.seed}")
-    names = [m.strip() for m in (getattr(args, "method", None) or "").split(",") if m.strip()]
-    if names:  # chosen before --set, so that --set method.<option>=... applies to the chosen method
-        overrides.append(f"method={names[0]}")
-    overrides += args.overrides
-    if names:  # --method wins over the preset's and --set's comparison list
-        overrides.append(f"compare=[{', '.join(names) if len(names) > 1 else ''}]")
-    return load_run_config(args.configs or default_presets(), overrides, smoke=args.smoke, tag=tag)
-
-
-def default_presets() -> list[Path]:
-    """``configs/default.yaml`` of the source tree (README installs with ``pip install -e .``).
-
-    Without a source tree (a plain wheel install) the built-in defaults of ExperimentConfig apply: the same
-    setting, but FedAvg alone instead of the FedAvg-vs-FLea comparison.
-    """
-    preset = Path(__file__).resolve().parents[2] / "configs" / "default.yaml"
-    if preset.is_file():
-        return [preset]
-    logger.warning("no configs/default.yaml next to the package; using the built-in defaults (FedAvg only)")
-    return []
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -116,7 +46,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         run_experiment,
     )
 
-    config = _load(args)
+    config = load_config(args)
     subs = comparison_configs(config)
     after = [""] * len(subs)
     if len(subs) > 1:  # every method's options and run dir checked before the first one runs
@@ -167,7 +97,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
             raise FedaugError(
                 "--plot needs matplotlib: pip install 'fedaug[plots]' (without --plot: the table alone)"
             ) from error
-    config = _load(args)
+    config = load_config(args)
     dataset, partition = load_data_and_partition(config)
     labels = dataset.y_train.numpy()
     print(describe(partition, labels, dataset.class_names))
@@ -188,7 +118,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     heartbeat = HEARTBEAT_SECONDS if args.heartbeat is None else args.heartbeat
     check_sweep_options(args.workers, heartbeat)  # with --dry-run too
-    overrides = _shared_overrides(args)
+    overrides = shared_overrides(args)
     points = expand_sweep(args.config, [*overrides, *args.overrides], args.grid, smoke=args.smoke)
     for point in points:
         check_run_dir_path(point.run_dir)  # an --out-dir naming a file: one error now
@@ -348,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     from fedaug.catalog import kind
 
     raw = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="fedaug",
         description="fedaug: federated learning on scarce, label-skewed data (FLea, Fed-AugMix, Fed-ZDA, "
         "baselines).",
@@ -368,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
         "  fedaug run --smoke                # the default preset, 2 rounds, 1 local epoch\n"
         "  fedaug run configs/smoke.yaml --set method=fedprox --set method.proximal_mu=0.1",
     )
-    _add_config_args(run)
+    add_config_args(run)
     run.add_argument("--fresh", action="store_true", help="discard an existing run dir and start over")
     add_device_arg(run)
     run.set_defaults(func=cmd_run)
@@ -404,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
         "  fedaug partition --set partition=dirichlet --set partition.alpha=0.1\n"
         "  fedaug partition configs/smoke.yaml --plot smoke.png",
     )
-    _add_config_args(part)
+    add_config_args(part)
     part.add_argument(
         "--plot",
         nargs="?",
@@ -420,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_attack_parser(sub)
     add_zsdg_parser(sub)
     add_analyze_parser(sub)
-    add_flower_parser(sub, _add_config_args)
+    add_flower_parser(sub)
     return parser
 
 

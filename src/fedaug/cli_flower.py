@@ -1,9 +1,12 @@
 """``fedaug flower ...``: the same experiments on Flower (imported lazily; ``pip install 'fedaug[flower]'``).
 
 * ``fedaug flower simulate [CONFIG ...]``: Flower's simulation runtime, one SuperNode per client;
-* ``fedaug flower certs DIR``: a CA and a server certificate for a TLS deployment;
-* ``fedaug flower serve [CONFIG ...] --certs DIR``: a SuperLink that runs the experiment on the SuperNodes;
-* ``fedaug flower client --superlink HOST:PORT --partition-id I --root-certificates ca.crt``: one SuperNode.
+* ``fedaug flower certs DIR``: a CA, a server certificate and SuperNode key pairs for a TLS deployment;
+* ``fedaug flower keys DIR --nodes K``: more SuperNode key pairs, beside the existing ones;
+* ``fedaug flower serve [CONFIG ...] --certs DIR``: a SuperLink that runs the experiment on the SuperNodes
+  whose public keys are in ``DIR/nodes`` (SuperNode authentication; ``--no-node-auth`` turns it off);
+* ``fedaug flower client --superlink HOST:PORT --partition-id I --root-certificates ca.crt --node-key K``: one
+  SuperNode.
 
 ``simulate`` and ``serve`` take ``--device`` (short for ``--set engine.device=...``), checked on this machine
 before Flower starts; ``client --device`` sets where one SuperNode's clients compute, over the experiment's
@@ -16,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,9 +41,9 @@ def require(*modules: str) -> None:
 def _load_flower(args: argparse.Namespace) -> ExperimentConfig:
     """The command line's config, named ``<name>-flower`` so its runs sit beside the engine's (a length
     override's segment follows: ``default-flower/train.rounds=3``)."""
-    from fedaug.cli import _load
+    from fedaug.cli_common import load_config
 
-    return _load(args, tag=SUFFIX)
+    return load_config(args, tag=SUFFIX)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -66,11 +68,28 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_certs(args: argparse.Namespace) -> int:
     require("cryptography")
-    from fedaug.flower.certs import make_certificates
+    from fedaug.flower.certs import DEFAULT_HOSTS, NODES_DIR, make_certificates, make_node_keys
 
-    paths = make_certificates(Path(args.out_dir), tuple(args.host or ("127.0.0.1", "localhost")))
+    out = Path(args.out_dir)
+    paths = make_certificates(out, tuple(args.host or DEFAULT_HOSTS), force=args.force)
+    keys = make_node_keys(out / NODES_DIR, args.nodes)
     print(f"CA certificate (give to SuperNodes): {paths.ca_cert}")
     print(f"server certificate and key (SuperLink): {paths.server_cert} {paths.server_key}")
+    if keys:
+        nodes = out / NODES_DIR
+        print(f"SuperNode keys: {nodes}/node-<i>.key (to node i only), {nodes}/node-<i>.pub (SuperLink)")
+    return 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    require("cryptography")
+    from fedaug.flower.certs import NODES_DIR, make_node_keys
+
+    folder = Path(args.out_dir) / NODES_DIR
+    before = set(folder.glob("*.key")) if folder.is_dir() else set()
+    keys = make_node_keys(folder, args.nodes)
+    made = [k for k in keys if k.private not in before]
+    print(f"{len(made)} new SuperNode key pair(s), {len(keys) - len(made)} kept, in {folder}")
     return 0
 
 
@@ -96,17 +115,44 @@ def _tls(args: argparse.Namespace) -> CertPaths | None:
     return paths
 
 
+def _node_keys(args: argparse.Namespace, config: ExperimentConfig) -> tuple[Path, ...]:
+    """The public keys ``serve`` registers: ``--node-keys``, else ``CERTS/nodes``; none with --no-node-auth
+    (or --insecure without --node-keys)."""
+    from fedaug.flower.certs import NODES_DIR, node_public_keys
+
+    if args.no_node_auth:
+        return ()
+    if args.node_keys:
+        folder = Path(args.node_keys)
+    elif args.certs and not args.insecure:
+        folder = Path(args.certs) / NODES_DIR
+    elif args.insecure:
+        return ()
+    else:
+        raise ConfigError("give --node-keys DIR (the SuperNodes' *.pub) or --no-node-auth")
+    keys = tuple(node_public_keys(folder))
+    needed = config.partition.num_clients
+    if needed is not None and len(keys) < needed:
+        raise ConfigError(
+            f"{needed} clients need {needed} SuperNodes, but {folder} holds {len(keys)} public keys: "
+            f"add them with 'fedaug flower keys {folder.parent} --nodes {needed}' (keeps the existing ones)"
+        )
+    return keys
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     require("flwr")
     from fedaug.device import resolve_device
     from fedaug.experiments.runner import comparison_configs, comparison_table, finished_summary, run_dir_for
-    from fedaug.flower.deploy import ServeOptions, serve
+    from fedaug.flower.deploy import ServeOptions, serve, split_address
 
     config = _load_flower(args)
     resolve_device(config.engine.device)  # the ServerApp's device: refused here, before the SuperLink starts
+    split_address(args.address, key="--address", listen=True)
     options = ServeOptions(
         address=args.address,
         tls=_tls(args),
+        node_keys=_node_keys(args, config),
         fresh=args.fresh,
         node_timeout=args.node_timeout,
         work_dir=Path(args.work_dir) if args.work_dir else None,
@@ -127,12 +173,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_client(args: argparse.Namespace) -> int:
     require("flwr")
     from fedaug.device import resolve_device
-    from fedaug.flower.deploy import run_client
+    from fedaug.flower.deploy import run_client, split_address
 
     if args.device:  # refused here rather than in the first ClientApp process
         resolve_device(args.device, key="--device")
+    split_address(args.superlink, key="--superlink")
+    if args.partition_id < 0:
+        raise ConfigError(f"--partition-id must be >= 0, got {args.partition_id}")
     if not args.insecure and not args.root_certificates:
         raise ConfigError("give --root-certificates CA_CERT (the SuperLink's CA) or --insecure")
+    if not args.insecure and not args.no_node_auth and not args.node_key:
+        raise ConfigError(
+            "give --node-key KEY (this node's private key, e.g. certs/nodes/node-<i>.key) or --no-node-auth"
+        )
+    node_key = None if args.no_node_auth or not args.node_key else Path(args.node_key)
+    if node_key is not None and not node_key.is_file():
+        raise ConfigError(f"--node-key {node_key} does not exist (make keys with 'fedaug flower certs')")
     return run_client(
         args.superlink,
         args.partition_id,
@@ -140,15 +196,14 @@ def cmd_client(args: argparse.Namespace) -> int:
         runtime_port=args.runtime_port,
         data_dir=args.data_dir,
         device=args.device,
+        node_key=node_key,
+        register_timeout=args.register_timeout,
     )
 
 
-def add_flower_parser(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
-    add_config_args: Callable[[argparse.ArgumentParser], None],
-) -> None:
-    """Adds ``flower`` with its sub-commands; ``add_config_args`` adds the CONFIG / --set / ... arguments."""
-    from fedaug.cli import add_device_arg  # called from fedaug.cli's build_parser: that module is loaded
+def add_flower_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Adds ``flower`` with its sub-commands."""
+    from fedaug.cli_common import add_config_args, add_device_arg
 
     raw = argparse.RawDescriptionHelpFormatter
     flower = sub.add_parser(
@@ -183,17 +238,34 @@ def add_flower_parser(
 
     certs = commands.add_parser(
         "certs",
-        help="make a CA and a server certificate for TLS",
+        help="make a CA, a server certificate and SuperNode keys",
         formatter_class=raw,
-        epilog="example:\n  fedaug flower certs certs --host 127.0.0.1 --host server.example.org",
+        epilog="example:\n  fedaug flower certs certs --host 127.0.0.1 --host server.example.org --nodes 3",
     )
-    certs.add_argument("out_dir", help="folder for ca.crt, ca.key, server.pem, server.key")
+    certs.add_argument("out_dir", help="folder for ca.crt, ca.key, server.pem, server.key and nodes/")
     certs.add_argument(
         "--host",
         action="append",
         help="IP or DNS name of the SuperLink (repeatable; default 127.0.0.1, localhost)",
     )
+    certs.add_argument(
+        "--nodes",
+        type=int,
+        default=3,
+        help="SuperNode key pairs to make in OUT_DIR/nodes, one per client (default %(default)s)",
+    )
+    certs.add_argument("--force", action="store_true", help="replace an existing CA (old nodes lose trust)")
     certs.set_defaults(func=cmd_certs)
+
+    keys = commands.add_parser(
+        "keys",
+        help="add SuperNode key pairs beside existing ones",
+        formatter_class=raw,
+        epilog="example:\n  fedaug flower keys certs --nodes 75     # certs/nodes/node-0..74.key/.pub",
+    )
+    keys.add_argument("out_dir", help="the certificate folder (keys go to OUT_DIR/nodes)")
+    keys.add_argument("--nodes", type=int, required=True, help="how many key pairs there should be in all")
+    keys.set_defaults(func=cmd_keys)
 
     serve = commands.add_parser(
         "serve",
@@ -211,6 +283,15 @@ def add_flower_parser(
     serve.add_argument("--ssl-certfile", help="server certificate (instead of --certs)")
     serve.add_argument("--ssl-keyfile", help="server private key (instead of --certs)")
     serve.add_argument("--insecure", action="store_true", help="no TLS (plain HTTP; trusted networks only)")
+    serve.add_argument(
+        "--node-keys",
+        help="folder of the SuperNodes' public keys (*.pub) allowed to join (default: CERTS/nodes)",
+    )
+    serve.add_argument(
+        "--no-node-auth",
+        action="store_true",
+        help="no SuperNode authentication: any node that reaches the SuperLink may join",
+    )
     serve.add_argument("--fresh", action="store_true", help="discard existing run dirs and start over")
     serve.add_argument(
         "--node-timeout", type=float, default=600.0, help="seconds to wait for all SuperNodes (default 600)"
@@ -225,12 +306,22 @@ def add_flower_parser(
         formatter_class=raw,
         epilog="example:\n"
         "  fedaug flower client --superlink server.example.org:9092 --partition-id 0 "
-        "--root-certificates certs/ca.crt",
+        "--root-certificates certs/ca.crt --node-key certs/nodes/node-0.key",
     )
     client.add_argument("--superlink", required=True, help="the SuperLink's HOST:PORT")
     client.add_argument("--partition-id", type=int, required=True, help="the client id this node holds")
     client.add_argument("--root-certificates", help="the CA certificate that signed the SuperLink's")
     client.add_argument("--insecure", action="store_true", help="no TLS (the SuperLink runs --insecure)")
+    client.add_argument("--node-key", help="this node's private key (certs/nodes/node-<i>.key)")
+    client.add_argument(
+        "--no-node-auth", action="store_true", help="no node key (the SuperLink runs --no-node-auth)"
+    )
+    client.add_argument(
+        "--register-timeout",
+        type=float,
+        default=120.0,
+        help="seconds to keep knocking while the SuperLink refuses this node's key (default %(default)s)",
+    )
     client.add_argument("--data-dir", help="where this node's datasets live (default: the experiment's)")
     client.add_argument(
         "--runtime-port", type=int, help="local port for its ClientApp processes (default: free)"

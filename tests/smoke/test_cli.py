@@ -161,18 +161,20 @@ def _table_methods(out: str) -> list[str]:
 
 
 def test_no_config_means_the_default_preset_file() -> None:
-    from fedaug.cli import _load, build_parser
+    from fedaug.cli import build_parser
+    from fedaug.cli_common import load_config
 
-    config = _load(build_parser().parse_args(["run"]))
+    config = load_config(build_parser().parse_args(["run"]))
     assert config.compare == ["fedavg", "flea"]
     assert config.data.options == {"channels": 3}
     assert (config.partition.name, config.partition.num_clients) == ("quantity", 75)
-    assert _load(build_parser().parse_args(["run", "--method", "flea"])).compare == []
+    assert load_config(build_parser().parse_args(["run", "--method", "flea"])).compare == []
 
 
 def test_set_method_options_apply_to_the_method_chosen_with_method_flag() -> None:
-    from fedaug.cli import _load, build_parser
+    from fedaug.cli import build_parser
+    from fedaug.cli_common import load_config
 
     args = build_parser().parse_args(["run", "--method", "flea", "--set", "method.decor_weight=0"])
-    config = _load(args)
+    config = load_config(args)
     assert (config.method.name, config.method.options, config.compare) == ("flea", {"decor_weight": 0}, [])

@@ -616,3 +616,31 @@ def test_a_real_process_prints_one_line(
     assert len(lines) == 1 and lines[0].startswith("fedaug: error: "), done.stderr
     assert expected in lines[0]
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["run", SMOKE, "--seed", "abc"], "fedaug run: error: argument --seed: invalid int value: 'abc'"),
+        (["bogus"], "fedaug: error: argument command: invalid choice: 'bogus'"),
+        (["sweep"], "fedaug sweep: error: the following arguments are required: config"),
+        (["run", SMOKE, "--bogus"], "fedaug: error: unrecognized arguments: --bogus"),
+        (["list", "metods"], "invalid choice: 'metods'"),
+        (["sweep", SMOKE, "--workers", "two"], "argument --workers: invalid int value: 'two'"),
+        (["report", "runs", "--format"], "argument --format: expected one argument"),
+        (
+            ["flower", "client", "--superlink", "h:1", "--partition-id", "x"],
+            "fedaug flower client: error: argument --partition-id: invalid int value: 'x'",
+        ),
+    ],
+)
+def test_usage_errors_are_one_line_without_the_usage_text(
+    argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Execute
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    # Assert: the bad value and where to look, nothing else
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert err.count("\n") == 1 and expected in err and "--help'" in err and "usage:" not in err

@@ -206,7 +206,16 @@ def test_client_device_becomes_the_nodes_device_config(
     line = _error_line(capsys, [*base, "--device", "gpu"])
     command = supernode_command("h:1", 3, root_certificates=None, runtime_port=1, device="cuda:1")
     # Assert
-    assert calls == [{"root_certificates": None, "runtime_port": None, "data_dir": None, "device": "cpu"}]
+    assert calls == [
+        {
+            "root_certificates": None,
+            "runtime_port": None,
+            "data_dir": None,
+            "device": "cpu",
+            "node_key": None,
+            "register_timeout": 120.0,
+        }
+    ]
     assert "--device='gpu' is not a device" in line and "this machine has: cpu" in line
     assert command[command.index("--node-config") + 1] == 'partition-id=3 device="cuda:1"'
 

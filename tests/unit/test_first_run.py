@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fedaug.cli import _load, build_parser, main
+from fedaug.cli import build_parser, main
+from fedaug.cli_common import load_config
 from fedaug.errors import ConfigError
 from fedaug.experiments.estimate import job_plan
 from fedaug.experiments.load import load_run_config
@@ -25,7 +26,9 @@ BOTH = ("--set", "compare=[fedavg, flea]", "--set", "engine.num_threads=1")
 
 
 def _run_dirs(argv: list[str]) -> list[Path]:
-    return [run_dir_for(c) for c in comparison_configs(_load(build_parser().parse_args(["run", *argv])))]
+    return [
+        run_dir_for(c) for c in comparison_configs(load_config(build_parser().parse_args(["run", *argv])))
+    ]
 
 
 def _snapshot(root: Path) -> dict[str, tuple[int, int]]:

@@ -4,9 +4,12 @@ Flower 1.41's deployment has three parts, all started here with Flower's own exe
 
 * the SuperLink (``flower-superlink``): serves the Fleet, Control and Runtime APIs on one HTTPS port
   (``--ssl-ca-certfile/--ssl-certfile/--ssl-keyfile``). Flower 1.41 moved these APIs from gRPC to HTTP(S);
-  its gRPC Fleet API is a deprecated compatibility server that 1.41's SuperNode no longer speaks;
-* one SuperNode per client (``flower-supernode --root-certificates ca.crt --node-config partition-id=<i>``),
-  which runs our ClientApp in a fresh ``flwr-clientapp`` process for every message;
+  its gRPC Fleet API is a deprecated compatibility server that 1.41's SuperNode no longer speaks. With
+  SuperNode authentication (the default with TLS) it runs ``--enable-supernode-auth`` and ``serve`` registers
+  each authorised node's public key (``flwr supernode register``) before the run: any other node is refused;
+* one SuperNode per client (``flower-supernode --root-certificates ca.crt --node-config partition-id=<i>
+  --auth-supernode-private-key node-<i>.key``), which runs our ClientApp in a fresh ``flwr-clientapp``
+  process for every message;
 * the run, submitted with ``flwr run APP CONNECTION --stream``: APP is a generated Flower App directory whose
   ``pyproject.toml`` names our ServerApp / ClientApp and carries the experiment config (YAML) in its run
   config; CONNECTION is a SuperLink connection in ``$FLWR_HOME/config.toml`` (address + root certificate).
@@ -26,16 +29,18 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
-from fedaug.errors import FedaugError
+from fedaug.errors import ConfigError, FedaugError
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.load import dump_yaml
-from fedaug.flower.certs import CertPaths
+from fedaug.flower.certs import CertPaths, check_host
 from fedaug.flower.server_app import CONFIG_KEY, FRESH_KEY, NODE_TIMEOUT_KEY
 
 logger = logging.getLogger(__name__)
@@ -51,17 +56,26 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def split_address(address: str) -> tuple[str, int]:
+REFUSED_MARKERS = ("[code: 2001]", "[code: 2004]")
+"""Flower 1.41's SuperNode messages when the SuperLink refuses its key (auth on, key not registered)."""
+
+
+def split_address(address: str, *, key: str = "address", listen: bool = False) -> tuple[str, int]:
+    """``(host, port)`` of ``HOST:PORT`` (IPv6 as ``[::1]:9092``), both checked; ``key`` names the option."""
     host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise FedaugError(f"address must be HOST:PORT, got {address!r}")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{key} must be HOST:PORT with a port in 1..65535, got {address!r}")
+    check_host(host, key=key, listen=listen)
     return host, int(port)
 
 
-def superlink_command(host: str, port: int, tls: CertPaths | None) -> list[str]:
-    """``flower-superlink`` on ``host:port`` with TLS (or ``--insecure`` when ``tls`` is None)."""
+def superlink_command(host: str, port: int, tls: CertPaths | None, *, node_auth: bool = False) -> list[str]:
+    """``flower-superlink`` on ``host:port`` with TLS (or ``--insecure`` when ``tls`` is None); ``node_auth``:
+    only registered SuperNodes may connect (``--enable-supernode-auth``)."""
     command = ["flower-superlink", "--host", host, "--port", str(port)]
     command.append("--disable-runtime-dependency-installation")  # never `uv sync` the app at run time
+    if node_auth:
+        command.append("--enable-supernode-auth")
     if tls is None:
         return [*command, "--insecure"]
     return [
@@ -80,9 +94,11 @@ def supernode_command(
     runtime_port: int,
     data_dir: str | None = None,
     device: str | None = None,
+    node_key: Path | None = None,
 ) -> list[str]:
     """``flower-supernode`` holding client ``partition_id`` (``--insecure`` when no root certificate);
-    ``device``: where its clients compute (node config ``device``, over the experiment's engine.device)."""
+    ``device``: where its clients compute (node config ``device``, over the experiment's engine.device);
+    ``node_key``: its private key for SuperNode authentication."""
     node_config = f"partition-id={partition_id}"
     if data_dir:
         node_config += f' data-dir="{Path(data_dir).resolve()}"'
@@ -90,6 +106,8 @@ def supernode_command(
         node_config += f' device="{device}"'
     command = ["flower-supernode", "--superlink", superlink, "--node-config", node_config]
     command += ["--port", str(runtime_port)]  # the node's local Runtime API (its ClientApp processes)
+    if node_key is not None:
+        command += ["--auth-supernode-private-key", str(node_key)]
     if root_certificates is None:
         return [*command, "--insecure"]
     return [*command, "--root-certificates", str(root_certificates)]
@@ -189,6 +207,8 @@ class ServeOptions:
     Attributes:
         address: HOST:PORT the SuperLink listens on (SuperNodes and the flwr CLI connect here).
         tls: CA, server certificate and key (None: plain HTTP, ``--insecure``).
+        node_keys: public keys of the SuperNodes allowed to join (registered before the run); empty: no
+            SuperNode authentication (any node that reaches the SuperLink may join).
         fresh: discard existing run directories.
         node_timeout: seconds the ServerApp waits for all SuperNodes.
         work_dir: where the app, ``$FLWR_HOME`` and ``superlink.log`` go (None: a temporary folder).
@@ -196,9 +216,29 @@ class ServeOptions:
 
     address: str = "127.0.0.1:9092"
     tls: CertPaths | None = None
+    node_keys: tuple[Path, ...] = ()
     fresh: bool = False
     node_timeout: float = 600.0
     work_dir: Path | None = None
+
+
+def register_nodes(public_keys: tuple[Path, ...], env: dict[str, str]) -> None:
+    """Registers each public key with the SuperLink of ``env``'s default connection (``flwr supernode
+    register``, a few at a time); a FedaugError naming the first key that was not accepted."""
+    flwr = shutil.which("flwr") or "flwr"
+
+    def one(path: Path) -> subprocess.CompletedProcess[str]:
+        command = [flwr, "supernode", "register", str(path.resolve()), CONNECTION]
+        return subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(one, public_keys))
+    for path, done in zip(public_keys, results, strict=True):
+        if done.returncode != 0:
+            detail = (done.stdout + done.stderr).strip().splitlines()
+            reason = detail[-1] if detail else f"exit code {done.returncode}"
+            raise FedaugError(f"the SuperLink did not register {path}: {reason}")
+    logger.info("registered %d SuperNode public key(s)", len(public_keys))
 
 
 def serve(config: ExperimentConfig, options: ServeOptions) -> int:
@@ -212,15 +252,19 @@ def serve(config: ExperimentConfig, options: ServeOptions) -> int:
     write_connection(work / "flwr-home", f"{local}:{port}", options.tls.ca_cert if options.tls else None)
     app_dir = write_app(work / "app", config, fresh=options.fresh, node_timeout=options.node_timeout)
     log_path = work / "superlink.log"
-    logger.info("SuperLink on %s:%d (%s); log %s", host, port, "TLS" if options.tls else "no TLS", log_path)
+    security = "TLS" if options.tls else "no TLS"
+    nodes = f"{len(options.node_keys)} authorised SuperNode key(s)" if options.node_keys else "any node"
+    logger.info("SuperLink on %s:%d (%s, %s); log %s", host, port, security, nodes, log_path)
     sigterm_as_interrupt()
+    command = superlink_command(host, port, options.tls, node_auth=bool(options.node_keys))
     with open(log_path, "ab") as log:
         superlink = subprocess.Popen(
-            superlink_command(host, port, options.tls), stdout=log, stderr=subprocess.STDOUT, env=env,
-            start_new_session=True,
-        )  # fmt: skip
+            command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
     try:
         wait_for_port(local, port, superlink, timeout=120)
+        if options.node_keys:
+            register_nodes(options.node_keys, env)
         flwr = shutil.which("flwr") or "flwr"
         done = subprocess.run([flwr, "run", str(app_dir), CONNECTION, "--stream"], env=env, check=False)
         return done.returncode
@@ -238,8 +282,15 @@ def run_client(
     runtime_port: int | None = None,
     data_dir: str | None = None,
     device: str | None = None,
+    node_key: Path | None = None,
+    register_timeout: float = 120.0,
 ) -> int:
-    """Runs a SuperNode holding client ``partition_id`` until it is stopped (Ctrl-C); its exit code."""
+    """Runs a SuperNode holding client ``partition_id`` until it is stopped (Ctrl-C); its exit code.
+
+    With ``node_key``, a SuperNode the SuperLink refuses (its key not registered yet: ``serve`` registers
+    the keys right after the SuperLink starts, and nodes started first may knock before that) is started
+    again every 2 s for ``register_timeout`` seconds; after that a FedaugError says the key was refused.
+    """
     command = supernode_command(
         superlink,
         partition_id,
@@ -247,14 +298,45 @@ def run_client(
         runtime_port=runtime_port or free_port(),
         data_dir=data_dir,
         device=device,
+        node_key=node_key,
     )
     logger.info("%s", " ".join(command))
     sigterm_as_interrupt()
-    node = subprocess.Popen(command, start_new_session=True)
+    deadline = time.monotonic() + register_timeout
+    while True:
+        code, refused = _supernode(command)
+        if not refused or node_key is None:
+            return code
+        if time.monotonic() >= deadline:
+            raise FedaugError(
+                f"the SuperLink refused this node's key {node_key}: register its public key there "
+                "('fedaug flower serve' registers every *.pub in --node-keys, default CERTS/nodes)"
+            )
+        logger.info("the SuperLink refused this node's key (not registered yet?); trying again in 2 s")
+        time.sleep(2.0)
+
+
+def _supernode(command: list[str]) -> tuple[int, bool]:
+    """Runs one SuperNode, passing its output through; its exit code and whether the SuperLink refused it."""
+    node = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    refused = threading.Event()
+
+    def relay() -> None:
+        assert node.stdout is not None
+        for line in node.stdout:
+            sys.stdout.buffer.write(line)
+            sys.stdout.flush()
+            if any(marker.encode() in line for marker in REFUSED_MARKERS):
+                refused.set()
+
+    relay_thread = threading.Thread(target=relay, daemon=True)
+    relay_thread.start()
     try:
-        return node.wait()
+        code = node.wait()
+        relay_thread.join(timeout=5)
+        return code, refused.is_set()
     except KeyboardInterrupt:
-        return 130
+        return 130, False
     finally:
         stop(node)
         sys.stdout.flush()

@@ -1,0 +1,99 @@
+"""Command-line pieces shared by ``fedaug`` and its sub-command modules (``cli_flower``, ...): the config
+arguments every experiment command takes, ``--device``, and turning them into an ExperimentConfig.
+
+Kept apart from :mod:`fedaug.cli` so that the sub-command modules never import the top-level CLI back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from fedaug.experiments.config import ExperimentConfig
+
+logger = logging.getLogger("fedaug")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line (the bad value and where to look), exit 2, like
+    every other user error; its sub-command parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message} (see '{self.prog} --help')", file=sys.stderr)
+        sys.exit(2)
+
+
+def add_config_args(parser: argparse.ArgumentParser) -> None:
+    """CONFIG ..., --set, --data-dir, --out-dir, --seed, --smoke and --method (run, partition, flower)."""
+    parser.add_argument("configs", nargs="*", help="YAML presets, merged in order (default: built-in preset)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. --set method=fedprox --set method.proximal_mu=0.01",
+    )
+    parser.add_argument("--data-dir", help="directory holding the datasets (default: $FEDAUG_DATA)")
+    parser.add_argument("--out-dir", help="root of run directories (default: runs)")
+    parser.add_argument("--seed", type=int, help="run seed")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="2 rounds, 1 local epoch: a quick wiring check, in its own run dir (name <name>-smoke)",
+    )
+    parser.add_argument("--method", help="run only these methods (comma-separated), overriding the preset's")
+
+
+def add_device_arg(parser: argparse.ArgumentParser) -> None:
+    """``--device``: shorthand for ``--set engine.device=...`` (run, sweep and the Flower commands)."""
+    parser.add_argument(
+        "--device",
+        help="where to compute: auto (default: cuda if torch sees a GPU, else cpu), cpu, cuda or cuda:N",
+    )
+
+
+def shared_overrides(args: argparse.Namespace) -> list[str]:
+    """The ``--set`` overrides of ``--data-dir``, ``--out-dir`` and ``--device`` (run, sweep)."""
+    overrides = []
+    if args.data_dir:
+        overrides.append(f"data.data_dir={args.data_dir}")
+    if args.out_dir:
+        overrides.append(f"out_dir={args.out_dir}")
+    if getattr(args, "device", None):
+        overrides.append(f"engine.device={args.device}")
+    return overrides
+
+
+def load_config(args: argparse.Namespace, *, tag: str = "") -> ExperimentConfig:
+    """The command line's config; ``--smoke`` and an override of the run's length give it a run dir of its
+    own (:func:`fedaug.experiments.load.load_run_config`), ``tag`` is appended to its name."""
+    from fedaug.experiments.load import load_run_config
+
+    overrides = shared_overrides(args)
+    if args.seed is not None:
+        overrides.append(f"seed={args.seed}")
+    names = [m.strip() for m in (getattr(args, "method", None) or "").split(",") if m.strip()]
+    if names:  # chosen before --set, so that --set method.<option>=... applies to the chosen method
+        overrides.append(f"method={names[0]}")
+    overrides += args.overrides
+    if names:  # --method wins over the preset's and --set's comparison list
+        overrides.append(f"compare=[{', '.join(names) if len(names) > 1 else ''}]")
+    return load_run_config(args.configs or default_presets(), overrides, smoke=args.smoke, tag=tag)
+
+
+def default_presets() -> list[Path]:
+    """``configs/default.yaml`` of the source tree (README installs with ``pip install -e .``).
+
+    Without a source tree (a plain wheel install) the built-in defaults of ExperimentConfig apply: the same
+    setting, but FedAvg alone instead of the FedAvg-vs-FLea comparison.
+    """
+    preset = Path(__file__).resolve().parents[2] / "configs" / "default.yaml"
+    if preset.is_file():
+        return [preset]
+    logger.warning("no configs/default.yaml next to the package; using the built-in defaults (FedAvg only)")
+    return []
