@@ -278,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     from fedaug.catalog import kind
 
     raw = argparse.RawDescriptionHelpFormatter
-    parser = OneLineParser(
+    parser: argparse.ArgumentParser = OneLineParser(
         prog="fedaug",
         description="fedaug: federated learning on scarce, label-skewed data (FLea, Fed-AugMix, Fed-ZDA, "
         "baselines).",
