@@ -1,4 +1,5 @@
-"""Facts about the CPU a run or benchmark ran on (``env.json``, benchmark JSON).
+"""Facts about the CPU a run or benchmark ran on (``env.json``, benchmark JSON), and the ``env.json`` of a run
+dir that records them with the software versions (:func:`write_env`).
 
 The same seed gives bit-identical runs only on the same kind of CPU: torch and oneDNN pick their kernels by
 the CPU's features (instruction set extensions, cache sizes), and kernels round differently (an Intel Xeon
@@ -11,11 +12,14 @@ from __future__ import annotations
 
 import json
 import platform
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import torch
 
+import fedaug
+from fedaug.engine.checkpoint import write_json
 from fedaug.precision import native_bf16
 
 
@@ -54,3 +58,37 @@ def other_recorded_cpu(run_dir: Path) -> str | None:
     or none recorded): rounds computed here will not be that run's bit for bit."""
     cpu = recorded_cpu(run_dir)
     return cpu if cpu is not None and cpu != cpu_model() else None
+
+
+def git_sha() -> str | None:
+    """The commit checked out where fedaug's source lives (None: not a git checkout, or no git)."""
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--verify", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(fedaug.__file__).parent,
+            check=False,
+        )
+        sha = done.stdout.strip() if done.returncode == 0 else ""
+    except (OSError, subprocess.TimeoutExpired):
+        sha = ""
+    return sha or None
+
+
+def write_env(run_dir: Path, extra: dict[str, Any] | None = None) -> None:
+    """Writes ``env.json``: python, torch and fedaug versions, threads, platform, CPU (:func:`cpu_facts`),
+    git sha."""
+    env = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "fedaug": getattr(fedaug, "__version__", "unknown"),
+        "num_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "processor": platform.processor(),
+        **cpu_facts(),
+        "git_sha": git_sha(),
+        **(extra or {}),
+    }
+    write_json(run_dir / "env.json", env)

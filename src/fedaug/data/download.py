@@ -20,7 +20,7 @@ import tarfile
 import tempfile
 import urllib.request
 import zipfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -202,8 +202,3 @@ def _extract_tar(archive: Path, dest: Path) -> None:
             tf.extractall(dest, members=members, filter="data")
         else:
             tf.extractall(dest, members=members)
-
-
-def first_existing(paths: Sequence[Path]) -> Path | None:
-    """The first path in ``paths`` that exists, or None."""
-    return next((p for p in paths if p.exists()), None)

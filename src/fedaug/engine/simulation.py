@@ -43,7 +43,6 @@ from fedaug.engine.progress import RoundClock, format_duration
 from fedaug.engine.sampling import sample_clients
 from fedaug.errors import ClientError, FedaugError
 from fedaug.local_training import snapshot_state
-from fedaug.machine import cpu_facts
 from fedaug.models.base import SplitModel
 from fedaug.seeding import seed_for, torch_generator
 from fedaug.types import ClientId, Metrics
@@ -389,37 +388,3 @@ def _mean_metrics(updates: list[ClientUpdate]) -> Metrics:
     return {
         key: sum(u.metrics.get(key, 0.0) * u.num_examples for u in updates) / max(total, 1) for key in keys
     }
-
-
-def write_env(run_dir: Path, extra: dict[str, Any] | None = None) -> None:
-    """Writes ``env.json``: python, torch and fedaug versions, threads, platform, CPU (:mod:`fedaug.machine`),
-    git sha."""
-    import platform
-    import subprocess
-
-    import fedaug
-
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "--verify", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            cwd=Path(fedaug.__file__).parent,
-            check=False,
-        )
-        sha = done.stdout.strip() if done.returncode == 0 else ""
-    except (OSError, subprocess.TimeoutExpired):
-        sha = ""
-    env = {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "fedaug": getattr(fedaug, "__version__", "unknown"),
-        "num_threads": torch.get_num_threads(),
-        "platform": platform.platform(),
-        "processor": platform.processor(),
-        **cpu_facts(),
-        "git_sha": sha or None,
-        **(extra or {}),
-    }
-    write_json(run_dir / "env.json", env)

@@ -26,12 +26,11 @@ from typing import TYPE_CHECKING
 from fedaug.engine.branch import has_start_checkpoint
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.experiments.runner import finished_summary, run_dir_for
-from fedaug.experiments.schedule import Schedule, branch_plan
+from fedaug.experiments.schedule import Schedule, SweepPoint, branch_plan
 from fedaug.machine import cpu_model, other_recorded_cpu
 
 if TYPE_CHECKING:
     from fedaug.experiments.config import ExperimentConfig
-    from fedaug.experiments.sweep import SweepPoint
 
 
 def round_times(method_dir: Path) -> dict[int, float]:
@@ -90,6 +89,15 @@ def rounds_logged(point: SweepPoint) -> int:
     return len(read_jsonl(point.run_dir / "metrics.jsonl"))
 
 
+def run_status(point: SweepPoint) -> str:
+    """``finished``, ``partial (r/R rounds)`` or ``new``, from the files in the point's run dir."""
+    rounds = point.config.train.rounds
+    if finished_summary(point.run_dir, rounds) is not None:
+        return "finished"
+    done = rounds_logged(point)
+    return f"partial ({done}/{rounds} rounds)" if done else "new"
+
+
 def remaining_rounds(point: SweepPoint) -> range:
     """The rounds ``point`` has still to run itself."""
     return plan(point).needed
@@ -126,8 +134,6 @@ def format_duration(seconds: float) -> str:
 
 def dry_run_lines(points: Sequence[SweepPoint]) -> list[str]:
     """One line per point (status, time left, run dir, the FedAvg run it waits for), then a summary line."""
-    from fedaug.experiments.sweep import run_status
-
     waits = Schedule(points).waits_for()
     lines = []
     counts: dict[str, int] = defaultdict(int)
@@ -180,8 +186,6 @@ class JobPlan:
 
 def job_plan(configs: Sequence[ExperimentConfig], *, fresh: bool = False) -> JobPlan:
     """The :class:`JobPlan` of running ``configs`` one after the other (``fresh``: each starts over)."""
-    from fedaug.experiments.sweep import SweepPoint
-
     points = [SweepPoint(config, run_dir_for(config), {}) for config in configs]
     names = ", then ".join(config.method.name for config in configs)
     redo = "; --fresh starts each over" if fresh else ""

@@ -48,7 +48,7 @@ from fedaug.engine.checkpoint import (
 from fedaug.engine.lock import LOCK_NAME, RunDirLock, check_unlocked
 from fedaug.engine.memory_format import resolve_channels_last
 from fedaug.engine.sampling import clients_per_round
-from fedaug.engine.simulation import Simulation, SimulationSpec, write_env
+from fedaug.engine.simulation import Simulation, SimulationSpec
 from fedaug.errors import ConfigError, PathError, path_error
 from fedaug.experiments.branching import (
     config_differences,
@@ -58,7 +58,7 @@ from fedaug.experiments.branching import (
 )
 from fedaug.experiments.config import ExperimentConfig, MethodSpec
 from fedaug.experiments.load import build_dataclass, dump_yaml
-from fedaug.machine import cpu_facts
+from fedaug.machine import cpu_facts, write_env
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
 from fedaug.paths import cache_dir

@@ -1,4 +1,5 @@
-"""Order of a sweep's runs: a run that branches from a FedAvg run of the same sweep waits for that run.
+"""A sweep's points (:class:`SweepPoint`) and their order: a run that branches from a FedAvg run of the same
+sweep waits for that run.
 
 With ``engine.branch_from_fedavg`` a Fed-ZDAC/ZDAS, FedGen or post-hoc CCVR run starts from the checkpoint of
 its FedAvg sibling (:mod:`fedaug.experiments.branching`), but only if the checkpoint is there when it starts;
@@ -12,16 +13,29 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from fedaug.api import RunContext
 from fedaug.errors import FedaugError
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.runner import build_method, fedavg_run_dir
 
-if TYPE_CHECKING:
-    from fedaug.experiments.sweep import SweepPoint
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One config of a sweep.
+
+    Attributes:
+        config: the resolved config.
+        run_dir: where it runs.
+        values: the grid values that made this point (dotted keys, in grid order).
+    """
+
+    config: ExperimentConfig
+    run_dir: Path
+    values: dict[str, Any]
 
 
 def branch_source(config: ExperimentConfig) -> Path | None:

@@ -34,7 +34,7 @@ from typing import Any
 
 from fedaug.errors import ConfigError, RunLockedError
 from fedaug.experiments.config import ExperimentConfig
-from fedaug.experiments.estimate import rounds_logged, running_line
+from fedaug.experiments.estimate import run_status, running_line
 from fedaug.experiments.identity import result_config
 from fedaug.experiments.load import (
     OPEN_SECTIONS,
@@ -47,8 +47,8 @@ from fedaug.experiments.load import (
     read_yaml,
 )
 from fedaug.experiments.naming import format_suffix
-from fedaug.experiments.runner import finished_summary, run_dir_for, run_experiment
-from fedaug.experiments.schedule import Schedule
+from fedaug.experiments.runner import run_dir_for, run_experiment
+from fedaug.experiments.schedule import Schedule, SweepPoint
 from fedaug.yamlio import parse_yaml
 
 logger = logging.getLogger(__name__)
@@ -57,21 +57,6 @@ _IN_RUN_DIR = frozenset(
     ("out_dir", "name", "seed", "data.name", "method.name", "partition.name", "partition.num_clients")
 )
 """Grid keys whose value already shows in the run directory's path."""
-
-
-@dataclass(frozen=True)
-class SweepPoint:
-    """One config of a sweep.
-
-    Attributes:
-        config: the resolved config.
-        run_dir: where it runs.
-        values: the grid values that made this point (dotted keys, in grid order).
-    """
-
-    config: ExperimentConfig
-    run_dir: Path
-    values: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -255,15 +240,6 @@ def expand_sweep(
                 f"grid points {seen.values} and {point.values} differ but share the run dir {point.run_dir}"
             )
     return list(points.values())
-
-
-def run_status(point: SweepPoint) -> str:
-    """``finished``, ``partial (r/R rounds)`` or ``new``, from the files in the point's run dir."""
-    rounds = point.config.train.rounds
-    if finished_summary(point.run_dir, rounds) is not None:
-        return "finished"
-    done = rounds_logged(point)
-    return f"partial ({done}/{rounds} rounds)" if done else "new"
 
 
 def execute(config: ExperimentConfig, *, quiet: bool = False) -> Outcome:

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from fedaug.data.audio import SpectrogramConfig, wavs_to_log_mel
+from fedaug.data.base import check_int, check_number
 from fedaug.data.cache import load_or_build
-from fedaug.data.datasets import check_int, check_number
 from fedaug.errors import ConfigError
 
 logger = logging.getLogger(__name__)

@@ -27,10 +27,10 @@ import logging
 import numpy as np
 import torch
 
-from fedaug.data.datasets import Dataset, LoadContext, check_bool, check_choice
+from fedaug.data.base import Dataset, LoadContext, check_bool, check_choice
 from fedaug.data.download import RemoteFile
 from fedaug.data.sources.cifar10_jpeg import JPEG_GLOB, load_jpeg_arrays
-from fedaug.data.sources.cifar_pickles import Members, images_of, read_members, to_float, unpickle_verified
+from fedaug.data.sources.cifar_pickles import images_of, load_pickles, to_float
 from fedaug.registry import register
 
 logger = logging.getLogger(__name__)
@@ -55,22 +55,10 @@ BATCH_MD5 = {
 TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
 
 
-def parse_batch(data: bytes, batch: str, shown: str) -> tuple[np.ndarray, np.ndarray]:
-    """Checks a batch's md5, unpickles it and returns images ``[N, 3, 32, 32]`` uint8 and labels ``[N]``.
-
-    Args:
-        data: the file's bytes.
-        batch: its official name (``data_batch_1`` .. ``test_batch``), which selects the expected md5.
-        shown: where it came from, for error messages.
-    """
-    content = unpickle_verified(data, BATCH_MD5[batch], f"CIFAR-10 batch {shown}")
-    return images_of(content), np.asarray(content[b"labels"], dtype=np.int64)
-
-
-def _read_batches(ctx: LoadContext, verify: bool = True) -> tuple[Members, str] | None:
-    """Bytes and display name of every batch, from the folder or the official archive; None if absent."""
-    root = ctx.data_dir / "cifar10"
-    return read_members(ctx, root, BATCH_DIR, ARCHIVE, BATCH_MD5, "CIFAR-10", verify=verify)
+def _jpeg_hint(ctx: LoadContext) -> str:
+    """Points at the lossy JPEG copy when there is one (for the error of missing official batches)."""
+    jpeg = sorted((ctx.data_dir / "cifar10_jpeg_lossy").glob(JPEG_GLOB))
+    return f"A lossy JPEG copy exists ({jpeg[0]}): pass variant='jpeg_lossy' for smoke runs." if jpeg else ""
 
 
 def _to_float(images: np.ndarray, normalize: bool) -> torch.Tensor:
@@ -78,16 +66,21 @@ def _to_float(images: np.ndarray, normalize: bool) -> torch.Tensor:
 
 
 def _official(ctx: LoadContext, normalize: bool, verify: bool) -> tuple[dict[str, torch.Tensor], str]:
-    batches = _read_batches(ctx, verify)
-    if batches is None:
-        jpeg = sorted((ctx.data_dir / "cifar10_jpeg_lossy").glob(JPEG_GLOB))
-        hint = (
-            f"A lossy JPEG copy exists ({jpeg[0]}): pass variant='jpeg_lossy' for smoke runs." if jpeg else ""
-        )
-        root = ctx.data_dir / "cifar10"
-        raise ctx.missing([f"{BATCH_DIR}/{{{', '.join(BATCH_MD5)}}}", ARCHIVE.filename], [root], hint=hint)
-    files, origin = batches
-    parts = {name: parse_batch(data, name, shown) for name, (data, shown) in files.items()}
+    batches, origin = load_pickles(
+        ctx,
+        dataset_dir="cifar10",
+        folder_name=BATCH_DIR,
+        archive_file=ARCHIVE,
+        md5s=BATCH_MD5,
+        title="CIFAR-10",
+        kind="batch",
+        verify=verify,
+        missing_hint=lambda: _jpeg_hint(ctx),
+    )
+    parts = {
+        name: (images_of(content), np.asarray(content[b"labels"], dtype=np.int64))
+        for name, content in batches.items()
+    }
     train = [parts[name] for name in TRAIN_BATCHES]
     tensors = {
         "x_train": _to_float(np.concatenate([images for images, _ in train]), normalize),

@@ -24,9 +24,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fedaug.data.datasets import Dataset, LoadContext, check_bool, check_choice
+from fedaug.data.base import Dataset, LoadContext, check_bool, check_choice
 from fedaug.data.download import RemoteFile
-from fedaug.data.sources.cifar_pickles import images_of, read_members, to_float, unpickle_verified
+from fedaug.data.sources.cifar_pickles import images_of, load_pickles, to_float
 from fedaug.registry import register
 
 CIFAR100_MEAN = (0.5071, 0.4865, 0.4409)
@@ -60,15 +60,16 @@ def load_cifar100(
     check_choice("cifar100", "labels", labels, LABEL_KINDS)
     check_bool("cifar100", "normalize", normalize)
     check_bool("cifar100", "verify", verify)
-    root = ctx.data_dir / "cifar100"
-    found = read_members(ctx, root, FOLDER, ARCHIVE, FILE_MD5, "CIFAR-100", verify=verify)
-    if found is None:
-        raise ctx.missing([f"{FOLDER}/{{{', '.join(FILE_MD5)}}}", ARCHIVE.filename], [root])
-    files, origin = found
-    parts = {
-        name: unpickle_verified(data, FILE_MD5[name], f"CIFAR-100 file {shown}")
-        for name, (data, shown) in files.items()
-    }
+    parts, origin = load_pickles(
+        ctx,
+        dataset_dir="cifar100",
+        folder_name=FOLDER,
+        archive_file=ARCHIVE,
+        md5s=FILE_MD5,
+        title="CIFAR-100",
+        kind="file",
+        verify=verify,
+    )
     key = f"{labels}_label".encode()
     names = [n.decode() for n in parts["meta"][key + b"_names"]]
 

@@ -16,15 +16,15 @@ import logging
 import pickle
 import tarfile
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from fedaug.data.base import LoadContext
 from fedaug.data.checksums import Official, verify_files
-from fedaug.data.datasets import LoadContext
 from fedaug.data.download import RemoteFile, download_file
 from fedaug.errors import DatasetError
 
@@ -90,6 +90,47 @@ def read_members(
     else:
         archive = download_file(archive_file, root)
     return _read_archive(archive, md5s, title), f"official archive {archive}"
+
+
+def load_pickles(
+    ctx: LoadContext,
+    *,
+    dataset_dir: str,
+    folder_name: str,
+    archive_file: RemoteFile,
+    md5s: Mapping[str, str],
+    title: str,
+    kind: str,
+    verify: bool = True,
+    missing_hint: Callable[[], str] | None = None,
+) -> tuple[dict[str, Any], str]:
+    """Every file named in ``md5s``, md5-checked and unpickled, and a description of where they came from.
+
+    Args:
+        ctx: the load context.
+        dataset_dir: the dataset's folder in the data dir (``cifar10``, ``cifar100``).
+        folder_name: the unpacked folder's name in it (see :func:`read_members`).
+        archive_file: the official archive and its md5.
+        md5s: file name -> published md5, checked before the file is unpickled.
+        title: the dataset's name in messages.
+        kind: what one file is called in a checksum error (``"batch"``: "CIFAR-10 batch <where>").
+        verify: check an existing archive against its official md5 (cached per file version).
+        missing_hint: gives the hint of the error raised when neither the folder nor the archive is there.
+
+    Raises:
+        DatasetError: the files are absent, the archive is unreadable or a file is not the official one.
+    """
+    root = ctx.data_dir / dataset_dir
+    found = read_members(ctx, root, folder_name, archive_file, md5s, title, verify=verify)
+    if found is None:
+        hint = missing_hint() if missing_hint is not None else ""
+        raise ctx.missing([f"{folder_name}/{{{', '.join(md5s)}}}", archive_file.filename], [root], hint=hint)
+    files, origin = found
+    contents = {
+        name: unpickle_verified(data, md5s[name], f"{title} {kind} {shown}")
+        for name, (data, shown) in files.items()
+    }
+    return contents, origin
 
 
 def _read_archive(archive: Path, md5s: Mapping[str, str], title: str) -> Members:

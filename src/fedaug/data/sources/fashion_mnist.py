@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fedaug.data.datasets import Dataset, LoadContext, check_bool
+from fedaug.data.base import Dataset, LoadContext, check_bool
 from fedaug.data.sources.mnist import IDX_FILES, download_idx, find_idx_folder, idx_dataset, official_idx
 from fedaug.registry import register
 

@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from fedaug.data.base import Dataset, LoadContext, check_bool
 from fedaug.data.checksums import Official, verify_files
-from fedaug.data.datasets import Dataset, LoadContext, check_bool
 from fedaug.data.download import RemoteFile, download_file
 from fedaug.errors import DatasetError
 from fedaug.registry import register

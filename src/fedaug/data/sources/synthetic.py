@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
-from fedaug.data.datasets import Dataset, LoadContext, check_int, check_number
+from fedaug.data.base import Dataset, LoadContext, check_int, check_number
 from fedaug.errors import ConfigError
 from fedaug.registry import register
 

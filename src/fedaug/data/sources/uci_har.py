@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from fedaug.data.base import Dataset, LoadContext, check_bool, check_choice
 from fedaug.data.cache import load_or_build, source_signature
-from fedaug.data.datasets import Dataset, LoadContext, check_bool, check_choice
 from fedaug.data.download import RemoteFile, download_file
 from fedaug.errors import DatasetError
 from fedaug.registry import register

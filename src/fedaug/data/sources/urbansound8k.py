@@ -37,8 +37,8 @@ import numpy as np
 import torch
 
 from fedaug.data.audio import SpectrogramConfig
+from fedaug.data.base import Dataset, LoadContext, check_choice, check_int
 from fedaug.data.cache import source_signature
-from fedaug.data.datasets import Dataset, LoadContext, check_choice, check_int
 from fedaug.data.download import RemoteFile, download_file, extract_archive, verify_checksum
 from fedaug.data.sources.audio_common import cached_log_mel, make_config
 from fedaug.errors import DatasetError
