@@ -17,6 +17,7 @@ from fedaug.models.base import SplitModel
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+SMOKE = REPO_ROOT / "configs" / "smoke.yaml"
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from fedaug.device import resolve_device, set_deterministic, tensor_devices
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation
 from fedaug.methods.flea import FLea
-from tests.smoke.test_methods import image_spec, run_on_device
+from tests.helpers import bn_model, image_spec, killed_in_round, run_files, run_on_device
 
 
 @pytest.fixture
@@ -82,32 +82,16 @@ def test_cpu_and_cuda_draw_the_same_clients_batches_and_beta_weights(
     assert all(torch.equal(a, b) for a, b in zip(on_cpu[2], on_cuda[2], strict=True))
 
 
-class _Interrupt(FLea):
-    """FLea 'killed' (KeyboardInterrupt) at the second client of round 3."""
-
-    calls_left = 1
-
-    def client_update(self, payload: Any, ctx: Any) -> Any:
-        if payload.round_num == 3:
-            if self.calls_left == 0:
-                raise KeyboardInterrupt
-            self.calls_left -= 1
-        return super().client_update(payload, ctx)
-
-
-def _files(run_dir: Path) -> tuple[str, str]:
-    return (run_dir / "metrics.jsonl").read_text(), (run_dir / "summary.json").read_text()
-
-
 def test_cuda_run_killed_and_resumed_equals_uninterrupted(
     tmp_path: Path, cuda: torch.device, deterministic: None
 ) -> None:
     Simulation(image_spec(tmp_path / "full", "flea", cuda, rounds=4)).run()
     cut = image_spec(tmp_path / "cut", "flea", cuda, rounds=4)
+    killed = killed_in_round(FLea, kill_round=3, calls_before_kill=1)  # at the second client of round 3
     with pytest.raises(KeyboardInterrupt):
-        Simulation(dataclasses.replace(cut, method=_Interrupt())).run()
+        Simulation(dataclasses.replace(cut, method=killed)).run()
     Simulation(cut).run()
-    assert _files(tmp_path / "cut") == _files(tmp_path / "full")
+    assert run_files(tmp_path / "cut") == run_files(tmp_path / "full")
 
 
 @pytest.mark.parametrize("first", ["cpu", "cuda"])
@@ -125,7 +109,6 @@ def test_checkpoint_resumes_on_the_other_device(tmp_path: Path, cuda: torch.devi
 
 def test_bf16_autocasts_on_cuda(tmp_path: Path, cuda: torch.device) -> None:
     from fedaug.precision import autocast
-    from tests.smoke.test_methods import bn_model
 
     model = bn_model().to(cuda)
     with autocast(model, "bf16"):

@@ -17,9 +17,7 @@ from fedaug.engine.checkpoint import RunStore
 from fedaug.experiments.sweep import expand_sweep, run_sweep
 from fedaug.results.report import build_tables, render
 from fedaug.results.store import group_runs, load_runs
-from tests.conftest import REPO_ROOT
-
-SMOKE = REPO_ROOT / "configs" / "smoke.yaml"
+from tests.conftest import SMOKE
 
 
 @pytest.fixture(autouse=True)

@@ -25,9 +25,7 @@ from fedaug.engine.checkpoint import RunStore
 from fedaug.errors import ConfigError
 from fedaug.experiments.load import load_config
 from fedaug.experiments.runner import run_dir_for, run_experiment
-from tests.conftest import REPO_ROOT
-
-SMOKE = REPO_ROOT / "configs" / "smoke.yaml"
+from tests.conftest import SMOKE
 
 
 @pytest.fixture

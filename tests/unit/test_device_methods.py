@@ -28,10 +28,9 @@ from fedaug.methods.flea_buffer import BufferStream
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
 from fedaug.seeding import numpy_rng, torch_generator
-from tests.smoke.test_methods import bn_model
+from tests.helpers import IMAGE, bn_model
 
 META = torch.device("meta")
-IMAGE = (1, 2, 4)
 
 
 def _mlp() -> SplitModel:

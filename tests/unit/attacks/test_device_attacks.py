@@ -17,10 +17,6 @@ from fedaug.attacks.target import global_model, run_checkpoint, run_config
 from fedaug.cli import main
 from fedaug.data.datasets import load_dataset
 from fedaug.device import tensor_devices
-from tests.unit.attacks.test_privacy_attacks import tiny_runs
-from tests.unit.methods.test_zsdg_cli import bn_run
-
-__all__ = ["bn_run", "tiny_runs"]  # module-scoped fixtures shared with those tests
 
 BAD_DEVICES = [
     pytest.param("gpu", id="gpu"),

@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import pickle
-import struct
 import tarfile
 from pathlib import Path
 
@@ -22,9 +21,9 @@ from fedaug.data.datasets import load_dataset
 from fedaug.data.download import RemoteFile
 from fedaug.data.sources import cifar100, fashion_mnist, mnist
 from fedaug.errors import DatasetError
+from tests.conftest import SHARED_DATA, SMOKE
+from tests.unit.data.helpers import idx_bytes
 
-SHARED_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
-REPO = Path(__file__).resolve().parents[3]
 COUNTS = {"train": 6, "t10k": 4}
 
 
@@ -49,18 +48,16 @@ def hashes(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     return calls
 
 
-def _idx(magic: int, dims: tuple[int, ...], payload: bytes) -> bytes:
-    return struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in dims) + payload
-
-
 def _raw_files() -> dict[str, bytes]:
     """Uncompressed content of four tiny IDX files, keyed by the official .gz names."""
     rng = np.random.default_rng(0)
     files = {}
     for prefix, count in COUNTS.items():
         images = rng.integers(0, 256, size=(count, 28, 28), dtype=np.uint8).tobytes()
-        files[f"{prefix}-images-idx3-ubyte.gz"] = _idx(2051, (count, 28, 28), images)
-        files[f"{prefix}-labels-idx1-ubyte.gz"] = _idx(2049, (count,), bytes(i % 10 for i in range(count)))
+        files[f"{prefix}-images-idx3-ubyte.gz"] = idx_bytes(2051, (count, 28, 28), images)
+        files[f"{prefix}-labels-idx1-ubyte.gz"] = idx_bytes(
+            2049, (count,), bytes(i % 10 for i in range(count))
+        )
     return files
 
 
@@ -206,7 +203,7 @@ def test_cli_refuses_a_broken_copy_with_one_line(
     out = tmp_path / "runs"
     argv = [
         "run",
-        str(REPO / "configs" / "smoke.yaml"),
+        str(SMOKE),
         "--out-dir",
         str(out),
         "--set",
@@ -283,7 +280,7 @@ def test_real_mnist_is_verified_and_fashion_labels_are_refused(tmp_path: Path) -
             [
                 (
                     SHARED_DATA / "mnist" / name,
-                    mnist.official_idx(mnist.MNIST_MD5, mnist.MNIST_CONTENT_MD5)[name],
+                    mnist.officialidx_bytes(mnist.MNIST_MD5, mnist.MNIST_CONTENT_MD5)[name],
                 )
                 for name in mnist.IDX_FILES
             ],

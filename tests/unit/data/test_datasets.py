@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import logging
-import struct
 import tarfile
 from pathlib import Path
 
@@ -24,19 +23,12 @@ from fedaug.data.datasets import (
 from fedaug.data.sources import mnist
 from fedaug.data.sources.cifar10_jpeg import decode_jpeg_archive
 from fedaug.errors import ConfigError, DatasetError, RegistryError
+from tests.conftest import SHARED_DATA
+from tests.unit.data.helpers import idx_bytes
 
-SHARED_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
 HAR_TRAIN_COUNTS = [1226, 1073, 986, 1286, 1374, 1407]
 HAR_TEST_COUNTS = [496, 471, 420, 491, 532, 537]
 MNIST_TRAIN_COUNTS = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
-
-
-@pytest.fixture(scope="module")
-def shared_data() -> Path:
-    """The real offline datasets (``../shared/data`` from the repo root); skips when absent."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"offline datasets not found at {SHARED_DATA}")
-    return SHARED_DATA
 
 
 @pytest.fixture(scope="module")
@@ -270,10 +262,6 @@ def test_fsdd_full(shared_data: Path, cache_dir: Path, caplog: pytest.LogCapture
 # ---- corrupt files --------------------------------------------------------------------------------------
 
 
-def _idx(magic: int, dims: tuple[int, ...], payload: bytes) -> bytes:
-    return struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in dims) + payload
-
-
 def _write_mnist(folder: Path, num_train: int = 6, num_test: int = 4) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
@@ -281,10 +269,10 @@ def _write_mnist(folder: Path, num_train: int = 6, num_test: int = 4) -> None:
         images = rng.integers(0, 256, size=(count, 28, 28), dtype=np.uint8)
         labels = (np.arange(count) % 10).astype(np.uint8)
         (folder / f"{prefix}-images-idx3-ubyte.gz").write_bytes(
-            gzip.compress(_idx(2051, (count, 28, 28), images.tobytes()))
+            gzip.compress(idx_bytes(2051, (count, 28, 28), images.tobytes()))
         )
         (folder / f"{prefix}-labels-idx1-ubyte.gz").write_bytes(
-            gzip.compress(_idx(2049, (count,), labels.tobytes()))
+            gzip.compress(idx_bytes(2049, (count,), labels.tobytes()))
         )
 
 
@@ -306,8 +294,8 @@ def test_truncated_gz_is_a_dataset_error_naming_the_file(tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (_idx(2049, (6, 28, 28), bytes(6 * 784)), "magic number 2049, expected 2051"),
-        (_idx(2051, (6, 28, 28), bytes(100)), "expected 4720"),
+        (idx_bytes(2049, (6, 28, 28), bytes(6 * 784)), "magic number 2049, expected 2051"),
+        (idx_bytes(2051, (6, 28, 28), bytes(100)), "expected 4720"),
         (b"\x00\x00", "truncated"),
     ],
 )
@@ -320,7 +308,7 @@ def test_bad_idx_content_is_a_dataset_error(tmp_path: Path, content: bytes, mess
 
 def test_image_label_count_mismatch(tmp_path: Path) -> None:
     _write_mnist(tmp_path / "mnist")
-    labels = _idx(2049, (3,), bytes(3))
+    labels = idx_bytes(2049, (3,), bytes(3))
     (tmp_path / "mnist" / "t10k-labels-idx1-ubyte.gz").write_bytes(gzip.compress(labels))
     with pytest.raises(DatasetError, match=r"4 images but .* 3 labels"):
         load_dataset("mnist", data_dir=tmp_path)

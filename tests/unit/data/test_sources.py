@@ -24,8 +24,8 @@ from fedaug.data.sources import cifar10, cifar100, fsdd, uci_har
 from fedaug.data.sources.fsdd import iter_recordings
 from fedaug.data.sources.uci_har import CHANNEL_NAMES
 from fedaug.errors import DatasetError
+from tests.conftest import SHARED_DATA
 
-SHARED_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
 US8K_CLASSES = [
     "air_conditioner", "car_horn", "children_playing", "dog_bark", "drilling",
     "engine_idling", "gun_shot", "jackhammer", "siren", "street_music",

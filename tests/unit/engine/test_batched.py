@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
@@ -14,7 +13,6 @@ from torch import nn
 from fedaug import registry
 from fedaug.api import ClientContext, ClientData, Payload, RunContext, TrainSettings
 from fedaug.engine.batched import conv_model_note, train_round_batched
-from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation
 from fedaug.errors import ConfigError
 from fedaug.local_training import snapshot_state
@@ -23,6 +21,7 @@ from fedaug.methods.qffl import QFFL
 from fedaug.models import build_model
 from fedaug.models.base import FlattenPool, SplitModel
 from tests.conftest import make_spec
+from tests.unit.engine.helpers import assert_same_run, unequal_float64_spec
 
 RUN = RunContext(num_clients=4, num_classes=3, input_shape=(1, 8, 8), seed=0, num_rounds=1)
 
@@ -162,43 +161,6 @@ def test_conv_models_get_a_note_that_batching_does_not_pay() -> None:
     assert conv_model_note(build_model("mlp", num_classes=3, input_shape=(1, 8, 8))) is None
 
 
-def _bn_mlp() -> SplitModel:
-    # No bias before the BN layer: its true gradient is zero and Adam would amplify rounding noise in it.
-    block = nn.Sequential(nn.Linear(8, 16, bias=False), nn.BatchNorm1d(16), nn.ReLU())
-    return SplitModel([block], FlattenPool(), nn.Linear(16, 3)).double()
-
-
-def _unequal_float64_spec(run_dir: Path, method: FedAvg) -> Any:
-    # Clients of 20, 13 and 9 samples: batches (8, 8, 4), (8, 5) and (9,) per epoch, so at every step some
-    # clients are stacked together, some take a batch of another shape alone and some have finished.
-    spec = make_spec(run_dir, method=method, rounds=3, per_round=3, samples_per_client=20, model_fn=_bn_mlp)
-    sizes = [20, 13, 9]
-    indices = [torch.arange(c, 60, 3)[:n] for c, n in enumerate(sizes)]
-    run = replace(spec.run, client_sizes=tuple(sizes))
-    return replace(
-        spec, train_x=spec.train_x.double(), test_x=spec.test_x.double(), client_indices=indices, run=run
-    )
-
-
-def assert_same_run(seq_dir: Path, bat_dir: Path) -> None:
-    """The batched run in ``bat_dir`` equals the sequential one in ``seq_dir``: the same steps, train metrics
-    and test accuracy to 1e-9, test loss to 1e-6 and final weights to 1e-10 (float64 runs)."""
-    seq = read_jsonl(seq_dir / "metrics.jsonl")
-    bat = read_jsonl(bat_dir / "metrics.jsonl")
-    assert [r["train/steps"] for r in bat] == [r["train/steps"] for r in seq]
-    for s, b in zip(seq, bat, strict=True):
-        assert s.keys() == b.keys()
-        for key in s:
-            if key.startswith(("train/", "test/acc")):
-                assert b[key] == pytest.approx(s[key], rel=1e-9, abs=1e-9), key
-        # Evaluation casts the logits to float32: a 1e-16 difference can round to the next float32.
-        assert b["test/loss"] == pytest.approx(s["test/loss"], rel=1e-6)
-    seq_state = torch.load(seq_dir / "ckpt" / "latest.pt", weights_only=True)["state"]
-    bat_state = torch.load(bat_dir / "ckpt" / "latest.pt", weights_only=True)["state"]
-    for key, value in seq_state["model_state"].items():
-        torch.testing.assert_close(bat_state["model_state"][key], value, rtol=0, atol=1e-10)
-
-
 BATCHED_METHODS = [
     "fedavg",
     "fedprox",
@@ -221,8 +183,8 @@ def test_batched_loss_hook_methods_equal_the_sequential_loop_with_unequal_client
     # buffer indices and Beta weights, made in the sequential order), FedNTD and FLea distil from the
     # broadcast model, FedLC/FedRS stack their per-client logit shifts and scales.
     method = registry.get("method", name)()
-    Simulation(_unequal_float64_spec(tmp_path / "seq", method)).run()
-    Simulation(replace(_unequal_float64_spec(tmp_path / "bat", method), batched_clients=True)).run()
+    Simulation(unequal_float64_spec(tmp_path / "seq", method)).run()
+    Simulation(replace(unequal_float64_spec(tmp_path / "bat", method), batched_clients=True)).run()
     assert_same_run(tmp_path / "seq", tmp_path / "bat")
 
 
@@ -230,9 +192,9 @@ def test_methods_with_their_own_client_step_fall_back_with_the_reason(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     method = registry.get("method", "qffl")()
-    Simulation(_unequal_float64_spec(tmp_path / "seq", method)).run()
+    Simulation(unequal_float64_spec(tmp_path / "seq", method)).run()
     with caplog.at_level(logging.WARNING):
-        Simulation(replace(_unequal_float64_spec(tmp_path / "bat", method), batched_clients=True)).run()
+        Simulation(replace(unequal_float64_spec(tmp_path / "bat", method), batched_clients=True)).run()
     assert caplog.text.count("training clients one by one (method 'qffl' has a client step of its own)") == 1
     seq = (tmp_path / "seq" / "metrics.jsonl").read_text()
     assert (tmp_path / "bat" / "metrics.jsonl").read_text() == seq

@@ -22,22 +22,20 @@ from fedaug.local_training import BatchableLoss, ClientTensors, LossOutput, as_b
 from fedaug.methods.fedaugmix import FedAugMixConfig, js_consistency_loss
 from fedaug.methods.fedavg import FedAvg
 from fedaug.models.base import SplitModel
-from tests.smoke.test_methods import image_spec
-from tests.unit.engine.test_batched import _bn_mlp, _unequal_float64_spec, assert_same_run
+from tests.helpers import IMAGE, image_spec
+from tests.unit.engine.helpers import assert_same_run, bn_mlp_float64, unequal_float64_spec
 from tests.unit.methods.helpers import client_context, initial_state, mlp_fn, payload
-
-IMAGE = (1, 2, 4)  # the 8-dim blobs seen as one-channel 2 x 4 images (Fed-AugMix needs images)
 
 
 def _bn_image_mlp() -> SplitModel:
-    """:func:`_bn_mlp` with a Flatten in front, for 1 x 2 x 4 images."""
-    model = _bn_mlp()
+    """:func:`bn_mlp_float64` with a Flatten in front, for 1 x 2 x 4 images."""
+    model = bn_mlp_float64()
     return SplitModel([nn.Sequential(nn.Flatten(), *model.blocks[0])], model.pool, model.classifier)
 
 
 def _unequal_image_spec(run_dir: Path, method: FedAvg) -> Any:
-    """:func:`_unequal_float64_spec` (clients of 20, 13 and 9 samples, float64) with image inputs."""
-    spec = _unequal_float64_spec(run_dir, method)
+    """:func:`unequal_float64_spec` (clients of 20, 13 and 9 samples, float64) with image inputs."""
+    spec = unequal_float64_spec(run_dir, method)
     run = replace(spec.run, input_shape=IMAGE, input_mean=(0.5,), input_std=(2.0,))
     return replace(
         spec,
@@ -81,7 +79,7 @@ def test_batched_fedmix_equals_the_sequential_loop_with_unequal_clients(
     # (torch.func.grad nested in the engine's vmap(grad), batch norm updating its statistics in between).
     cls = registry.get("method", "fedmix")
     method = cls(cls.config_cls(**options))
-    _assert_batched_equals_sequential(tmp_path, monkeypatch, method, _unequal_float64_spec)
+    _assert_batched_equals_sequential(tmp_path, monkeypatch, method, unequal_float64_spec)
 
 
 def _variant_names() -> list[str]:

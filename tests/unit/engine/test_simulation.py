@@ -13,10 +13,7 @@ from fedaug.engine.simulation import Simulation
 from fedaug.errors import ClientError
 from fedaug.methods.fedavg import FedAvg
 from tests.conftest import make_spec
-
-
-def _files(run_dir: Path) -> tuple[str, str]:
-    return (run_dir / "metrics.jsonl").read_text(), (run_dir / "summary.json").read_text()
+from tests.helpers import killed_in_round, run_files
 
 
 def test_run_writes_metrics_summary_and_checkpoint(tmp_path: Path) -> None:
@@ -39,24 +36,8 @@ def test_same_seed_gives_identical_metrics_and_other_seed_differs(tmp_path: Path
     Simulation(make_spec(tmp_path / "a", rounds=3, per_round=2)).run()
     Simulation(make_spec(tmp_path / "b", rounds=3, per_round=2)).run()
     Simulation(make_spec(tmp_path / "c", rounds=3, per_round=2, seed=1)).run()
-    assert _files(tmp_path / "a") == _files(tmp_path / "b")
-    assert _files(tmp_path / "a")[0] != _files(tmp_path / "c")[0]
-
-
-class _Interrupt(FedAvg):
-    """FedAvg that is 'killed' when it reaches a given round and client."""
-
-    def __init__(self, round_num: int, calls_before_kill: int) -> None:
-        super().__init__()
-        self.kill_round = round_num
-        self.calls_left = calls_before_kill
-
-    def client_update(self, payload: Payload, ctx: ClientContext) -> ClientUpdate:
-        if payload.round_num == self.kill_round:
-            if self.calls_left == 0:
-                raise KeyboardInterrupt
-            self.calls_left -= 1
-        return super().client_update(payload, ctx)
+    assert run_files(tmp_path / "a") == run_files(tmp_path / "b")
+    assert run_files(tmp_path / "a")[0] != run_files(tmp_path / "c")[0]
 
 
 @pytest.mark.parametrize(("kill_round", "calls"), [(1, 0), (3, 1), (4, 2)])
@@ -64,11 +45,12 @@ def test_resume_after_interruption_matches_uninterrupted_run(
     tmp_path: Path, kill_round: int, calls: int
 ) -> None:
     Simulation(make_spec(tmp_path / "full", rounds=4)).run()
+    killed = killed_in_round(FedAvg, kill_round=kill_round, calls_before_kill=calls)
     with pytest.raises(KeyboardInterrupt):
-        Simulation(make_spec(tmp_path / "cut", rounds=4, method=_Interrupt(kill_round, calls))).run()
+        Simulation(make_spec(tmp_path / "cut", rounds=4, method=killed)).run()
     assert not (tmp_path / "cut" / "summary.json").exists()
     Simulation(make_spec(tmp_path / "cut", rounds=4)).run()
-    assert _files(tmp_path / "cut") == _files(tmp_path / "full")
+    assert run_files(tmp_path / "cut") == run_files(tmp_path / "full")
 
 
 def test_resume_when_killed_between_metrics_line_and_checkpoint(tmp_path: Path) -> None:
@@ -81,7 +63,7 @@ def test_resume_when_killed_between_metrics_line_and_checkpoint(tmp_path: Path) 
         handle.write(full_lines[2] + "\n" + full_lines[2][:10])
     (tmp_path / "cut" / "summary.json").unlink()
     Simulation(make_spec(tmp_path / "cut", rounds=3)).run()
-    assert _files(tmp_path / "cut") == _files(tmp_path / "full")
+    assert run_files(tmp_path / "cut") == run_files(tmp_path / "full")
 
 
 class _Broken(FedAvg):

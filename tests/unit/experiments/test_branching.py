@@ -16,25 +16,9 @@ from fedaug.experiments.naming import parse_suffix
 from fedaug.experiments.runner import run_dir_for, run_experiment
 from fedaug.experiments.sweep import name_suffix
 from fedaug.machine import cpu_model
+from tests.conftest import SMOKE
+from tests.unit.experiments.helpers import BASE
 
-SMOKE = Path(__file__).resolve().parents[3] / "configs" / "smoke.yaml"
-# 28x28 one-channel blobs and the BN CNN: Fed-ZDA needs batch norm, FedGen's generator image-sized inputs
-BASE = [
-    "data.options.shape=[1, 28, 28]",
-    "data.options.num_classes=3",
-    "data.options.num_train=96",
-    "data.options.num_test=30",
-    "partition=iid",
-    "partition.num_clients=4",
-    "model=bn_cnn_mnist",
-    "train.rounds=4",
-    "train.clients_per_round=2",
-    "train.batch_size=16",
-    "train.optimizer=sgd",
-    "train.lr=0.02",
-    "engine.num_threads=1",
-    "engine.progress=false",
-]
 # each method is FedAvg in rounds 1-2 (start_round 3 / warm-up 3), then does its own thing in rounds 3-4
 METHODS = {
     "fedzdac": ["method.start_round=3", "method.samples_per_class=1", "method.gen_iterations=3"],

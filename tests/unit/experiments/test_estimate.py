@@ -20,8 +20,7 @@ from fedaug.experiments.estimate import (
     running_line,
 )
 from fedaug.machine import cpu_model
-from tests.unit.experiments.test_schedule import ZDAS, _points
-from tests.unit.experiments.test_sweep import SMOKE
+from tests.unit.experiments.helpers import ZDAS, sweep_points, write_sweep
 
 
 def _log(run_dir: Path, round_times: list[float], *, finished: bool = False) -> None:
@@ -39,8 +38,8 @@ def _log(run_dir: Path, round_times: list[float], *, finished: bool = False) -> 
 
 def test_round_times_of_the_other_seeds_cost_the_rounds_left(tmp_path: Path) -> None:
     # Prepare: 4 rounds; Fed-ZDAS is FedAvg in rounds 1-2 (start_round 3), which it takes from FedAvg's run.
-    zdas0, fedavg0 = _points(tmp_path, f"[{ZDAS}, fedavg]")
-    zdas1, fedavg1 = _points(tmp_path, f"[{ZDAS}, fedavg]", "seed=1")
+    zdas0, fedavg0 = sweep_points(tmp_path, f"[{ZDAS}, fedavg]")
+    zdas1, fedavg1 = sweep_points(tmp_path, f"[{ZDAS}, fedavg]", "seed=1")
     _log(fedavg0.run_dir, [1.0, 2.0, 3.0, 4.0], finished=True)
     # Assert: a new FedAvg seed runs every round, each at seed 0's time
     assert remaining_rounds(fedavg1) == range(1, 5)
@@ -68,8 +67,8 @@ def test_round_times_of_the_other_seeds_cost_the_rounds_left(tmp_path: Path) -> 
 
 def test_running_line_gives_each_running_run_its_round_and_time_left(tmp_path: Path) -> None:
     # Prepare: FedAvg seed 0 finished (1-4 s rounds), seed 1 at round 1, ZDAS seed 1 not started (no estimate)
-    zdas1, fedavg1 = _points(tmp_path, f"[{ZDAS}, fedavg]", "seed=1")
-    fedavg0 = _points(tmp_path, "[fedavg]")[0]
+    zdas1, fedavg1 = sweep_points(tmp_path, f"[{ZDAS}, fedavg]", "seed=1")
+    fedavg0 = sweep_points(tmp_path, "[fedavg]")[0]
     _log(fedavg0.run_dir, [1.0, 2.0, 3.0, 4.0], finished=True)
     _log(fedavg1.run_dir, [5.0])
     # Assert: rounds 2-4 at the seeds' mean times (2 + 3 + 4 s)
@@ -81,8 +80,8 @@ def test_running_line_gives_each_running_run_its_round_and_time_left(tmp_path: P
 def test_a_branching_run_whose_fedavg_run_kept_no_checkpoint_runs_every_round(tmp_path: Path) -> None:
     # Prepare: FedAvg seed 0 finished with its times but no checkpoint (restored from `fedaug archive`), and
     # ZDAS seed 1 ran rounds 1-3 (branched from its FedAvg run, 30 s for round 3)
-    zdas0, fedavg0 = _points(tmp_path, f"[{ZDAS}, fedavg]")
-    zdas1, _ = _points(tmp_path, f"[{ZDAS}, fedavg]", "seed=1")
+    zdas0, fedavg0 = sweep_points(tmp_path, f"[{ZDAS}, fedavg]")
+    zdas1, _ = sweep_points(tmp_path, f"[{ZDAS}, fedavg]", "seed=1")
     _log(fedavg0.run_dir, [1.0, 2.0, 3.0, 4.0], finished=True)
     _log(zdas1.run_dir, [1.0, 2.0, 30.0])
     (zdas1.run_dir / "branch.json").write_text("{}")
@@ -112,7 +111,7 @@ def test_a_branching_run_whose_fedavg_run_kept_no_checkpoint_runs_every_round(tm
 def test_a_fedavg_run_finished_with_other_rounds_is_not_finished_for_the_branch(tmp_path: Path) -> None:
     # Prepare: FedAvg seed 0 ran 2 rounds and wrote a summary for 2 (a --smoke run) in the 4-round grid's dir,
     # no checkpoint kept: the sweep resumes it to 4 rounds and keeps round 2, so ZDAS will branch
-    zdas0, fedavg0 = _points(tmp_path, f"[{ZDAS}, fedavg]")
+    zdas0, fedavg0 = sweep_points(tmp_path, f"[{ZDAS}, fedavg]")
     _log(fedavg0.run_dir, [1.0, 2.0], finished=True)
     assert plan(zdas0).alone is None and remaining_rounds(zdas0) == range(3, 5)
     assert dry_run_lines([zdas0, fedavg0])[1].startswith("partial (2/4 rounds)")
@@ -156,7 +155,7 @@ def test_has_start_checkpoint_agrees_with_the_checkpoint_a_branch_loads(
 
 
 def test_no_run_with_an_estimate_says_so_instead_of_0_s(tmp_path: Path) -> None:
-    (zdas,) = _points(tmp_path, f"[{ZDAS}]")
+    (zdas,) = sweep_points(tmp_path, f"[{ZDAS}]")
     lines = dry_run_lines([zdas])
     assert lines[0].startswith("new                       ?         ")
     assert lines[-1] == (
@@ -166,8 +165,8 @@ def test_no_run_with_an_estimate_says_so_instead_of_0_s(tmp_path: Path) -> None:
 
 def test_runs_without_an_estimate_are_counted_beside_those_with_one(tmp_path: Path) -> None:
     # Prepare: FedAvg seed 0 finished in 1 s rounds; no seed of Fed-ZDAS has run
-    zdas, fedavg0 = _points(tmp_path, f"[{ZDAS}, fedavg]")
-    _, fedavg1 = _points(tmp_path, f"[{ZDAS}, fedavg]", "seed=1")
+    zdas, fedavg0 = sweep_points(tmp_path, f"[{ZDAS}, fedavg]")
+    _, fedavg1 = sweep_points(tmp_path, f"[{ZDAS}, fedavg]", "seed=1")
     _log(fedavg0.run_dir, [1.0, 1.0, 1.0, 1.0], finished=True)
     # Assert: seed 1 of FedAvg is costed (4 s), Fed-ZDAS is counted as having no estimate
     assert dry_run_lines([zdas, fedavg0, fedavg1])[-1] == (
@@ -187,9 +186,7 @@ def test_a_sweep_says_how_much_is_left_before_it_starts(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Prepare: two seeds of the smoke config (3 rounds); seed 0 ran, in 2 s a round
-    path = tmp_path / "sweep.yaml"
-    body = "engine: {progress: false}\ngrid:\n  seed: [0, 1]\n"
-    path.write_text(f"extends: {SMOKE}\nname: sw\nout_dir: {tmp_path / 'runs'}\n{body}")
+    path = write_sweep(tmp_path, "engine: {progress: false}\ngrid:\n  seed: [0, 1]\n")
     seed0 = tmp_path / "runs" / "sw" / "synthetic-dirichlet0.5_2-K6" / "fedavg" / "seed0"
     assert main(["sweep", str(path), "--grid", "seed=[0]"]) == 0
     (seed0 / "timings.jsonl").write_text("".join(f'{{"round": {r}, "round_time": 2.0}}\n' for r in (1, 2, 3)))

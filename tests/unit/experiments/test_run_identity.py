@@ -17,12 +17,12 @@ from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.load import load_config
 from fedaug.experiments.runner import load_data_and_partition, run_dir_for, run_experiment
 from fedaug.machine import cpu_model, recorded_cpu
-from tests.conftest import REPO_ROOT
+from tests.conftest import SMOKE
 
 
 def _config(out_dir: Path, *overrides: str) -> ExperimentConfig:
     sets = [f"out_dir={out_dir}", "train.rounds=2", "engine.progress=false", *overrides]
-    return load_config([REPO_ROOT / "configs" / "smoke.yaml"], sets)
+    return load_config([SMOKE], sets)
 
 
 def test_a_run_moved_into_another_tree_is_that_trees_finished_run(tmp_path: Path) -> None:
@@ -195,9 +195,7 @@ def test_quiet_logs_no_rounds_and_is_not_written_to_config_yaml(
 ) -> None:
     # Prepare: a config that asks for progress lines (the default), as a sweep's worker receives it
     def config(out: str) -> ExperimentConfig:
-        return load_config(
-            [REPO_ROOT / "configs" / "smoke.yaml"], [f"out_dir={tmp_path / out}", "train.rounds=2"]
-        )
+        return load_config([SMOKE], [f"out_dir={tmp_path / out}", "train.rounds=2"])
 
     def rounds_logged() -> list[str]:
         return [r.getMessage()[:9] for r in caplog.records if r.getMessage().startswith("round ")]

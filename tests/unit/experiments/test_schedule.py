@@ -10,24 +10,14 @@ import pytest
 
 from fedaug.cli import main
 from fedaug.experiments.schedule import Schedule, branch_source
-from fedaug.experiments.sweep import expand_sweep, run_sweep
-from tests.unit.experiments.test_branching import BASE, SMOKE
-
-ZDAS = "{name: fedzdas, start_round: 3, samples_per_class: 1, gen_iterations: 3}"
-
-
-def _points(tmp_path: Path, methods: str, *extra: str):  # type: ignore[no-untyped-def]
-    sweep = tmp_path / "sweep.yaml"
-    out = tmp_path / "runs"
-    sweep.write_text(f"extends: {SMOKE}\nname: sw\nout_dir: {out}\ngrid:\n  method: {methods}\n")
-    overrides = [*BASE, "engine.branch_from_fedavg=true", "engine.keep_checkpoints=[2]", *extra]
-    return expand_sweep(sweep, overrides)
+from fedaug.experiments.sweep import run_sweep
+from tests.unit.experiments.helpers import BASE, ZDAS, sweep_points
 
 
 def test_branching_point_waits_for_its_fedavg_point_then_comes_first(tmp_path: Path) -> None:
     # Prepare: Fed-ZDAS (FedAvg in rounds 1-2) listed before FedProx and FedAvg.
-    zdas, fedprox, fedavg = _points(tmp_path, f"[{ZDAS}, fedprox, fedavg]")
-    fedavg2 = _points(tmp_path, "[fedavg]", "seed=1")[0]  # another FedAvg run, not ZDAS's
+    zdas, fedprox, fedavg = sweep_points(tmp_path, f"[{ZDAS}, fedprox, fedavg]")
+    fedavg2 = sweep_points(tmp_path, "[fedavg]", "seed=1")[0]  # another FedAvg run, not ZDAS's
     schedule = Schedule([zdas, fedprox, fedavg, fedavg2])
     # Assert: ZDAS waits for the seed-0 FedAvg run dir; FedProx never branches.
     assert branch_source(zdas.config) == fedavg.run_dir
@@ -44,16 +34,16 @@ def test_branching_point_waits_for_its_fedavg_point_then_comes_first(tmp_path: P
 
 
 def test_without_branching_or_without_its_fedavg_point_nothing_waits(tmp_path: Path) -> None:
-    zdas, fedavg = _points(tmp_path, f"[{ZDAS}, fedavg]", "engine.branch_from_fedavg=false")
+    zdas, fedavg = sweep_points(tmp_path, f"[{ZDAS}, fedavg]", "engine.branch_from_fedavg=false")
     assert branch_source(zdas.config) is None
     assert Schedule([zdas, fedavg]).waits_for() == {}
-    (alone,) = _points(tmp_path, f"[{ZDAS}]")  # its FedAvg run is not part of this sweep
+    (alone,) = sweep_points(tmp_path, f"[{ZDAS}]")  # its FedAvg run is not part of this sweep
     assert branch_source(alone.config) is not None
     assert Schedule([alone]).waits_for() == {}
 
 
 def test_dry_run_says_what_waits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    zdas, fedavg = _points(tmp_path, f"[{ZDAS}, fedavg]")
+    zdas, fedavg = sweep_points(tmp_path, f"[{ZDAS}, fedavg]")
     sweep = tmp_path / "sweep.yaml"
     sets = [arg for item in [*BASE, "engine.branch_from_fedavg=true"] for arg in ("--set", item)]
     assert main(["sweep", str(sweep), *sets, "--dry-run"]) == 0
@@ -66,7 +56,7 @@ def test_dry_run_says_what_waits(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_sweep_listing_the_branching_run_first_still_branches(tmp_path: Path, workers: int) -> None:
     # Without the schedule, ZDAS (first in the grid) would start before FedAvg kept its round-2 checkpoint and
     # run rounds 1-2 itself (no branch.json).
-    points = _points(tmp_path, f"[{ZDAS}, fedavg]")
+    points = sweep_points(tmp_path, f"[{ZDAS}, fedavg]")
     result = run_sweep(points, workers=workers)
     assert len(result.finished) == 2 and not result.failures
     assert result.finished[-1] == points[0].run_dir
@@ -78,7 +68,7 @@ def test_a_grid_goes_on_from_its_archive_on_a_fresh_machine(tmp_path: Path) -> N
     from fedaug.experiments.estimate import dry_run_lines
     from fedaug.results.archive import archive_runs
 
-    points = _points(tmp_path, f"[{ZDAS}, fedavg]")
+    points = sweep_points(tmp_path, f"[{ZDAS}, fedavg]")
     zdas, fedavg = points
     assert not run_sweep(points, workers=1).failures
     first = (zdas.run_dir / "metrics.jsonl").read_text()

@@ -17,14 +17,7 @@ from fedaug.experiments.sweep import (
     run_sweep,
 )
 from tests.conftest import REPO_ROOT
-
-SMOKE = REPO_ROOT / "configs" / "smoke.yaml"
-
-
-def _sweep(tmp_path: Path, body: str) -> Path:
-    path = tmp_path / "sweep.yaml"
-    path.write_text(f"extends: {SMOKE}\nname: sw\nout_dir: {tmp_path / 'runs'}\n{body}")
-    return path
+from tests.unit.experiments.helpers import write_sweep
 
 
 def test_cartesian_product_and_concatenated_blocks() -> None:
@@ -43,7 +36,7 @@ def test_point_patch_is_like_set() -> None:
 
 
 def test_counts_and_run_dirs(tmp_path: Path) -> None:
-    path = _sweep(
+    path = write_sweep(
         tmp_path,
         "grid:\n"
         "  partition: [{name: quantity, classes_per_client: 2}, {name: dirichlet, alpha: 0.3}]\n"
@@ -60,7 +53,7 @@ def test_counts_and_run_dirs(tmp_path: Path) -> None:
 
 
 def test_renaming_drops_the_previous_options(tmp_path: Path) -> None:
-    path = _sweep(
+    path = write_sweep(
         tmp_path,
         "method: {name: flea, decor_weight: 0.0}\n"
         "grid:\n"
@@ -74,7 +67,7 @@ def test_renaming_drops_the_previous_options(tmp_path: Path) -> None:
 
 
 def test_keys_not_in_the_run_dir_name_the_experiment(tmp_path: Path) -> None:
-    path = _sweep(
+    path = write_sweep(
         tmp_path, "grid:\n  method: [flea]\n  method.decor_weight: [0.0, 3.0]\n  train.lr: [0.001]\n"
     )
     points = expand_sweep(path)
@@ -88,7 +81,7 @@ def test_keys_not_in_the_run_dir_name_the_experiment(tmp_path: Path) -> None:
 
 
 def test_one_at_a_time_blocks(tmp_path: Path) -> None:
-    path = _sweep(
+    path = write_sweep(
         tmp_path,
         "grid:\n"
         "  - {method: [fedavg, flea], seed: [0]}\n"
@@ -104,22 +97,22 @@ def test_one_at_a_time_blocks(tmp_path: Path) -> None:
 
 
 def test_grid_overrides_and_base_overrides(tmp_path: Path) -> None:
-    path = _sweep(tmp_path, "grid:\n  method: [fedavg, flea]\n  seed: [0, 1, 2]\n")
+    path = write_sweep(tmp_path, "grid:\n  method: [fedavg, flea]\n  seed: [0, 1, 2]\n")
     points = expand_sweep(path, ["train.rounds=1"], ["seed=[4]", "partition.num_clients=[3, 4]"])
     assert [(p.config.seed, p.config.partition.num_clients) for p in points] == [(4, 3), (4, 4)] * 2
     assert all(p.config.train.rounds == 1 for p in points)
 
 
 def test_compare_becomes_the_method_axis(tmp_path: Path) -> None:
-    path = _sweep(tmp_path, "compare: [fedavg, flea]\ngrid:\n  seed: [0]\n")
+    path = write_sweep(tmp_path, "compare: [fedavg, flea]\ngrid:\n  seed: [0]\n")
     tree, blocks = read_sweep(path)
     assert blocks == [{"method": ["fedavg", "flea"], "seed": [0]}]
     assert tree["compare"] == []
 
 
 def test_duplicates_are_run_once_and_clashes_refused(tmp_path: Path) -> None:
-    assert len(expand_sweep(_sweep(tmp_path, "grid:\n  seed: [0, 0]\n"))) == 1
-    clash = _sweep(tmp_path, "grid:\n  method: [flea]\n  method.decor_weight: [1, '1']\n")
+    assert len(expand_sweep(write_sweep(tmp_path, "grid:\n  seed: [0, 0]\n"))) == 1
+    clash = write_sweep(tmp_path, "grid:\n  method: [flea]\n  method.decor_weight: [1, '1']\n")
     with pytest.raises(ConfigError, match="share the run dir"):
         expand_sweep(clash)
 
@@ -135,16 +128,16 @@ def test_duplicates_are_run_once_and_clashes_refused(tmp_path: Path) -> None:
 )
 def test_bad_grids(tmp_path: Path, grid: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        expand_sweep(_sweep(tmp_path, grid))
+        expand_sweep(write_sweep(tmp_path, grid))
 
 
 def test_bad_grid_override(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--grid"):
-        expand_sweep(_sweep(tmp_path, "grid:\n  seed: [0]\n"), grid_overrides=["seed=3"])
+        expand_sweep(write_sweep(tmp_path, "grid:\n  seed: [0]\n"), grid_overrides=["seed=3"])
 
 
 def test_dry_run_lists_run_dirs_and_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _sweep(tmp_path, "grid:\n  method: [fedavg, flea]\n")
+    path = write_sweep(tmp_path, "grid:\n  method: [fedavg, flea]\n")
     finished = tmp_path / "runs" / "sw" / "synthetic-dirichlet0.5_2-K6" / "fedavg" / "seed0"
     finished.mkdir(parents=True)
     (finished / "summary.json").write_text('{"rounds": 3}')

@@ -1,4 +1,4 @@
-"""Helpers shared by the loss-based method tests: a hand-built client, run-dir readers, FedAvg equivalence."""
+"""Helpers shared by the method tests: small models, a hand-built client, run-dir readers, FedAvg equality."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import torch
+from torch import nn
 
 from fedaug.api import ClientContext, ClientData, Method, Payload, RunContext, TrainSettings
 from fedaug.engine.checkpoint import read_jsonl
@@ -17,7 +18,7 @@ from fedaug.experiments.runner import build_method
 from fedaug.local_training import snapshot_state
 from fedaug.methods.fedavg import FedAvg
 from fedaug.models import build_model
-from fedaug.models.base import SplitModel
+from fedaug.models.base import FlattenPool, SplitModel
 from fedaug.types import StateDict
 from tests.conftest import REPO_ROOT, make_blobs, make_spec
 
@@ -27,6 +28,13 @@ ModelFn = Callable[[], SplitModel]
 def mlp_fn(*, num_classes: int = 3, dim: int = 8, **options: Any) -> ModelFn:
     """A builder of the small MLP used by the tests."""
     return lambda: build_model("mlp", num_classes=num_classes, input_shape=(dim,), **options)
+
+
+def bn_mlp(num_classes: int = 3, dim: int = 8, seed: int = 0) -> SplitModel:
+    """Linear -> BN -> ReLU -> Linear: the smallest model ZSDG can invert."""
+    torch.manual_seed(seed)
+    block = nn.Sequential(nn.Linear(dim, 16), nn.BatchNorm1d(16), nn.ReLU())
+    return SplitModel([block], FlattenPool(), nn.Linear(16, num_classes))
 
 
 def initial_state(model_fn: ModelFn, seed: int = 0) -> StateDict:

@@ -30,9 +30,8 @@ from fedaug.models import build_model
 from fedaug.models.base import SplitModel
 from fedaug.types import StateDict
 from tests.conftest import make_spec
+from tests.helpers import IMAGE
 from tests.unit.methods.helpers import client_context, initial_state, method_from_yaml, mlp_fn, payload
-
-IMAGE = (1, 2, 4)  # the tests' 8-dim blobs seen as 2x4 one-channel images in [~-5, ~5]
 
 
 def image_sim(run_dir: Path, method: Method) -> StateDict:

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fedaug.api import ClientContext, ClientUpdate, Payload, TrainSettings
+from fedaug.api import ClientContext, Payload, TrainSettings
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation
 from fedaug.errors import ConfigError
@@ -16,6 +16,7 @@ from fedaug.experiments.load import build_dataclass
 from fedaug.methods.fedmix import FedMix, FedMixConfig, group_means
 from fedaug.methods.losses import soft_cross_entropy
 from tests.conftest import make_spec
+from tests.helpers import killed_in_round
 from tests.unit.methods.helpers import (
     assert_equals_fedavg,
     client_context,
@@ -141,25 +142,12 @@ def test_mafl_taylor_term_is_trained() -> None:
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in ctx.model.parameters())
 
 
-class _InterruptedFedMix(FedMix):
-    """FedMix 'killed' in round 3 after its first client (the pool and streams must survive the restart)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls_left = 1
-
-    def client_update(self, payload: Payload, ctx: ClientContext) -> ClientUpdate:
-        if payload.round_num == 3:
-            if self.calls_left == 0:
-                raise KeyboardInterrupt
-            self.calls_left -= 1
-        return super().client_update(payload, ctx)
-
-
 def test_fedmix_resumes_identically(tmp_path: Path) -> None:
     Simulation(make_spec(tmp_path / "full", method=FedMix(), rounds=4)).run()
+    # Killed in round 3 after its first client: the pool and the streams must survive the restart.
+    killed = killed_in_round(FedMix, kill_round=3, calls_before_kill=1)
     with pytest.raises(KeyboardInterrupt):
-        Simulation(make_spec(tmp_path / "cut", method=_InterruptedFedMix(), rounds=4)).run()
+        Simulation(make_spec(tmp_path / "cut", method=killed, rounds=4)).run()
     Simulation(make_spec(tmp_path / "cut", method=FedMix(), rounds=4)).run()
     for name in ("metrics.jsonl", "summary.json"):
         assert (tmp_path / "cut" / name).read_text() == (tmp_path / "full" / name).read_text()

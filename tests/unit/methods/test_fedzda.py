@@ -11,8 +11,7 @@ from fedaug.engine.checkpoint import read_jsonl
 from fedaug.errors import ConfigError, IncompatibleModelError
 from fedaug.methods.fedzda import FedZDAC, FedZDAS, ZDAConfig, ZDASConfig
 from fedaug.models import build_model
-from tests.unit.methods.helpers import assert_equals_fedavg, run_sim
-from tests.unit.methods.test_zsdg import bn_mlp
+from tests.unit.methods.helpers import assert_equals_fedavg, bn_mlp, run_sim
 
 FAST = {"gen_iterations": 5, "samples_per_class": 2}
 

@@ -18,6 +18,7 @@ from fedaug.methods.flea import FLea, FLeaConfig, FLeaOfficial
 from fedaug.methods.flea_buffer import BufferStream, exposure_update, share_indices
 from fedaug.models import build_model
 from tests.conftest import make_spec
+from tests.helpers import killed_in_round
 
 
 def _final_state(
@@ -116,16 +117,10 @@ def test_share_indices_fresh_and_fixed() -> None:
 
 
 def test_flea_resumes_identically(tmp_path: Path) -> None:
-    from tests.unit.engine.test_simulation import _Interrupt
-
-    class _InterruptedFLea(FLea, _Interrupt):
-        def __init__(self) -> None:
-            FLea.__init__(self, FLeaConfig(share_fraction=0.25))
-            self.kill_round, self.calls_left = 3, 1
-
     Simulation(make_spec(tmp_path / "full", method=FLea(FLeaConfig(share_fraction=0.25)), rounds=4)).run()
+    killed = killed_in_round(FLea, FLeaConfig(share_fraction=0.25), kill_round=3, calls_before_kill=1)
     with pytest.raises(KeyboardInterrupt):
-        Simulation(make_spec(tmp_path / "cut", method=_InterruptedFLea(), rounds=4)).run()
+        Simulation(make_spec(tmp_path / "cut", method=killed, rounds=4)).run()
     Simulation(make_spec(tmp_path / "cut", method=FLea(FLeaConfig(share_fraction=0.25)), rounds=4)).run()
     for name in ("metrics.jsonl", "summary.json"):
         assert (tmp_path / "cut" / name).read_text() == (tmp_path / "full" / name).read_text()

@@ -9,13 +9,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fedaug.api import ClientContext, ClientUpdate, Payload
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.errors import ConfigError
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.losses import model_contrastive_loss
 from fedaug.methods.moon import MOON, MOONConfig
 from fedaug.types import StateDict
+from tests.helpers import killed_in_round
 from tests.unit.methods.helpers import (
     client_context,
     initial_state,
@@ -76,27 +76,13 @@ def test_contrastive_term_pulls_the_representation_to_the_global_model() -> None
     assert moon_cosine > _mean_cosine_to_global(fedavg.model_state, start, x)  # measured: 0.949 vs 0.912
 
 
-class _KilledMOON(MOON):
-    """MOON that is 'killed' at a given round after some clients have trained."""
-
-    def __init__(self, kill_round: int, calls_before_kill: int) -> None:
-        super().__init__()
-        self.kill_round, self.calls_left = kill_round, calls_before_kill
-
-    def client_update(self, payload: Payload, ctx: ClientContext) -> ClientUpdate:
-        if payload.round_num == self.kill_round:
-            if self.calls_left == 0:
-                raise KeyboardInterrupt
-            self.calls_left -= 1
-        return super().client_update(payload, ctx)
-
-
 def test_resumed_run_is_identical(tmp_path: Path) -> None:
     # Prepare: 3 clients, 2 per round, so clients return with a previous model from an earlier round.
     full_metrics, full_state = run_sim(tmp_path / "full", MOON(), rounds=4, per_round=2)
     # Execute: kill in round 3 after one client, then resume with a fresh method object.
+    killed = killed_in_round(MOON, kill_round=3, calls_before_kill=1)
     with pytest.raises(KeyboardInterrupt):
-        run_sim(tmp_path / "cut", _KilledMOON(kill_round=3, calls_before_kill=1), rounds=4, per_round=2)
+        run_sim(tmp_path / "cut", killed, rounds=4, per_round=2)
     ckpt = torch.load(tmp_path / "cut" / "ckpt" / "latest.pt", weights_only=True)
     cut_metrics, cut_state = run_sim(tmp_path / "cut", MOON(), rounds=4, per_round=2)
     # Assert: the checkpoint carried client states and the resumed run matches exactly.

@@ -22,15 +22,9 @@ from fedaug.methods.zsdg import (
     total_variation,
 )
 from fedaug.models import build_model
-from fedaug.models.base import FlattenPool, SplitModel
+from fedaug.models.base import SplitModel
 from tests.conftest import make_blobs
-
-
-def bn_mlp(num_classes: int = 3, dim: int = 8, seed: int = 0) -> SplitModel:
-    """Linear -> BN -> ReLU -> Linear: the smallest model ZSDG can invert."""
-    torch.manual_seed(seed)
-    block = nn.Sequential(nn.Linear(dim, 16), nn.BatchNorm1d(16), nn.ReLU())
-    return SplitModel([block], FlattenPool(), nn.Linear(16, num_classes))
+from tests.unit.methods.helpers import bn_mlp
 
 
 def trained_bn_mlp(seed: int = 0) -> SplitModel:

@@ -11,16 +11,7 @@ import torch
 from fedaug.cli import main
 from fedaug.experiments.load import load_config
 from fedaug.experiments.runner import run_dir_for, run_experiment
-from tests.unit.experiments.test_branching import BASE, SMOKE
-
-
-@pytest.fixture(scope="module")
-def bn_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A finished 2-round FedAvg run of the BN CNN on 3 classes of 28x28 blobs."""
-    out = tmp_path_factory.mktemp("runs")
-    config = load_config([SMOKE], [*BASE, "train.rounds=2", f"out_dir={out}"])
-    run_experiment(config)
-    return run_dir_for(config)
+from tests.conftest import SMOKE
 
 
 def test_samples_figure_and_numbers_per_class(bn_run: Path, tmp_path: Path) -> None:
