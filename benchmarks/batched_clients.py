@@ -25,7 +25,7 @@ import torch
 
 from fedaug.engine.batched import train_round_batched
 from fedaug.engine.sampling import sample_clients
-from fedaug.engine.simulation import Simulation
+from fedaug.engine.simulation import Simulation, round_train_settings
 from fedaug.experiments.load import load_config
 from fedaug.experiments.runner import prepare
 from fedaug.local_training import snapshot_state
@@ -49,7 +49,8 @@ def round_one(configs: list[str], overrides: list[str]) -> tuple[Any, Any, Any, 
     spec, method = prepared.spec, prepared.method
     torch.manual_seed(0)
     initial = snapshot_state(spec.model_fn().to(spec.run.device))
-    payload = method.payload(method.init_server(initial, spec.run), 1, spec.train_settings(1))
+    train = round_train_settings(spec.train_settings, spec.precision, 1)
+    payload = method.payload(method.init_server(initial, spec.run), 1, train)
     clients = sample_clients(spec.run.seed, 1, spec.run.num_clients, spec.clients_per_round)
     return config, prepared, method, Simulation(spec), payload, list(clients)
 

@@ -15,6 +15,9 @@ raw samples), an optional share phase after aggregation (``round_num = 0`` means
     shares = [method.client_share(request, client_ctx) for each client in request.client_ids]
     state = method.receive_shares(state, shares, run)
 
+A method that is FedAvg in its first rounds may also say so (:class:`BranchesFromFedAvg`, an optional
+protocol that a run asks for; the base class knows nothing of it).
+
 States and messages are dataclasses of tensors, numbers, lists and dicts. They never hold a live module,
 optimizer or data loader, so they checkpoint and travel over Flower unchanged.
 Methods never import the engine.
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -47,7 +50,8 @@ class TrainSettings:
         reset_optimizer_every_step: rebuild the optimizer before every step, as the official FLea code does
             (which turns Adam into sign-SGD); off by default.
         precision: ``"float32"`` (default) or ``"bf16"`` (forward and loss under bfloat16 autocast, float32
-            weights and optimizer; see :mod:`fedaug.precision`). Set from ``engine.precision``.
+            weights and optimizer; see :mod:`fedaug.precision`). The engine sets it every round from the
+            run's ``engine.precision`` (``SimulationSpec.precision``), the one way the setting travels.
         batchnorm_eval: keep BatchNorm layers in eval mode while training (they normalise with their running
             statistics and do not update them); off by default. Fed-ZDAS's server step on synthetic data
             can use it (``server_batchnorm: frozen``).
@@ -251,23 +255,38 @@ class Method:
         del state
         return {}
 
-    def fedavg_rounds(self, run: RunContext) -> int:
-        """How many first rounds of ``run`` this method is FedAvg bit for bit (0: none).
 
-        Within them it must train, aggregate, evaluate and log exactly as ``fedavg`` does with the same seeds
-        and share nothing, so that a FedAvg run's checkpoint after any of those rounds, converted by
-        :meth:`from_fedavg_state`, is a valid start (``engine.branch_from_fedavg``). Fed-ZDAC/ZDAS
-        (burn-in), FedGen (warm-up) and CCVR (all rounds before its post-hoc calibration) override it; each
-        override is checked against a run from scratch. A sweep also asks before loading any data, to start
-        such a run after its FedAvg run (:mod:`fedaug.experiments.schedule`), with a ``run`` whose
-        ``num_classes`` and ``input_shape`` are placeholders: read only the method's config, ``num_rounds``,
-        ``num_clients`` and ``seed``.
-        """
-        del run
-        return 0
+@runtime_checkable
+class BranchesFromFedAvg(Protocol):
+    """Optional: a method that is FedAvg bit for bit in its first rounds (Fed-ZDAC/ZDAS' burn-in, FedGen's
+    warm-up, CCVR before its post-hoc calibration). A method satisfies it by defining the method below; one
+    that does not is FedAvg in no round.
+
+    Within those rounds it must train, aggregate, evaluate and log exactly as ``fedavg`` does with the same
+    seeds and share nothing, so that a FedAvg run's checkpoint after any of them is a valid start
+    (``engine.branch_from_fedavg``, :mod:`fedaug.reproducibility.branch`); the engine's progress line also
+    stops its estimate there. Each implementation is checked against a run from scratch.
+    """
+
+    def fedavg_rounds(self, num_rounds: int) -> int:
+        """How many first rounds of a ``num_rounds``-round run this method is FedAvg (0: none). Depends only
+        on the method's config and ``num_rounds``, so a sweep can ask before loading any data
+        (:func:`fedaug.reproducibility.branch.branch_plan`)."""
+        ...
+
+
+@runtime_checkable
+class ConvertsFedAvgState(Protocol):
+    """Optional, beside :class:`BranchesFromFedAvg`: a method whose state after its FedAvg rounds holds more
+    than :meth:`Method.init_server`'s with FedAvg's weights (the default conversion,
+    :func:`fedaug.reproducibility.branch.fedavg_start_state`)."""
 
     def from_fedavg_state(self, state: ServerState, run: RunContext) -> ServerState:
-        """This method's server state after FedAvg's ``state``: :meth:`init_server`'s with FedAvg's weights
-        and round (a method whose burn-in state holds more must override this)."""
-        fresh = self.init_server(state.model_state, run)
-        return ServerState(round_num=state.round_num, model_state=fresh.model_state, extra=fresh.extra)
+        """This method's server state after FedAvg's ``state``."""
+        ...
+
+
+def fedavg_rounds_of(method: Method, num_rounds: int) -> int:
+    """``method.fedavg_rounds(num_rounds)`` where the method declares FedAvg rounds
+    (:class:`BranchesFromFedAvg`), else 0."""
+    return method.fedavg_rounds(num_rounds) if isinstance(method, BranchesFromFedAvg) else 0

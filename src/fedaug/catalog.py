@@ -8,7 +8,8 @@ method cannot be forgotten) and that the models' parameter counts and default sp
 
 Options are read from the code itself, never copied here:
 
-* a method's options are the fields of its typed config (``Method.config_cls``), with their defaults; the
+* a method's options are the fields of its typed config (``Method.config_cls``; a preset's, such as
+  ``flea_official``, is its method's config with the preset's defaults), with their defaults; the
   help of a field is ``field(metadata={"help": ...})`` if given, else its entry in the ``Attributes:``
   section of the docstring of the config class or of a base class (the class nearest in the MRO wins);
 * a dataset's, model's or partitioner's options are the keyword arguments with which its registered function
@@ -415,11 +416,29 @@ def summary_lines(kind_: str) -> list[str]:
     return _columns([[name, description(kind_, name)] for name in names])
 
 
+def preset_lines(name: str) -> list[str]:
+    """For a method preset (``flea_official``): the method it builds and each default it changes; else []."""
+    from fedaug.methods.preset import MethodPreset  # here: importing fedaug.methods registers every method
+
+    preset = registry.get("method", name)
+    if not isinstance(preset, MethodPreset):
+        return []
+    base = preset.base_name
+    changes = preset.changed_defaults().items()
+    return [
+        f"a preset of {base}: {base} with these defaults changed",
+        *(f"  {option} = {_value(new)} ({base}: {_value(old)})" for option, (old, new) in changes),
+    ]
+
+
 def detail_lines(kind_: str, name: str, width: int = 100) -> list[str]:
-    """``fedaug list KIND NAME``: the description, how to pick it, and every option with default and help."""
+    """``fedaug list KIND NAME``: the description, how to pick it (a preset: what it changes), and every
+    option with default and help."""
     lines = [f"{name}: {description(kind_, name)}"]
     if kind_ == "attack":
         return [*lines, f"options: fedaug attack {name} --help"]
+    if kind_ == "method":
+        lines += preset_lines(name)
     section = CONFIG_SECTION[kind_]
     opts = options(kind_, name)
     use = f"--set {section}={name}" + (f" (or --method {name})" if kind_ == "method" else "")

@@ -1,5 +1,6 @@
-"""Facts about the CPU a run or benchmark ran on (``env.json``, benchmark JSON), and the ``env.json`` of a run
-dir that records them with the software versions (:func:`write_env`).
+"""Facts about the CPU a run or benchmark ran on (``env.json``, benchmark JSON), the ``env.json`` of a run
+dir that records them with the software versions (:func:`write_env`), and the run's torch thread count
+(:func:`use_threads`).
 
 The same seed gives bit-identical runs only on the same kind of CPU: torch and oneDNN pick their kernels by
 the CPU's features (instruction set extensions, cache sizes), and kernels round differently (an Intel Xeon
@@ -58,6 +59,18 @@ def other_recorded_cpu(run_dir: Path) -> str | None:
     or none recorded): rounds computed here will not be that run's bit for bit."""
     cpu = recorded_cpu(run_dir)
     return cpu if cpu is not None and cpu != cpu_model() else None
+
+
+def use_threads(num_threads: int | None) -> None:
+    """Sets torch's intra-op thread count for this process to ``engine.num_threads`` (None: leaves torch's
+    default); ``env.json`` records the count in effect.
+
+    The one place a run's thread count is set: every start of a run calls it before any data is loaded
+    (:func:`fedaug.experiments.runner.run_experiment`, and so each sweep worker; the Flower ClientApp).
+    Multi-threaded sums round differently with another count.
+    """
+    if num_threads is not None:
+        torch.set_num_threads(num_threads)
 
 
 def git_sha() -> str | None:

@@ -40,12 +40,13 @@ from fedaug.api import ClientUpdate, ServerState
 from fedaug.engine.checkpoint import RunStore
 from fedaug.engine.evaluation import evaluate
 from fedaug.engine.sampling import sample_clients
-from fedaug.engine.simulation import Simulation
+from fedaug.engine.simulation import Simulation, round_train_settings
 from fedaug.experiments.load import config_from_dict
 from fedaug.experiments.runner import prepare
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.fedzda import FedZDAS
 from fedaug.methods.zsdg import Synthetic
+from fedaug.reproducibility.branch import fedavg_start_state
 
 
 def parse_variant(text: str) -> dict[str, Any]:
@@ -115,12 +116,13 @@ def main() -> None:
     method, run, spec = prepared.method, sim.spec.run, sim.spec
     if not isinstance(method, FedZDAS):
         raise SystemExit(f"{args.run_dir} is a {method.name} run, not fedzdas")
-    state = method.from_fedavg_state(ServerState(**ckpt["state"]), run)
+    state = fedavg_start_state(method, ServerState(**ckpt["state"]), run)
     sim.client_states = ckpt["client_states"]
 
     tick = time.perf_counter()
     participants = sample_clients(run.seed, round_num, run.num_clients, spec.clients_per_round)
-    payload = method.payload(state, round_num, spec.train_settings(round_num))
+    train = round_train_settings(spec.train_settings, spec.precision, round_num)
+    payload = method.payload(state, round_num, train)
     updates = sim.run_client_updates(payload, participants, round_num)
     aggregated = FedAvg.server_update(method, state, updates, run)
     model = sim.workspace("server/fedzdas")

@@ -15,10 +15,11 @@ from fedaug.engine.simulation import Simulation
 from fedaug.errors import ConfigError
 from fedaug.experiments.config import EngineConfig, ExperimentConfig
 from fedaug.experiments.load import dump_yaml, load_config
-from fedaug.experiments.runner import _check_existing, run_experiment
+from fedaug.experiments.runner import run_experiment
 from fedaug.local_training import cross_entropy_loss, snapshot_state, train_local
 from fedaug.models import build_model
 from fedaug.precision import autocast, bf16_warning, flush_denormals
+from fedaug.reproducibility.resume import check_existing
 from tests.conftest import REPO_ROOT, make_spec
 
 
@@ -105,9 +106,9 @@ def test_a_bf16_run_is_not_resumed_from_a_float32_run_dir(tmp_path: Path) -> Non
     fp32 = ExperimentConfig()
     (tmp_path / "config.yaml").write_text(dump_yaml(fp32))
     (tmp_path / "metrics.jsonl").write_text('{"round": 1}\n')  # the run has finished a round
-    _check_existing(tmp_path, replace(fp32, engine=EngineConfig(num_threads=1)))  # threads: same run
+    check_existing(tmp_path, replace(fp32, engine=EngineConfig(num_threads=1)))  # threads: same run
     with pytest.raises(ConfigError, match=r"engine\.precision"):
-        _check_existing(tmp_path, replace(fp32, engine=EngineConfig(precision="bf16")))
+        check_existing(tmp_path, replace(fp32, engine=EngineConfig(precision="bf16")))
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,7 @@ from fedaug.engine.checkpoint import RunStore, corrupt_file, read_jsonl, short_r
 from fedaug.errors import CheckpointError, ConfigError
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.load import config_from_dict
-from fedaug.experiments.runner import build_method
+from fedaug.experiments.resolve import build_method
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
 from fedaug.yamlio import read_yaml_file

@@ -33,6 +33,7 @@ from fedaug.api import (
     ServerState,
     ShareRequest,
     TrainSettings,
+    fedavg_rounds_of,
 )
 from fedaug.engine.batched import batching_refusal, train_round_batched
 from fedaug.engine.checkpoint import RunStore, check_run_checkpoint, read_jsonl, summarize, write_json
@@ -53,7 +54,12 @@ T = TypeVar("T")
 
 @dataclass
 class SimulationSpec:
-    """Everything the simulator needs, already resolved from the config."""
+    """Everything the simulator needs, already resolved from the config.
+
+    ``train_settings`` is the local training schedule (the round's lr decay included); ``precision``
+    (``engine.precision``) is the one source of the run's precision: the engine sets it into every round's
+    :class:`~fedaug.api.TrainSettings` (:func:`round_train_settings`) and evaluates in it.
+    """
 
     method: Method
     model_fn: Callable[[], SplitModel]
@@ -176,7 +182,7 @@ class Simulation:
     def _round(self, state: ServerState, round_num: int) -> tuple[ServerState, dict[str, Any], Metrics]:
         spec, method = self.spec, self.spec.method
         participants = sample_clients(spec.run.seed, round_num, spec.run.num_clients, spec.clients_per_round)
-        train = spec.train_settings(round_num)
+        train = round_train_settings(spec.train_settings, spec.precision, round_num)
         timing: Metrics = {}
         tick = self._now()
         payload = method.payload(state, round_num, train)
@@ -329,7 +335,7 @@ class Simulation:
         FedAvg round and says how many of its own rounds follow; the clock restarts at the first of them.
         """
         spec = self.spec
-        burn_in = spec.method.fedavg_rounds(spec.run)
+        burn_in = fedavg_rounds_of(spec.method, spec.run.num_rounds)
         if round_num == burn_in + 1:
             self._clock = RoundClock()  # FedAvg's round times do not cost the method's own rounds
         self._clock.add(seconds)
@@ -339,6 +345,13 @@ class Simulation:
                 return own
             return f"{format_duration(self._clock.eta(burn_in - round_num))} to round {burn_in}, then {own}"
         return format_duration(self._clock.eta(spec.run.num_rounds - round_num))
+
+
+def round_train_settings(
+    schedule: Callable[[int], TrainSettings], precision: str, round_num: int
+) -> TrainSettings:
+    """The settings the method gets for ``round_num``: the schedule's, in the run's ``precision``."""
+    return replace(schedule(round_num), precision=precision)
 
 
 def on_device(spec: SimulationSpec) -> SimulationSpec:

@@ -240,7 +240,7 @@ class EngineConfig:
             values, so it is off by default.
         branch_from_fedavg: a method that is FedAvg in its first rounds (Fed-ZDAC/ZDAS before
             ``start_round``, FedGen in its warm-up) starts from the checkpoint of the FedAvg run of the same
-            setting and seed instead of repeating them (same results; :mod:`fedaug.experiments.branching`).
+            setting and seed instead of repeating them (same results; :mod:`fedaug.reproducibility.branch`).
             Other methods ignore it. Default off.
         device: where the run computes: ``auto`` (default: ``cuda`` when torch sees a GPU, else ``cpu``),
             ``cpu``, ``cuda`` or ``cuda:N`` (:mod:`fedaug.device`). Random numbers are drawn on the CPU on

@@ -1,7 +1,7 @@
 """How long a sweep's unfinished points will take: the estimate that ``fedaug sweep --dry-run`` prints.
 
 A point's remaining rounds are those after the rounds its ``metrics.jsonl`` holds; a point that branches from
-its FedAvg run skips the FedAvg rounds it takes from it (:func:`~fedaug.experiments.schedule.branch_plan`),
+its FedAvg run skips the FedAvg rounds it takes from it (:func:`~fedaug.reproducibility.branch.branch_plan`),
 unless that run has finished without a checkpoint to start from (restored from an archive): then it runs
 them too (:func:`plan`).
 Each remaining round is costed at the mean ``round_time`` (``timings.jsonl``) of that round over the point's
@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fedaug.engine.branch import has_start_checkpoint
 from fedaug.engine.checkpoint import read_jsonl
-from fedaug.experiments.runner import finished_summary, run_dir_for
-from fedaug.experiments.schedule import Schedule, SweepPoint, branch_plan
+from fedaug.experiments.sweep_order import Schedule, SweepPoint
 from fedaug.machine import cpu_model, other_recorded_cpu
+from fedaug.reproducibility.branch import branch_plan, has_start_checkpoint
+from fedaug.reproducibility.identity import run_dir_for
+from fedaug.reproducibility.resume import finished_summary
 
 if TYPE_CHECKING:
     from fedaug.experiments.config import ExperimentConfig

@@ -19,7 +19,7 @@ import yaml
 
 from fedaug.errors import ConfigError
 from fedaug.experiments.config import ExperimentConfig
-from fedaug.experiments.naming import format_suffix
+from fedaug.reproducibility.identity import format_suffix
 from fedaug.yamlio import parse_yaml, read_yaml_file
 
 T = TypeVar("T")

@@ -35,7 +35,6 @@ from typing import Any
 from fedaug.errors import ConfigError, RunLockedError
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.estimate import run_status, running_line
-from fedaug.experiments.identity import result_config
 from fedaug.experiments.load import (
     OPEN_SECTIONS,
     SMOKE_OVERRIDES,
@@ -46,9 +45,9 @@ from fedaug.experiments.load import (
     merge_layer,
     read_yaml,
 )
-from fedaug.experiments.naming import format_suffix
-from fedaug.experiments.runner import run_dir_for, run_experiment
-from fedaug.experiments.schedule import Schedule, SweepPoint
+from fedaug.experiments.runner import run_experiment
+from fedaug.experiments.sweep_order import Schedule, SweepPoint
+from fedaug.reproducibility.identity import format_suffix, result_config, run_dir_for
 from fedaug.yamlio import parse_yaml
 
 logger = logging.getLogger(__name__)
@@ -287,7 +286,7 @@ def run_sweep(
     finished run the round each running run has reached and its time left (0: never).
 
     A point that branches from a FedAvg point of the same sweep starts after that point has ended
-    (:class:`~fedaug.experiments.schedule.Schedule`); the others run in the given order.
+    (:class:`~fedaug.experiments.sweep_order.Schedule`); the others run in the given order.
 
     Args:
         points: from :func:`expand_sweep`.

@@ -38,6 +38,7 @@ from fedaug.engine.simulation import SimulationSpec, client_context, on_device
 from fedaug.errors import ConfigError
 from fedaug.experiments.load import config_from_dict
 from fedaug.flower.records import decode, encode
+from fedaug.machine import use_threads
 from fedaug.models.base import SplitModel
 from fedaug.precision import flush_denormals
 
@@ -82,8 +83,7 @@ def client_host(config_text: str, data_dir: str | None, device: str | None = Non
         config = dataclasses.replace(config, data=dataclasses.replace(config.data, data_dir=data_dir))
     if device:
         config = dataclasses.replace(config, engine=dataclasses.replace(config.engine, device=device))
-    if config.engine.num_threads is not None:
-        torch.set_num_threads(config.engine.num_threads)
+    use_threads(config.engine.num_threads)
     prepared = prepare(config, Path(config.out_dir))
     host = ClientHost(
         spec=prepared.spec, method=prepared.method, flush_denormals=config.engine.flush_denormals

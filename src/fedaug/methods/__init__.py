@@ -14,7 +14,7 @@ from fedaug.methods import (
     fedprox,  # noqa: F401  (registers "fedprox")
     fedrs,  # noqa: F401  (registers "fedrs")
     fedzda,  # noqa: F401  (registers "fedzdac" and "fedzdas")
-    flea,  # noqa: F401  (registers "flea" and "flea_official")
+    flea,  # noqa: F401  (registers "flea" and its preset "flea_official")
     moon,  # noqa: F401  (registers "moon")
     qffl,  # noqa: F401  (registers "qffl")
 )

@@ -31,6 +31,7 @@ from fedaug.methods.checks import check_at_least, check_choice, check_in_range, 
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.flea_buffer import share_indices
 from fedaug.methods.losses import frozen_model
+from fedaug.methods.payloads import SharedSamples
 from fedaug.registry import register
 from fedaug.seeding import torch_generator
 from fedaug.types import ClientId, Metrics, StateDict
@@ -109,9 +110,9 @@ class CCVR(FedAvg):
         }
         return ServerState(round_num=0, model_state=model_state, extra=extra)
 
-    def fedavg_rounds(self, run: RunContext) -> int:
+    def fedavg_rounds(self, num_rounds: int) -> int:
         """Every round before the final one's calibration (none when it calibrates every round)."""
-        return 0 if self.config.calibrate_every_round else run.num_rounds - 1
+        return 0 if self.config.calibrate_every_round else num_rounds - 1
 
     def share_request(
         self, state: ServerState, *, round_num: int, participants: Sequence[ClientId], run: RunContext
@@ -137,7 +138,7 @@ class CCVR(FedAvg):
         # on the CPU in float64 (ccvr_stats), and the server moves what it fits on to the run's device.
         features = torch.cat(chunks).flatten(1).cpu() if chunks else torch.empty(0, dim)
         if self.config.variant == "shared_features":
-            return ClientShare(ctx.client_id, extra={"x": features, "y": y.cpu()})
+            return ClientShare(ctx.client_id, extra=SharedSamples(features, y.cpu()).to_extra())
         classes, counts, means, covs = class_statistics(features, y.cpu())
         extra = {"classes": classes, "counts": counts, "means": means.float(), "covs": covs.float()}
         return ClientShare(ctx.client_id, extra=extra)
@@ -178,11 +179,12 @@ class CCVR(FedAvg):
         ``run.device``."""
         device = run.device
         if self.config.variant == "shared_features":
-            parts = [s for s in shares if s.extra["y"].numel() > 0]
+            sent = [SharedSamples.from_extra(s.extra) for s in shares]
+            parts = [samples for samples in sent if samples.y.numel() > 0]
             if not parts:
                 return torch.empty(0, device=device), torch.empty(0, dtype=torch.long, device=device)
-            features = torch.cat([s.extra["x"].to(device) for s in parts])
-            return features, torch.cat([s.extra["y"].to(device) for s in parts])
+            features = torch.cat([samples.x.to(device) for samples in parts])
+            return features, torch.cat([samples.y.to(device) for samples in parts])
         counts, means, covs = pool_statistics([s.extra for s in shares], run.num_classes)
         return sample_virtual(counts, means, covs, self.config.virtual_per_class, generator, device)
 

@@ -49,13 +49,13 @@ from fedaug.local_training import (
     as_batchable,
 )
 from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.feddecorr import FedDecorr
-from fedaug.methods.fedlc import FedLC
-from fedaug.methods.fedntd import FedNTD
-from fedaug.methods.fedprox import FedProx
-from fedaug.methods.fedrs import FedRS
+from fedaug.methods.feddecorr import FedDecorr, FedDecorrConfig
+from fedaug.methods.fedlc import FedLC, FedLCConfig
+from fedaug.methods.fedntd import FedNTD, FedNTDConfig
+from fedaug.methods.fedprox import FedProx, FedProxConfig
+from fedaug.methods.fedrs import FedRS, FedRSConfig
 from fedaug.methods.losses import jensen_shannon
-from fedaug.methods.moon import MOON
+from fedaug.methods.moon import MOON, MOONConfig
 from fedaug.models.base import SplitModel
 from fedaug.registry import register
 
@@ -87,6 +87,10 @@ class AugMixJSConfig(MethodConfig):
     loss_scaling: bool = True
 
     def __post_init__(self) -> None:
+        # Cooperative: a variant's config (AugMixJSConfig, <Base>Config) checks its base's options first.
+        check_base = getattr(super(), "__post_init__", None)
+        if check_base is not None:
+            check_base()
         AugMix(severity=self.severity, width=self.width, depth=self.depth)  # validates the AugMix options
         for name in ("js_lambda", "scaled_lambda", "scaling_kappa"):
             value = getattr(self, name)
@@ -212,7 +216,8 @@ class AugMixJSMethod(FedAvg):
 
     ``loss_fn`` wraps the next class's loss (``super()``) with :func:`js_consistency_loss`, and
     ``batch_transform`` adds the two AugMix views; aggregation, client state and everything else stay the base
-    method's. Concrete classes come from :func:`augmix_variant` (or subclass it, like :class:`FedAugMix`).
+    method's. A variant is ``class <Base>AugMix(AugMixJSMethod, <Base>)`` (:class:`FedProxAugMix`, ...);
+    :class:`FedAugMix` is the one on FedAvg.
     """
 
     config: AugMixJSConfig
@@ -247,46 +252,103 @@ class FedAugMix(AugMixJSMethod):
     config: FedAugMixConfig
 
 
-def augmix_variant(base: type[FedAvg]) -> type[AugMixJSMethod]:
-    """Registers ``<base.name>_augmix``: ``base`` with Fed-AugMix's views and JS term on top of its own loss.
-
-    The config has the base method's options plus :class:`AugMixJSConfig`'s, each validated as in its own
-    class; the new method and its config become module attributes (``FedProxAugMix``,
-    ``FedProxAugMixConfig``, ...) so they pickle and import like hand-written ones.
-    """
-    base_config = base.config_cls
-    title = base.__name__ + "AugMix"
-
-    def post_init(self: AugMixJSConfig) -> None:
-        base_init = getattr(base_config, "__post_init__", None)
-        if base_init is not None:
-            base_init(self)
-        AugMixJSConfig.__post_init__(self)
-
-    config_namespace = {
-        "__module__": __name__,
-        "__qualname__": title + "Config",
-        "__doc__": f"Fed-AugMix on {base.__name__}: {base_config.__name__}'s options plus AugMixJSConfig's.",
-        "__post_init__": post_init,
-    }
-    config_type = type(title + "Config", (AugMixJSConfig, base_config), config_namespace)
-    config_cls: type[AugMixJSConfig] = dataclass(frozen=True)(config_type)
-    method_namespace = {
-        "__module__": __name__,
-        "__qualname__": title,
-        "__doc__": f"{base.__name__} with AugMix views and the JS consistency loss on top of its own loss.",
-        "name": f"{base.name}_augmix",
-        "config_cls": config_cls,
-    }
-    method: type[AugMixJSMethod] = type(title, (AugMixJSMethod, base), method_namespace)
-    globals()[title], globals()[title + "Config"] = method, config_cls
-    return register("method", method.name)(method)
-
-
 # The paper composes Fed-AugMix with FedAvg and FedProx (Table III). Deviation from paper: it is also offered
 # on the other loss-based methods (their losses only change the objective on the original batch, so the JS
 # term adds to them unchanged); methods that change the batch or the data themselves (FedMix, FedBR, FedData,
-# FLea, FedGen, CCVR) or the server's model (Fed-ZDAS, q-FFL) are left out.
-FedProxAugMix = augmix_variant(FedProx)
-FedProxAugMixConfig = FedProxAugMix.config_cls
-LOSS_BASED_AUGMIX = tuple(augmix_variant(base) for base in (FedDecorr, FedLC, FedNTD, FedRS, MOON))
+# FLea, FedGen, CCVR) or the server's model (Fed-ZDAS, q-FFL) are left out. Each variant is
+# ``(AugMixJSMethod, <Base>)`` with the config ``(AugMixJSConfig, <Base>Config)``: the base's options, then
+# the AugMix ones, each checked as in its own class.
+
+
+@dataclass(frozen=True)
+class FedProxAugMixConfig(AugMixJSConfig, FedProxConfig):
+    """Fed-AugMix on FedProx: FedProxConfig's options plus AugMixJSConfig's."""
+
+
+@register("method", "fedprox_augmix")
+class FedProxAugMix(AugMixJSMethod, FedProx):
+    """FedProx with AugMix views and the JS consistency loss on top of its own loss."""
+
+    name = "fedprox_augmix"
+    config_cls = FedProxAugMixConfig
+    config: FedProxAugMixConfig
+
+
+@dataclass(frozen=True)
+class FedDecorrAugMixConfig(AugMixJSConfig, FedDecorrConfig):
+    """Fed-AugMix on FedDecorr: FedDecorrConfig's options plus AugMixJSConfig's."""
+
+
+@register("method", "feddecorr_augmix")
+class FedDecorrAugMix(AugMixJSMethod, FedDecorr):
+    """FedDecorr with AugMix views and the JS consistency loss on top of its own loss."""
+
+    name = "feddecorr_augmix"
+    config_cls = FedDecorrAugMixConfig
+    config: FedDecorrAugMixConfig
+
+
+@dataclass(frozen=True)
+class FedLCAugMixConfig(AugMixJSConfig, FedLCConfig):
+    """Fed-AugMix on FedLC: FedLCConfig's options plus AugMixJSConfig's."""
+
+
+@register("method", "fedlc_augmix")
+class FedLCAugMix(AugMixJSMethod, FedLC):
+    """FedLC with AugMix views and the JS consistency loss on top of its own loss."""
+
+    name = "fedlc_augmix"
+    config_cls = FedLCAugMixConfig
+    config: FedLCAugMixConfig
+
+
+@dataclass(frozen=True)
+class FedNTDAugMixConfig(AugMixJSConfig, FedNTDConfig):
+    """Fed-AugMix on FedNTD: FedNTDConfig's options plus AugMixJSConfig's."""
+
+
+@register("method", "fedntd_augmix")
+class FedNTDAugMix(AugMixJSMethod, FedNTD):
+    """FedNTD with AugMix views and the JS consistency loss on top of its own loss."""
+
+    name = "fedntd_augmix"
+    config_cls = FedNTDAugMixConfig
+    config: FedNTDAugMixConfig
+
+
+@dataclass(frozen=True)
+class FedRSAugMixConfig(AugMixJSConfig, FedRSConfig):
+    """Fed-AugMix on FedRS: FedRSConfig's options plus AugMixJSConfig's."""
+
+
+@register("method", "fedrs_augmix")
+class FedRSAugMix(AugMixJSMethod, FedRS):
+    """FedRS with AugMix views and the JS consistency loss on top of its own loss."""
+
+    name = "fedrs_augmix"
+    config_cls = FedRSAugMixConfig
+    config: FedRSAugMixConfig
+
+
+@dataclass(frozen=True)
+class MOONAugMixConfig(AugMixJSConfig, MOONConfig):
+    """Fed-AugMix on MOON: MOONConfig's options plus AugMixJSConfig's."""
+
+
+@register("method", "moon_augmix")
+class MOONAugMix(AugMixJSMethod, MOON):
+    """MOON with AugMix views and the JS consistency loss on top of its own loss."""
+
+    name = "moon_augmix"
+    config_cls = MOONAugMixConfig
+    config: MOONAugMixConfig
+
+
+LOSS_BASED_AUGMIX: tuple[type[AugMixJSMethod], ...] = (
+    FedDecorrAugMix,
+    FedLCAugMix,
+    FedNTDAugMix,
+    FedRSAugMix,
+    MOONAugMix,
+)
+"""The variants on the loss-based methods beyond the paper's FedAvg and FedProx."""

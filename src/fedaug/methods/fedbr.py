@@ -50,6 +50,7 @@ from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.fedmix import group_means
 from fedaug.methods.flea_buffer import BufferStream
 from fedaug.methods.losses import features_and_logits, frozen_model, soft_cross_entropy
+from fedaug.methods.payloads import SharedSamples
 from fedaug.registry import register
 from fedaug.seeding import torch_generator, uninitialised
 from fedaug.types import ClientId, Metrics
@@ -121,24 +122,24 @@ class FedBR(FedAvg):
             (x_bar.shape[0], ctx.run.num_classes), 1.0 / ctx.run.num_classes, device=x_bar.device
         )
         metrics = {"num_shared": float(len(x_bar))}
-        return ClientShare(ctx.client_id, extra={"x": x_bar, "y": uniform}, metrics=metrics)
+        return ClientShare(ctx.client_id, extra=SharedSamples(x_bar, uniform).to_extra(), metrics=metrics)
 
     def receive_shares(
         self, state: ServerState, shares: Sequence[ClientShare], run: RunContext
     ) -> ServerState:
         state = data_pool.receive_pool(state, shares, run)
-        extra = dict(state.extra)
-        total = extra["pool_y"].shape[0]
+        pool = data_pool.DataPool.from_extra(state.extra)
+        total = pool.y.shape[0]
         keep = torch.randperm(total, generator=torch_generator(run.seed, "fedbr-pseudo"))
         keep = keep[: self.config.num_pseudo].sort().values
-        extra["pool_x"], extra["pool_y"] = extra["pool_x"][keep], extra["pool_y"][keep]
-        return replace(state, extra=extra)
+        pseudo = data_pool.DataPool(pool.x[keep], pool.y[keep])
+        return replace(state, extra={**state.extra, **pseudo.to_extra()})
 
     def round_metrics(self, state: ServerState) -> Metrics:
         return data_pool.pool_metrics("fedbr", state.extra)
 
     def loss_fn(self, payload: Payload, ctx: ClientContext) -> LossFn:
-        pool_x = payload.extra["pool_x"]
+        pool_x = data_pool.DataPool.from_extra(payload.extra).x
         if pool_x.shape[0] == 0:
             return cross_entropy_loss
         cfg = self.config

@@ -39,6 +39,7 @@ from fedaug.methods import data_pool
 from fedaug.methods.checks import check_in_range
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.flea_buffer import share_indices
+from fedaug.methods.payloads import SharedSamples
 from fedaug.registry import register
 from fedaug.types import ClientId, Metrics
 
@@ -91,12 +92,12 @@ class FedData(FedAvg):
     def training_data(self, payload: Payload, ctx: ClientContext) -> ClientData:
         """Local + pool: FedAvg's local training on their union (one training loop; only the data changes),
         aggregated by the local size."""
-        pool_x, pool_y = payload.extra["pool_x"], payload.extra["pool_y"]
+        pool = data_pool.DataPool.from_extra(payload.extra)
         local = ctx.data
         return ClientData(
             local.client_id,
-            torch.cat([local.x, pool_x.to(local.x)]),
-            torch.cat([local.y, pool_y.to(local.y.device)]),
+            torch.cat([local.x, pool.x.to(local.x)]),
+            torch.cat([local.y, pool.y.to(local.y.device)]),
             local.num_classes,
         )
 
@@ -115,7 +116,8 @@ class FedData(FedAvg):
             ctx.data.num_examples, self.config.share_fraction, ctx.generator, None, ctx.client_id
         )
         x, y = ctx.data.x[idx], ctx.data.y[idx]
-        return ClientShare(ctx.client_id, extra={"x": x, "y": y}, metrics={"num_shared": float(len(idx))})
+        shared = SharedSamples(x, y)
+        return ClientShare(ctx.client_id, extra=shared.to_extra(), metrics={"num_shared": float(len(idx))})
 
     def receive_shares(
         self, state: ServerState, shares: Sequence[ClientShare], run: RunContext

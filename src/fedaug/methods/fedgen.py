@@ -177,9 +177,9 @@ class FedGen(FedAvg):
     def init_server(self, model_state: StateDict, run: RunContext) -> ServerState:
         return ServerState(round_num=0, model_state=model_state, extra={"generator": {}, "metrics": {}})
 
-    def fedavg_rounds(self, run: RunContext) -> int:
+    def fedavg_rounds(self, num_rounds: int) -> int:
         """The warm-up before the round whose aggregation first trains the generator."""
-        del run
+        del num_rounds
         return max(self.config.warmup_rounds - 1, 0) if self.config.generator_steps > 0 else 0
 
     def payload(self, state: ServerState, round_num: int, train: TrainSettings) -> Payload:

@@ -54,6 +54,7 @@ from fedaug.methods.checks import check_at_least, check_choice, check_in_range, 
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.flea_buffer import BufferStream
 from fedaug.methods.losses import soft_cross_entropy
+from fedaug.methods.payloads import SharedSamples
 from fedaug.registry import register
 from fedaug.seeding import numpy_rng, torch_generator
 from fedaug.types import ClientId, Metrics
@@ -128,7 +129,7 @@ class FedMix(FedAvg):
 
     def batch_transform(self, payload: Payload, ctx: ClientContext) -> BatchTransform | None:
         """NaiveMix: the mixed batch with soft labels (None in ``mafl`` mode or with an empty pool)."""
-        if self.config.mode != "naive" or payload.extra["pool_y"].shape[0] == 0:
+        if self.config.mode != "naive" or data_pool.DataPool.from_extra(payload.extra).y.shape[0] == 0:
             return None
         draw = self._partner_draws(payload, ctx)
 
@@ -141,7 +142,7 @@ class FedMix(FedAvg):
         return mix
 
     def loss_fn(self, payload: Payload, ctx: ClientContext) -> LossFn:
-        if payload.extra["pool_y"].shape[0] == 0:
+        if data_pool.DataPool.from_extra(payload.extra).y.shape[0] == 0:
             return cross_entropy_loss
         if self.config.mode == "naive":
             return _soft_label_loss
@@ -149,7 +150,8 @@ class FedMix(FedAvg):
 
     def _partner_draws(self, payload: Payload, ctx: ClientContext) -> _Draw:
         """A function of the batch size: a cycling batch of pool averages and the local weights l, [B]."""
-        pool_x, pool_y = payload.extra["pool_x"], payload.extra["pool_y"]
+        pool = data_pool.DataPool.from_extra(payload.extra)
+        pool_x, pool_y = pool.x, pool.y
         stream = BufferStream(
             pool_y.shape[0],
             torch_generator(ctx.run.seed, "fedmix-pool", payload.round_num, ctx.client_id),
@@ -176,9 +178,8 @@ class FedMix(FedAvg):
         x_bar, y_bar = group_means(
             ctx.data.x, ctx.data.y, ctx.run.num_classes, self.config.mean_group_size, ctx.generator
         )
-        return ClientShare(
-            ctx.client_id, extra={"x": x_bar, "y": y_bar}, metrics={"num_shared": float(len(y_bar))}
-        )
+        shared = SharedSamples(x_bar, y_bar)
+        return ClientShare(ctx.client_id, extra=shared.to_extra(), metrics={"num_shared": float(len(y_bar))})
 
     def receive_shares(
         self, state: ServerState, shares: Sequence[ClientShare], run: RunContext

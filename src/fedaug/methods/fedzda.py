@@ -30,8 +30,9 @@ Before ``start_round`` both are FedAvg, bit for bit (same seeds), so a FedAvg ru
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 
@@ -52,7 +53,7 @@ from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.zsdg import BN_NORMS, Synthetic, ZSDGSettings, bn_layers, generate
 from fedaug.registry import register
 from fedaug.seeding import torch_generator
-from fedaug.types import Metrics, StateDict
+from fedaug.types import Extra, Metrics, StateDict
 
 SERVER_BATCHNORM = ("train", "frozen")
 
@@ -134,9 +135,9 @@ class _ZDA(FedAvg):
                 raise IncompatibleModelError(f"{self.name}: {exc}") from None
         return super().init_server(model_state, run)
 
-    def fedavg_rounds(self, run: RunContext) -> int:
+    def fedavg_rounds(self, num_rounds: int) -> int:
         """The burn-in: rounds before ``start_round`` are FedAvg's."""
-        del run
+        del num_rounds
         return self.config.start_round - 1
 
 
@@ -212,6 +213,31 @@ class ZDASConfig(ZDAConfig):
         check_choice("server_batchnorm", self.server_batchnorm, SERVER_BATCHNORM)
 
 
+@dataclass(frozen=True)
+class ZDASMetrics:
+    """What Fed-ZDAS's server step measured in its round (``ServerState.extra``: ``metrics``; absent in rounds
+    without augmentation), logged by :meth:`FedZDAS.round_metrics`.
+
+    Attributes:
+        metrics: ``zdas/*`` metric name -> value.
+    """
+
+    metrics: Metrics
+
+    def to_extra(self) -> Extra:
+        return {"metrics": self.metrics}
+
+    @classmethod
+    def from_extra(cls, extra: Mapping[str, Any]) -> ZDASMetrics | None:
+        """The round's metrics; None in a round without augmentation."""
+        return cls(extra["metrics"]) if "metrics" in extra else None
+
+    @staticmethod
+    def cleared(extra: Extra) -> Extra:
+        """``extra`` without a previous round's metrics."""
+        return {key: value for key, value in extra.items() if key != "metrics"}
+
+
 @register("method", "fedzdas")
 class FedZDAS(_ZDA):
     """Fed-ZDAS: the server inverts every client model, aggregates, then trains on the balanced union.
@@ -229,7 +255,7 @@ class FedZDAS(_ZDA):
         self, state: ServerState, updates: Sequence[ClientUpdate], run: RunContext
     ) -> ServerState:
         state = super().server_update(state, updates, run)
-        extra = {k: v for k, v in state.extra.items() if k != "metrics"}
+        extra = ZDASMetrics.cleared(state.extra)
         if not self.config.augments(state.round_num):
             return replace(state, extra=extra)
         if run.workspace is None:
@@ -238,7 +264,8 @@ class FedZDAS(_ZDA):
         parts = self.synthesize(model, updates, run, state.round_num)
         model.load_state_dict(state.model_state)
         metrics = self.train_server(model, parts, run, state.round_num)
-        return replace(state, model_state=snapshot_state(model), extra={**extra, "metrics": metrics})
+        extra = {**extra, **ZDASMetrics(metrics).to_extra()}
+        return replace(state, model_state=snapshot_state(model), extra=extra)
 
     def synthesize(
         self, model: torch.nn.Module, updates: Sequence[ClientUpdate], run: RunContext, round_num: int
@@ -282,4 +309,5 @@ class FedZDAS(_ZDA):
         return metrics
 
     def round_metrics(self, state: ServerState) -> Metrics:
-        return dict(state.extra.get("metrics", {}))
+        measured = ZDASMetrics.from_extra(state.extra)
+        return {} if measured is None else dict(measured.metrics)

@@ -12,21 +12,23 @@ and the loss is L = L_cls(soft-label CE on head(f~)) + lambda1 L_dis (KL between
 frozen global head on f~) + lambda2 L_dec (distance correlation between inputs and activations, which
 obfuscates what is shared). Round 1 has an empty buffer: local CE + lambda2 L_dec.
 
-``flea_official`` is FLea with the official code's departures as defaults (docs/methods/flea.md);
-``configs/methods/flea_official.yaml`` adds its optimiser departures (Adam re-created every step, linear lr).
+Paper or official code: each switch of :class:`FLeaConfig` names an entry of a table
+(:mod:`fedaug.methods.flea_loss`, and :data:`~fedaug.methods.flea_buffer.SHARE_SUBSETS`), resolved once per
+client update; the local loss is the main cross-entropy plus a list of weighted terms. ``flea_official`` is a
+preset of FLea (:class:`~fedaug.methods.preset.MethodPreset`), not a subclass: FLea with the official code's
+choices as defaults (docs/methods/flea.md); ``configs/methods/flea_official.yaml`` adds its optimiser
+departures (Adam re-created every step, linear lr).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import cast
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from fedaug.api import (
     ClientContext,
@@ -40,7 +42,7 @@ from fedaug.api import (
     TrainSettings,
 )
 from fedaug.errors import IncompatibleModelError
-from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
+from fedaug.local_training import ClientTensors, LossFn
 from fedaug.methods.checks import (
     check_at_least,
     check_choice,
@@ -49,15 +51,35 @@ from fedaug.methods.checks import (
     check_positive,
 )
 from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.flea_buffer import BufferStream, exposure_update, share_indices
-from fedaug.methods.losses import frozen_model, kl_divergence, one_hot, soft_cross_entropy
-from fedaug.models.base import SplitModel
-from fedaug.privacy.dcor import (
-    DECOR_FORMS,
-    decorrelation_loss,
-    distance_correlation,
-    u_distance_correlation_sqr,
+from fedaug.methods.flea_buffer import (
+    SHARE_SUBSETS,
+    BufferStream,
+    FLeaBuffer,
+    FLeaServerState,
+    exposure_update,
+    share_indices,
 )
+from fedaug.methods.flea_loss import (
+    DECOR_SCHEDULES,
+    DISTILL_INPUTS,
+    KL_DIRECTIONS,
+    WARMUPS,
+    LossTerm,
+    MixStep,
+    Step,
+    decor_term,
+    distill_term,
+    local_ce_term,
+    mix_loss,
+    positive_terms,
+    warmup_distill_term,
+    warmup_loss,
+)
+from fedaug.methods.losses import frozen_model
+from fedaug.methods.payloads import SharedSamples
+from fedaug.methods.preset import MethodPreset
+from fedaug.models.base import SplitModel
+from fedaug.privacy.dcor import DECOR_FORMS, distance_correlation, u_distance_correlation_sqr
 from fedaug.registry import register
 from fedaug.seeding import numpy_rng, torch_generator
 from fedaug.types import Metrics
@@ -103,11 +125,11 @@ class FLeaConfig(MethodConfig):
 
     def __post_init__(self) -> None:
         check_choice("decor_form", self.decor_form, DECOR_FORMS)
-        check_choice("decor_schedule", self.decor_schedule, ("constant", "official"))
-        check_choice("share_sampling", self.share_sampling, ("fresh", "fixed"))
-        check_choice("distill_on", self.distill_on, ("mixed", "buffer"))
-        check_choice("distill_direction", self.distill_direction, ("local_global", "global_local"))
-        check_choice("warmup", self.warmup, ("paper", "official"))
+        check_choice("decor_schedule", self.decor_schedule, tuple(DECOR_SCHEDULES))
+        check_choice("share_sampling", self.share_sampling, tuple(SHARE_SUBSETS))
+        check_choice("distill_on", self.distill_on, tuple(DISTILL_INPUTS))
+        check_choice("distill_direction", self.distill_direction, tuple(KL_DIRECTIONS))
+        check_choice("warmup", self.warmup, tuple(WARMUPS))
         check_positive(self, ("mix_beta",))
         if self.mix_weight is not None:
             check_in_range(self, ("mix_weight",), 0, 1)
@@ -140,117 +162,63 @@ class FLea(FedAvg):
         except IncompatibleModelError as exc:
             raise IncompatibleModelError(f"method.split_layer: {exc}") from None
 
-    def decor_weight(self, round_num: int) -> float:
-        """lambda2 in ``round_num`` (constant, or the official schedule 3 -> 1 over rounds 1-21)."""
-        if self.config.decor_schedule == "official":
-            return max(self.config.decor_weight - 0.1 * (round_num - 1), 1.0)
-        return self.config.decor_weight
+    def decor_weight_at(self, round_num: int) -> float:
+        """lambda2 in ``round_num`` (``decor_schedule``: constant, or the official 3 -> 1 in rounds 1-21)."""
+        return DECOR_SCHEDULES[self.config.decor_schedule](self.config.decor_weight, round_num)
 
     def init_server(self, model_state: dict[str, Tensor], run: RunContext) -> ServerState:
-        extra = {**_empty_buffer(run.device), "num_clients": run.num_clients}
+        extra = FLeaServerState.empty(run.num_clients, run.device).to_extra()
         return ServerState(round_num=0, model_state=model_state, extra=extra)
 
     def payload(self, state: ServerState, round_num: int, train: TrainSettings) -> Payload:
-        if self.config.warmup == "official" and round_num == 1:
-            train = replace(train, local_epochs=3 * train.local_epochs)
-        extra = {"buffer_x": state.extra["buffer_x"], "buffer_y": state.extra["buffer_y"]}
+        if round_num == 1:
+            epochs = WARMUPS[self.config.warmup].epoch_factor * train.local_epochs
+            train = replace(train, local_epochs=epochs)
+        extra = FLeaBuffer.from_extra(state.extra).to_extra()
         return Payload(round_num=round_num, model_state=state.model_state, train=train, extra=extra)
 
     def loss_fn(self, payload: Payload, ctx: ClientContext) -> LossFn:
         layer = self.layer(ctx.model)
-        teacher = frozen_model(ctx, "teacher", payload.model_state) if self._needs_teacher(payload) else None
-        decor = self.decor_weight(payload.round_num)
-        buffer_y: Tensor = payload.extra["buffer_y"]
-        if buffer_y.numel() == 0:
-            return self._warmup_loss(layer, decor, teacher)
+        buffer = FLeaBuffer.from_extra(payload.extra)
+        decor = self.decor_weight_at(payload.round_num)
+
+        def teacher() -> SplitModel:
+            return frozen_model(ctx, "teacher", payload.model_state)
+
+        if buffer.y.numel() == 0:
+            return warmup_loss(layer, self._warmup_terms(decor, teacher))
         # Mixing draws come from their own streams, so the batch order is the same as FedAvg's.
         rng = numpy_rng(ctx.run.seed, "flea-mix", payload.round_num, ctx.client_id)
-        stream = BufferStream(
-            buffer_y.shape[0],
-            torch_generator(ctx.run.seed, "flea-buffer", payload.round_num, ctx.client_id),
-            buffer_y.device,
-        )
-        return self._mix_loss(layer, decor, teacher, payload.extra["buffer_x"], buffer_y, stream, rng)
-
-    def _needs_teacher(self, payload: Payload) -> bool:
-        if payload.extra["buffer_y"].numel() == 0:
-            return self.config.warmup == "official"
-        return self.config.distill_weight > 0
-
-    def _warmup_loss(self, layer: int, decor: float, teacher: SplitModel | None) -> LossFn:
-        def loss_fn(
-            module: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
-        ) -> LossOutput:
-            del client, step
-            model = cast(SplitModel, module)
-            f = model.encode(x, layer)
-            logits = model.decode(f, layer)
-            loss = F.cross_entropy(logits, y)
-            logs = {"ce": loss.detach()}
-            if teacher is not None:  # official warm-up: 0.5 KL(global || local) towards the initial model
-                with torch.no_grad():
-                    global_logits = teacher(x)
-                kl = kl_divergence(global_logits, logits)
-                loss = loss + 0.5 * kl
-                logs["dis"] = kl.detach()
-            return _add_decor(loss, logs, x, f, decor, self.config.decor_form)
-
-        return BatchableLoss(loss_fn)  # the teacher is the broadcast model: the same for every client
-
-    def _mix_loss(
-        self,
-        layer: int,
-        decor: float,
-        teacher: SplitModel | None,
-        buffer_x: Tensor,
-        buffer_y: Tensor,
-        stream: BufferStream,
-        rng: np.random.Generator,
-    ) -> LossFn:
-        cfg = self.config
-        device = buffer_x.device
+        generator = torch_generator(ctx.run.seed, "flea-buffer", payload.round_num, ctx.client_id)
+        stream = BufferStream(buffer.y.shape[0], generator, buffer.y.device)
 
         def draws(size: int) -> ClientTensors:
             """One step's partners in the buffer and Beta weights, from this client's own streams (drawn on
             the CPU, the same on every device; moved to the buffer's device)."""
             idx = stream.take(size)
-            return {"idx": idx, "lam": self._mix_weights(size, rng).to(device, non_blocking=True)}
+            return {"idx": idx, "lam": self._mix_weights(size, rng).to(buffer.x.device, non_blocking=True)}
 
-        def loss_fn(
-            module: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
-        ) -> LossOutput:
-            del client
-            model = cast(SplitModel, module)
-            f = model.encode(x, layer)
-            idx, lam = step["idx"], step["lam"]
-            fb, yb = buffer_x[idx], buffer_y[idx]
-            num_classes = model.num_classes
-            f_mix = _expand(lam, f) * f + _expand(1 - lam, f) * fb
-            y_mix = lam[:, None] * one_hot(y, num_classes) + (1 - lam)[:, None] * one_hot(yb, num_classes)
-            logits = model.decode(f_mix, layer)
-            loss = soft_cross_entropy(logits, y_mix)
-            logs = {"cls": loss.detach()}
-            if teacher is not None:
-                source = f_mix if cfg.distill_on == "mixed" else fb
-                local = logits if cfg.distill_on == "mixed" else model.decode(fb, layer)
-                with torch.no_grad():
-                    global_logits = teacher.decode(source.detach(), layer)
-                pair = (
-                    (local, global_logits)
-                    if cfg.distill_direction == "local_global"
-                    else (global_logits, local)
-                )
-                kl = kl_divergence(*pair)
-                loss = loss + cfg.distill_weight * kl
-                logs["dis"] = kl.detach()
-            if cfg.local_ce_weight > 0:
-                ce = F.cross_entropy(model.decode(f, layer), y)
-                loss = loss + cfg.local_ce_weight * ce
-                logs["ce"] = ce.detach()
-            return _add_decor(loss, logs, x, f, decor, cfg.decor_form)
+        return mix_loss(layer, buffer, self._mix_terms(layer, decor, teacher), draws)
 
-        # The buffer and the teacher are the broadcast ones, the same for every client; the draws are its own.
-        return BatchableLoss(loss_fn, draws=draws)
+    def _warmup_terms(self, decor: float, teacher: Callable[[], SplitModel]) -> list[LossTerm[Step]]:
+        """Round 1's terms after the CE: KL towards the initial model (official warm-up), lambda2 L_dec."""
+        cfg, warmup = self.config, WARMUPS[self.config.warmup]
+        terms: list[LossTerm[Step]] = []
+        if warmup.distill_weight > 0:  # the teacher is built only when a term reads it
+            terms.append(warmup_distill_term(warmup.distill_weight, teacher()))
+        return positive_terms([*terms, decor_term(decor, cfg.decor_form)])
+
+    def _mix_terms(
+        self, layer: int, decor: float, teacher: Callable[[], SplitModel]
+    ) -> list[LossTerm[MixStep]]:
+        """The terms after L_cls: lambda1 L_dis, the official extra local CE, lambda2 L_dec."""
+        cfg = self.config
+        terms: list[LossTerm[MixStep]] = []
+        if cfg.distill_weight > 0:  # the teacher is built only when a term reads it
+            inputs, direction = DISTILL_INPUTS[cfg.distill_on], KL_DIRECTIONS[cfg.distill_direction]
+            terms.append(distill_term(cfg.distill_weight, teacher(), layer, inputs, direction))
+        local_ce = local_ce_term(cfg.local_ce_weight, layer)
+        return positive_terms([*terms, local_ce, decor_term(decor, cfg.decor_form)])
 
     def _mix_weights(self, size: int, rng: np.random.Generator) -> Tensor:
         """The local weights b of one batch, ``[size]`` float32 on the CPU (Beta(a, a) draws from ``rng``)."""
@@ -262,11 +230,10 @@ class FLea(FedAvg):
         self, state: ServerState, updates: Sequence[ClientUpdate], run: RunContext
     ) -> ServerState:
         new = super().server_update(state, updates, run)
+        server = FLeaServerState.from_extra(state.extra)
         receivers = [u.client_id for u in updates]
-        pairs = exposure_update(
-            state.extra["exposure_pairs"], state.extra["buffer_client"], receivers, run.num_clients
-        )
-        return replace(new, extra={**state.extra, "exposure_pairs": pairs})
+        pairs = exposure_update(server.exposure_pairs, server.sources, receivers, run.num_clients)
+        return replace(new, extra={**state.extra, **replace(server, exposure_pairs=pairs).to_extra()})
 
     def share_request(
         self, state: ServerState, *, round_num: int, participants: Sequence[int], run: RunContext
@@ -278,7 +245,7 @@ class FLea(FedAvg):
     def client_share(self, request: ShareRequest, ctx: ClientContext) -> ClientShare:
         model = frozen_model(ctx, "share", request.model_state)
         layer = self.layer(model)
-        fixed_seed = ctx.run.seed if self.config.share_sampling == "fixed" else None
+        fixed_seed = SHARE_SUBSETS[self.config.share_sampling](ctx.run.seed)
         idx = share_indices(
             ctx.data.num_examples, self.config.share_fraction, ctx.generator, fixed_seed, ctx.client_id
         )
@@ -290,7 +257,7 @@ class FLea(FedAvg):
             metrics["dcor"] = distance_correlation(x, features)
         if len(idx) > 3:
             metrics["dcor_u"] = u_distance_correlation_sqr(x, features)
-        return ClientShare(ctx.client_id, extra={"x": features, "y": y}, metrics=metrics)
+        return ClientShare(ctx.client_id, extra=SharedSamples(features, y).to_extra(), metrics=metrics)
 
     def receive_shares(
         self, state: ServerState, shares: Sequence[ClientShare], run: RunContext
@@ -298,34 +265,38 @@ class FLea(FedAvg):
         # The buffer lives on the run's device, as it has since init_server (a resumed one: map_location);
         # the clients' features and labels are computed there, so moving them costs nothing.
         device = run.device
-        extra = dict(state.extra)
-        keep = extra["buffer_round"] > state.round_num - self.config.buffer_rounds
-        parts = [s for s in shares if s.extra["y"].numel() > 0]
-        new_x = [s.extra["x"].to(device) for s in parts]
-        new_y = [s.extra["y"].to(device) for s in parts]
-        feature_shape = new_x[0].shape[1:] if new_x else extra["buffer_x"].shape[1:]
-        old_x = extra["buffer_x"][keep] if keep.any() else torch.empty(0, *feature_shape, device=device)
-        extra["buffer_x"] = torch.cat([old_x, *new_x])
-        extra["buffer_y"] = torch.cat([extra["buffer_y"][keep], *new_y])
-        sources = [torch.full((len(s.extra["y"]),), s.client_id, device=device) for s in parts]
-        extra["buffer_client"] = torch.cat([extra["buffer_client"][keep], *sources])
+        old = FLeaServerState.from_extra(state.extra)
+        keep = old.rounds > state.round_num - self.config.buffer_rounds
+        parts = [(s.client_id, SharedSamples.from_extra(s.extra)) for s in shares]
+        parts = [(client, sent) for client, sent in parts if sent.y.numel() > 0]
+        new_x = [sent.x.to(device) for _, sent in parts]
+        new_y = [sent.y.to(device) for _, sent in parts]
+        feature_shape = new_x[0].shape[1:] if new_x else old.buffer.x.shape[1:]
+        old_x = old.buffer.x[keep] if keep.any() else torch.empty(0, *feature_shape, device=device)
+        buffer = FLeaBuffer(torch.cat([old_x, *new_x]), torch.cat([old.buffer.y[keep], *new_y]))
+        sources = [torch.full((len(sent.y),), client, device=device) for client, sent in parts]
         rounds = torch.full((sum(len(y) for y in new_y),), state.round_num, device=device)
-        extra["buffer_round"] = torch.cat([extra["buffer_round"][keep], rounds])
-        extra["share_stats"] = _share_stats(shares)
-        return replace(state, extra=extra)
+        new = replace(
+            old,
+            buffer=buffer,
+            sources=torch.cat([old.sources[keep], *sources]),
+            rounds=torch.cat([old.rounds[keep], rounds]),
+            share_stats=_share_stats(shares),
+        )
+        return replace(state, extra={**state.extra, **new.to_extra()})
 
     def round_metrics(self, state: ServerState) -> Metrics:
-        extra = state.extra
+        server = FLeaServerState.from_extra(state.extra)
         model_bytes = _nbytes(*state.model_state.values())
-        buffer_bytes = _nbytes(extra["buffer_x"], extra["buffer_y"])
-        stats = extra.get("share_stats", {})
+        buffer_bytes = _nbytes(server.buffer.x, server.buffer.y)
+        stats = server.share_stats or {}
         metrics: Metrics = {
-            "flea/buffer_size": float(extra["buffer_y"].numel()),
-            "flea/buffer_classes": torch.bincount(extra["buffer_y"]).tolist(),  # type: ignore[dict-item]
-            "flea/exposure": extra["exposure_pairs"].numel() / extra["num_clients"] ** 2,
+            "flea/buffer_size": float(server.buffer.y.numel()),
+            "flea/buffer_classes": torch.bincount(server.buffer.y).tolist(),  # type: ignore[dict-item]
+            "flea/exposure": server.exposure_pairs.numel() / server.num_clients**2,
             "flea/bytes_down": float(model_bytes + buffer_bytes),
             "flea/bytes_up": float(model_bytes + stats.get("bytes_per_client", 0.0)),
-            "flea/decor_weight": self.decor_weight(state.round_num),
+            "flea/decor_weight": self.decor_weight_at(state.round_num),
         }
         metrics.update({f"flea/{k}": v for k, v in stats.items() if k != "bytes_per_client"})
         return metrics
@@ -336,31 +307,6 @@ def _nbytes(*tensors: Tensor) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def _expand(weights: Tensor, like: Tensor) -> Tensor:
-    return weights.view(-1, *([1] * (like.dim() - 1)))
-
-
-def _add_decor(
-    loss: Tensor, logs: dict[str, Tensor], x: Tensor, f: Tensor, weight: float, form: str
-) -> LossOutput:
-    if weight > 0:
-        dec = decorrelation_loss(x, f, form=form)
-        loss = loss + weight * dec
-        logs["dec"] = dec.detach()
-    return LossOutput(loss, logs)
-
-
-def _empty_buffer(device: torch.device) -> dict[str, Tensor]:
-    """The server's buffer before any sharing, on the run's ``device`` (where every later buffer lives)."""
-    return {
-        "buffer_x": torch.empty(0, device=device),
-        "buffer_y": torch.empty(0, dtype=torch.long, device=device),
-        "buffer_client": torch.empty(0, dtype=torch.long, device=device),
-        "buffer_round": torch.empty(0, dtype=torch.long, device=device),
-        "exposure_pairs": torch.empty(0, dtype=torch.long, device=device),
-    }
-
-
 def _share_stats(shares: Sequence[ClientShare]) -> dict[str, float]:
     """Means over sharing clients of dCor (plain and bias-corrected), and bytes each client uploaded."""
     stats: dict[str, float] = {}
@@ -368,8 +314,8 @@ def _share_stats(shares: Sequence[ClientShare]) -> dict[str, float]:
         values = [s.metrics[key] for s in shares if key in s.metrics and not math.isnan(s.metrics[key])]
         if values:
             stats[key] = sum(values) / len(values)
-    total = sum(_nbytes(s.extra["x"], s.extra["y"]) for s in shares)
-    stats["bytes_per_client"] = total / max(len(shares), 1)
+    sent = [SharedSamples.from_extra(s.extra) for s in shares]
+    stats["bytes_per_client"] = sum(_nbytes(s.x, s.y) for s in sent) / max(len(shares), 1)
     stats["shared_per_client"] = sum(s.metrics["num_shared"] for s in shares) / max(len(shares), 1)
     return stats
 
@@ -387,9 +333,6 @@ class FLeaOfficialConfig(FLeaConfig):
     warmup: str = "official"
 
 
-@register("method", "flea_official")
-class FLeaOfficial(FLea):
-    """FLea as the authors' code runs it (``configs/methods/flea_official.yaml`` adds the optimiser)."""
-
-    name = "flea_official"
-    config_cls = FLeaOfficialConfig
+FLeaOfficial = register("method", "flea_official")(MethodPreset("flea_official", FLea, FLeaOfficialConfig))
+"""FLea as the authors' code runs it (``configs/methods/flea_official.yaml`` adds the optimiser): ``FLea``
+with :class:`FLeaOfficialConfig`'s defaults, the user's options on top."""

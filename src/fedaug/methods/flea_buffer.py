@@ -1,11 +1,96 @@
-"""FLea's buffer plumbing: cycling buffer batches, the shared subset, and feature exposure bookkeeping."""
+"""FLea's buffer plumbing: the typed buffer and server state, cycling buffer batches, the shared subset, and
+feature exposure bookkeeping."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
+
+from fedaug.methods.payloads import read_extra
+from fedaug.types import Extra
+
+
+@dataclass(frozen=True)
+class FLeaBuffer:
+    """The feature buffer FLea broadcasts with the model (``Payload.extra``: ``buffer_x``, ``buffer_y``).
+
+    Attributes:
+        x: shared activations at the split layer, ``[N, ...]`` (empty before the first share).
+        y: their labels, ``[N]`` int64.
+    """
+
+    x: Tensor
+    y: Tensor
+
+    def to_extra(self) -> Extra:
+        return {"buffer_x": self.x, "buffer_y": self.y}
+
+    @classmethod
+    def from_extra(cls, extra: Mapping[str, Any]) -> FLeaBuffer:
+        return cls(read_extra(extra, "buffer_x", "flea"), read_extra(extra, "buffer_y", "flea"))
+
+
+@dataclass(frozen=True)
+class FLeaServerState:
+    """FLea's ``ServerState.extra``: the buffer, where each entry comes from, and the exposure bookkeeping.
+
+    Attributes:
+        buffer: what the next round broadcasts (``buffer_x``, ``buffer_y``).
+        sources: the client each buffer entry came from (``buffer_client``), ``[N]``.
+        rounds: the round after which each entry was shared (``buffer_round``), ``[N]``.
+        exposure_pairs: the client pairs (i, j) whose features have met, as sorted ``i * K + j``
+            (``exposure_pairs``).
+        num_clients: K (``num_clients``).
+        share_stats: the last share phase's means of dCor and bytes per client (``share_stats``; None, and
+            absent from the extra, before the first share phase).
+    """
+
+    buffer: FLeaBuffer
+    sources: Tensor
+    rounds: Tensor
+    exposure_pairs: Tensor
+    num_clients: int
+    share_stats: dict[str, float] | None = None
+
+    @classmethod
+    def empty(cls, num_clients: int, device: torch.device) -> FLeaServerState:
+        """The state before any sharing, on the run's ``device`` (where every later buffer lives)."""
+
+        def no_ids() -> Tensor:
+            return torch.empty(0, dtype=torch.long, device=device)
+
+        buffer = FLeaBuffer(torch.empty(0, device=device), no_ids())
+        return cls(buffer, no_ids(), no_ids(), no_ids(), num_clients)
+
+    def to_extra(self) -> Extra:
+        extra = {
+            **self.buffer.to_extra(),
+            "buffer_client": self.sources,
+            "buffer_round": self.rounds,
+            "exposure_pairs": self.exposure_pairs,
+            "num_clients": self.num_clients,
+        }
+        if self.share_stats is not None:
+            extra["share_stats"] = self.share_stats
+        return extra
+
+    @classmethod
+    def from_extra(cls, extra: Mapping[str, Any]) -> FLeaServerState:
+        def read(key: str) -> Any:
+            return read_extra(extra, key, "flea")
+
+        return cls(
+            buffer=FLeaBuffer.from_extra(extra),
+            sources=read("buffer_client"),
+            rounds=read("buffer_round"),
+            exposure_pairs=read("exposure_pairs"),
+            num_clients=read("num_clients"),
+            share_stats=extra.get("share_stats"),
+        )
 
 
 class BufferStream:
@@ -40,6 +125,13 @@ class BufferStream:
             count -= chunk.shape[0]
             parts.append(chunk)
         return torch.cat(parts)
+
+
+SHARE_SUBSETS: dict[str, Callable[[int], int | None]] = {
+    "fresh": lambda run_seed: None,  # paper: a new random subset every time
+    "fixed": lambda run_seed: run_seed,  # official: the subset depends only on (seed, client)
+}
+"""``share_sampling``: the seed that fixes a client's shared subset, from the run seed (None: fresh)."""
 
 
 def share_indices(

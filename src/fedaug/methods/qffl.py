@@ -27,8 +27,9 @@ Losses enter as ``F + 1e-10`` as in the authors' code.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -36,8 +37,9 @@ import torch.nn.functional as F
 from fedaug.api import ClientContext, ClientUpdate, MethodConfig, Payload, RunContext, ServerState
 from fedaug.errors import ConfigError
 from fedaug.methods.fedavg import FedAvg
+from fedaug.methods.payloads import read_extra
 from fedaug.registry import register
-from fedaug.types import StateDict
+from fedaug.types import Extra, StateDict
 
 LOSS_EPS = 1e-10  # the authors' code adds it before taking powers of the loss
 
@@ -60,6 +62,45 @@ class QFFLConfig(MethodConfig):
             raise ConfigError(f"method.q must be a finite number >= 0, got {self.q}")
         if self.lipschitz is not None and not (math.isfinite(self.lipschitz) and self.lipschitz > 0):
             raise ConfigError(f"method.lipschitz must be a finite number > 0 or null, got {self.lipschitz}")
+
+
+@dataclass(frozen=True)
+class QFFLWeights:
+    """What a q-FFL client reports beside its weights (``ClientUpdate.extra``: ``qffl_scale``, ``qffl_h``).
+
+    Attributes:
+        scale: L F_k^q, the scale of its ``w - w_k`` in the server's numerator.
+        h: h_k, its term of the denominator.
+    """
+
+    scale: float
+    h: float
+
+    def to_extra(self) -> Extra:
+        return {"qffl_scale": self.scale, "qffl_h": self.h}
+
+    @classmethod
+    def from_extra(cls, extra: Mapping[str, Any]) -> QFFLWeights:
+        return cls(read_extra(extra, "qffl_scale", "qffl"), read_extra(extra, "qffl_h", "qffl"))
+
+
+@dataclass(frozen=True)
+class QFFLStep:
+    """The server's step of the round (``ServerState.extra``: ``step``), logged as ``qffl/step``.
+
+    Attributes:
+        step: sum_k c_k, the fraction of the way to the clients' mean it moved (1 when q = 0).
+    """
+
+    step: float
+
+    def to_extra(self) -> Extra:
+        return {"step": self.step}
+
+    @classmethod
+    def from_extra(cls, extra: Mapping[str, Any]) -> QFFLStep | None:
+        """The round's step; None before the first aggregation (the state has none yet)."""
+        return cls(extra["step"]) if "step" in extra else None
 
 
 @torch.no_grad()
@@ -107,9 +148,9 @@ def qffl_weights(q: float, lipschitz: float, loss: float, sq_distance: float) ->
 class QFFL(FedAvg):
     """q-FFL via q-FedAvg.
 
-    Client: FedAvg's local training, plus ``extra`` ``qffl_scale`` (L F_k^q) and ``qffl_h`` (h_k); logs
-    ``qffl/loss_before`` (F_k at the received weights). Server: ``w + sum_k c_k (w_k - w)`` with
-    ``c_k = qffl_scale_k / sum_j qffl_h_j``; logs ``qffl/step`` (sum_k c_k, 1 when q = 0).
+    Client: FedAvg's local training, plus :class:`QFFLWeights` (L F_k^q and h_k) in its update's ``extra``;
+    logs ``qffl/loss_before`` (F_k at the received weights). Server: ``w + sum_k c_k (w_k - w)`` with
+    ``c_k = scale_k / sum_j h_j``; logs ``qffl/step`` (:class:`QFFLStep`: sum_k c_k, 1 when q = 0).
     """
 
     name = "qffl"
@@ -123,7 +164,7 @@ class QFFL(FedAvg):
         sq_distance = squared_distance(payload.model_state, ctx.model)
         lipschitz = self.config.lipschitz or 1.0 / payload.train.lr
         scale, h = qffl_weights(self.config.q, lipschitz, loss, sq_distance)
-        update.extra = {**update.extra, "qffl_scale": scale, "qffl_h": h}
+        update.extra = {**update.extra, **QFFLWeights(scale, h).to_extra()}
         update.metrics = {**update.metrics, "qffl/loss_before": loss}
         return update
 
@@ -131,14 +172,16 @@ class QFFL(FedAvg):
         self, state: ServerState, updates: Sequence[ClientUpdate], run: RunContext
     ) -> ServerState:
         del run
-        total_h = sum(float(u.extra["qffl_h"]) for u in updates)
-        coefficients = [float(u.extra["qffl_scale"]) / total_h for u in updates]
+        weights = [QFFLWeights.from_extra(u.extra) for u in updates]
+        total_h = sum(float(w.h) for w in weights)
+        coefficients = [float(w.scale) / total_h for w in weights]
         model_state = combine(state.model_state, [u.model_state for u in updates], coefficients)
-        extra = {**state.extra, "step": sum(coefficients)}
+        extra = {**state.extra, **QFFLStep(sum(coefficients)).to_extra()}
         return replace(state, round_num=state.round_num + 1, model_state=model_state, extra=extra)
 
     def round_metrics(self, state: ServerState) -> dict[str, float]:
-        return {"qffl/step": float(state.extra["step"])} if "step" in state.extra else {}
+        step = QFFLStep.from_extra(state.extra)
+        return {} if step is None else {"qffl/step": float(step.step)}
 
 
 def combine(global_state: StateDict, states: Sequence[StateDict], coefficients: Sequence[float]) -> StateDict:

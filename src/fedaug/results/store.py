@@ -23,8 +23,8 @@ from typing import Any
 from fedaug import registry
 from fedaug.engine.checkpoint import read_jsonl, summarize
 from fedaug.errors import FedaugError
-from fedaug.experiments.identity import changes_results, flatten
 from fedaug.machine import recorded_cpu
+from fedaug.reproducibility.identity import changes_results, flatten
 from fedaug.yamlio import read_yaml_file
 
 logger = logging.getLogger(__name__)

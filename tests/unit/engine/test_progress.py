@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from fedaug.api import RunContext
 from fedaug.engine.progress import RoundClock, format_duration
 from fedaug.engine.simulation import Simulation
 from fedaug.methods.fedavg import FedAvg
@@ -64,8 +63,8 @@ class _BurnIn(FedAvg):
 
     name = "burnin"
 
-    def fedavg_rounds(self, run: RunContext) -> int:
-        del run
+    def fedavg_rounds(self, num_rounds: int) -> int:
+        del num_rounds
         return 2
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from fedaug.api import ClientContext, ClientUpdate, Payload
+from fedaug.api import ClientContext, ClientUpdate, Payload, ServerState, TrainSettings
 from fedaug.engine.checkpoint import read_jsonl
-from fedaug.engine.simulation import Simulation
+from fedaug.engine.simulation import Simulation, round_train_settings
 from fedaug.errors import ClientError
 from fedaug.methods.fedavg import FedAvg
 from tests.conftest import make_spec
@@ -74,3 +75,22 @@ class _Broken(FedAvg):
 def test_client_failure_names_round_client_and_method(tmp_path: Path) -> None:
     with pytest.raises(ClientError, match=r"round 1, client 0, method 'fedavg': RuntimeError: boom"):
         Simulation(make_spec(tmp_path, method=_Broken())).run()
+
+
+def test_the_specs_precision_reaches_every_rounds_train_settings(tmp_path: Path) -> None:
+    # Prepare: a schedule that says nothing of precision, and a method that records what it is given
+    seen: list[str] = []
+
+    class Spy(FedAvg):
+        def payload(self, state: ServerState, round_num: int, train: TrainSettings) -> Payload:
+            seen.append(train.precision)
+            return super().payload(state, round_num, train)
+
+    spec = replace(make_spec(tmp_path, method=Spy(), rounds=1, per_round=1), precision="bf16")
+    # Execute
+    Simulation(spec).run()
+    # Assert: the spec's precision, and the same rule for callers outside the loop
+    assert seen == ["bf16"] and spec.train_settings(1).precision == "float32"
+    assert round_train_settings(spec.train_settings, "bf16", 1) == replace(
+        spec.train_settings(1), precision="bf16"
+    )

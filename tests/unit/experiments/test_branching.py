@@ -8,14 +8,24 @@ from pathlib import Path
 import pytest
 import torch
 
+from fedaug import registry
+from fedaug.api import (
+    BranchesFromFedAvg,
+    ConvertsFedAvgState,
+    Method,
+    RunContext,
+    ServerState,
+    fedavg_rounds_of,
+)
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.errors import ConfigError
-from fedaug.experiments.branching import fedavg_name
 from fedaug.experiments.load import load_config
-from fedaug.experiments.naming import parse_suffix
 from fedaug.experiments.runner import run_dir_for, run_experiment
 from fedaug.experiments.sweep import name_suffix
 from fedaug.machine import cpu_model
+from fedaug.methods.fedavg import FedAvg
+from fedaug.reproducibility.branch import fedavg_start_state
+from fedaug.reproducibility.identity import fedavg_name, parse_suffix
 from tests.conftest import SMOKE
 from tests.unit.experiments.helpers import BASE
 
@@ -88,7 +98,7 @@ def test_repeating_the_fedavg_rounds_on_another_cpu_warns(
     env = json.loads((fedavg_dir / "env.json").read_text())
     (fedavg_dir / "env.json").write_text(json.dumps({**env, "cpu_model": "Some Other CPU"}))
     # Execute
-    with caplog.at_level("WARNING", logger="fedaug.engine.branch"):
+    with caplog.at_level("WARNING", logger="fedaug.reproducibility.branch"):
         run_experiment(_config(tmp_path / "runs", "fedzdas", "engine.branch_from_fedavg=true"))
     # Assert: it names both CPUs and the rounds it repeats; the same CPU says nothing
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
@@ -99,7 +109,7 @@ def test_repeating_the_fedavg_rounds_on_another_cpu_warns(
     )
     caplog.clear()
     (fedavg_dir / "env.json").write_text(json.dumps(env))
-    with caplog.at_level("WARNING", logger="fedaug.engine.branch"):
+    with caplog.at_level("WARNING", logger="fedaug.reproducibility.branch"):
         run_experiment(_config(tmp_path / "again", "fedavg"))
         run_experiment(_config(tmp_path / "again", "fedzdas", "engine.branch_from_fedavg=true"))
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
@@ -146,3 +156,38 @@ def test_the_sweeps_name_suffix_reads_back_through_parse_suffix() -> None:
     assert parse_suffix(suffix) == [("method.mix_beta", "5.0"), ("train.lr", "0.1")]
     assert fedavg_name(f"t/{suffix}") == "t/train.lr=0.1"
     assert parse_suffix("no_equals") is None
+
+
+def test_methods_declare_fedavg_rounds_through_the_optional_protocol() -> None:
+    # Prepare: a run of 10 rounds; the default options of each method
+    rounds = 10
+    methods = {name: registry.get("method", name)() for name in ("fedzdac", "fedzdas", "fedgen", "ccvr")}
+    # Assert: Fed-ZDA, FedGen and CCVR satisfy it structurally; the base class and FedAvg know nothing of it
+    for method in methods.values():
+        assert isinstance(method, BranchesFromFedAvg)
+        assert fedavg_rounds_of(method, rounds) == method.fedavg_rounds(rounds)
+    assert fedavg_rounds_of(methods["ccvr"], rounds) == 9  # every round before the last one's calibration
+    assert not hasattr(Method, "fedavg_rounds") and not hasattr(Method, "from_fedavg_state")
+    assert not isinstance(FedAvg(), BranchesFromFedAvg)
+    assert fedavg_rounds_of(FedAvg(), rounds) == 0
+
+
+def test_the_start_state_is_init_servers_with_fedavgs_weights_unless_the_method_converts() -> None:
+    # Prepare: FedAvg's state after round 2
+    run = RunContext(num_clients=4, num_classes=3, input_shape=(8,), seed=0, num_rounds=10)
+    state = ServerState(round_num=2, model_state={"w": torch.ones(2)})
+
+    class Converts(FedAvg):
+        def from_fedavg_state(self, state: ServerState, run: RunContext) -> ServerState:
+            return ServerState(round_num=state.round_num, model_state=state.model_state, extra={"kept": 1})
+
+    # Execute
+    fedgen = fedavg_start_state(registry.get("method", "fedgen")(), state, run)
+    converted = fedavg_start_state(Converts(), state, run)
+    # Assert: FedGen's fresh extras with FedAvg's weights and round; a method's own conversion wins
+    assert (fedgen.round_num, fedgen.model_state, fedgen.extra) == (
+        2,
+        state.model_state,
+        {"generator": {}, "metrics": {}},
+    )
+    assert isinstance(Converts(), ConvertsFedAvgState) and converted.extra == {"kept": 1}

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from fedaug.cli import main
-from fedaug.engine.branch import has_start_checkpoint, start_checkpoint
 from fedaug.engine.checkpoint import RunStore
 from fedaug.experiments.estimate import (
     dry_run_lines,
@@ -20,6 +19,7 @@ from fedaug.experiments.estimate import (
     running_line,
 )
 from fedaug.machine import cpu_model
+from fedaug.reproducibility.branch import has_start_checkpoint, start_checkpoint
 from tests.unit.experiments.helpers import ZDAS, sweep_points, write_sweep
 
 

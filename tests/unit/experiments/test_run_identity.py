@@ -12,9 +12,12 @@ import pytest
 import torch
 import yaml
 
+from fedaug.api import Method
 from fedaug.errors import ConfigError
+from fedaug.experiments import runner
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.load import load_config
+from fedaug.experiments.resolve import build_method
 from fedaug.experiments.runner import load_data_and_partition, run_dir_for, run_experiment
 from fedaug.machine import cpu_model, recorded_cpu
 from tests.conftest import SMOKE
@@ -62,7 +65,7 @@ def test_resuming_with_another_thread_count_warns(tmp_path: Path, caplog: pytest
         run_experiment(first)
         (run_dir_for(first) / "summary.json").unlink()
         # Execute: resumed with 1 thread (silent), again interrupted, then with 2 threads
-        with caplog.at_level(logging.WARNING, logger="fedaug.experiments.runner"):
+        with caplog.at_level(logging.WARNING, logger="fedaug.reproducibility.resume"):
             run_experiment(first)
             assert not caplog.records
             (run_dir_for(first) / "summary.json").unlink()
@@ -85,7 +88,7 @@ def test_resuming_on_another_kind_of_cpu_warns(tmp_path: Path, caplog: pytest.Lo
     assert env["cpu_model"] == cpu_model()
     assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     # Execute: resumed on the same CPU (silent), then "on another one" (as if env.json came from elsewhere)
-    with caplog.at_level(logging.WARNING, logger="fedaug.experiments.runner"):
+    with caplog.at_level(logging.WARNING, logger="fedaug.reproducibility.resume"):
         run_experiment(config)
         assert not caplog.records
         (run_dir / "summary.json").unlink()
@@ -210,3 +213,21 @@ def test_quiet_logs_no_rounds_and_is_not_written_to_config_yaml(
     assert rounds_logged() == ["round 1/2", "round 2/2"]
     saved = yaml.safe_load((run_dir_for(config("quiet")) / "config.yaml").read_text())
     assert saved["engine"]["progress"] is True
+
+
+def test_a_resumed_run_builds_its_method_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Prepare: an "interrupted" FedProx run (env.json records its options, so resuming compares them)
+    config = _config(tmp_path, "method.name=fedprox")
+    run_experiment(config)
+    (run_dir_for(config) / "summary.json").unlink()
+    built: list[Method] = []
+
+    def counted(config: ExperimentConfig) -> Method:
+        built.append(build_method(config))
+        return built[-1]
+
+    monkeypatch.setattr(runner, "build_method", counted)
+    # Execute: the resume checks (before and after the lock) and the run
+    run_experiment(config)
+    # Assert: one instance, the one the resume checks compared
+    assert len(built) == 1

@@ -252,3 +252,19 @@ def test_variant_config_validates_both_parts(name: str) -> None:
         cls.config_cls(**{base_option: -1.0})
     with pytest.raises(ConfigError, match="js_lambda must be"):
         cls.config_cls(js_lambda=-1.0)
+
+
+def test_every_variant_is_a_module_level_class_with_its_explicit_config() -> None:
+    # Greppable definitions: `class FedNTDAugMix` and `class FedNTDAugMixConfig` in fedaugmix.py, each
+    # registered under its name, and the config's fields are the base's first, then the AugMix options.
+    from fedaug.methods import fedaugmix
+
+    for cls in (*LOSS_BASED_AUGMIX, FedProxAugMix):
+        assert getattr(fedaugmix, cls.__name__) is cls and cls.__module__ == fedaugmix.__name__
+        config = cls.config_cls
+        assert getattr(fedaugmix, config.__name__) is config and config.__name__ == cls.__name__ + "Config"
+        base = registry.get("method", cls.name.removesuffix("_augmix")).config_cls
+        assert config.__mro__[1:3] == (fedaugmix.AugMixJSConfig, base)
+        names = [f.name for f in dataclasses.fields(config)]
+        base_names = [f.name for f in dataclasses.fields(base)]
+        assert names == base_names + [f.name for f in dataclasses.fields(fedaugmix.AugMixJSConfig)]

@@ -129,7 +129,7 @@ def test_flea_resumes_identically(tmp_path: Path) -> None:
 def test_official_preset_departures(tmp_path: Path) -> None:
     method = FLeaOfficial()
     assert method.config.decor_form == "dcor" and method.config.local_ce_weight == 1.0
-    assert [method.decor_weight(t) for t in (1, 2, 20, 21, 50)] == pytest.approx([3.0, 2.9, 1.1, 1.0, 1.0])
+    assert [method.decor_weight_at(t) for t in (1, 2, 20, 21, 50)] == pytest.approx([3.0, 2.9, 1.1, 1.0, 1.0])
     payload = method.payload(method.init_server({}, _run()), 1, TrainSettings(local_epochs=5))
     assert payload.train.local_epochs == 15  # 3x epochs in the warm-up round
     Simulation(make_spec(tmp_path, method=method, rounds=3, per_round=2)).run()

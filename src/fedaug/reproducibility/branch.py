@@ -1,15 +1,23 @@
-"""Starting a run from a FedAvg run's checkpoint, for methods that are FedAvg in their first rounds.
+"""``engine.branch_from_fedavg``: a run whose first rounds are FedAvg's starts from FedAvg's checkpoint.
 
-Fed-ZDAC/ZDAS train exactly as FedAvg before ``start_round`` (80 of 100 rounds in the paper) and FedGen before
-its generator's first round (after a 30-round warm-up), with the same seeds: the engine draws every round's
-clients and batches from ``(seed, round, client)`` alone, never from the history. So the FedAvg run of the
-same setting already computed those rounds, and each of these runs can start from its checkpoint instead of
-repeating them: the finished run is the same, file for file except the copied rounds' wall times, as one
-run from round 1 (tested for every method that declares FedAvg rounds).
+Fed-ZDAC/ZDAS train exactly as FedAvg before ``start_round`` (80 of 100 rounds in the paper), FedGen before
+its generator's first round (after a 30-round warm-up) and post-hoc CCVR before its last round, with the same
+seeds (:class:`~fedaug.api.BranchesFromFedAvg`): the engine draws every round's clients and batches from
+``(seed, round, client)`` alone, never from the history. So the FedAvg run of the same setting already
+computed those rounds, and each of these runs can start from its checkpoint instead of repeating them: the
+finished run is the same, file for file except the copied rounds' wall times, as one run from round 1 (tested
+for every method that declares FedAvg rounds).
 
-:func:`branch_from_fedavg` writes the start into an empty run dir: the converted server state as
+The FedAvg run is the sibling run dir of the same name, setting and seed
+(:func:`~fedaug.reproducibility.identity.fedavg_run_dir`); its config must equal this run's except for the
+method and the engine settings. It needs a checkpoint at or before the method's last FedAvg round: the FedAvg
+run keeps one with ``engine.keep_checkpoints`` (e.g. ``[79]`` for Fed-ZDA's ``start_round: 80``), or its
+``latest.pt`` is early enough. Without one the run starts from round 1, with the same results.
+
+:func:`start_from_fedavg` (the runner) writes the start into an empty run dir: the converted server state as
 ``ckpt/latest.pt``, FedAvg's metrics and timings of the copied rounds, and ``branch.json`` saying where they
-came from. The engine then resumes after that round as after an interruption.
+came from; the engine then resumes after that round as after an interruption. :func:`branch_plan` (a sweep's
+order and time estimate) says the same before any data is loaded.
 """
 
 from __future__ import annotations
@@ -17,17 +25,77 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from fedaug.api import Method, RunContext, ServerState
+from fedaug.api import ConvertsFedAvgState, Method, RunContext, ServerState, fedavg_rounds_of
 from fedaug.device import device_facts, device_label
 from fedaug.engine.checkpoint import RunStore, read_jsonl, write_json
+from fedaug.errors import ConfigError, FedaugError
+from fedaug.experiments.config import ExperimentConfig, MethodSpec
+from fedaug.experiments.resolve import ResolvedRun, build_method
 from fedaug.machine import cpu_model, other_recorded_cpu
+from fedaug.reproducibility.identity import fedavg_run_dir
+from fedaug.reproducibility.resume import config_differences
 
 logger = logging.getLogger(__name__)
+
+
+def branch_plan(config: ExperimentConfig) -> tuple[Path, int] | None:
+    """The FedAvg run dir that ``config`` would start from and the number of FedAvg rounds it would take from
+    it, or None if it would not branch.
+
+    Decided before any data is loaded (:meth:`~fedaug.api.BranchesFromFedAvg.fedavg_rounds` reads only the
+    method's config and the number of rounds). A config the method cannot be built from is not held back (its
+    run reports the error).
+    """
+    if not config.engine.branch_from_fedavg or config.method.name == "fedavg":
+        return None
+    try:
+        method = build_method(config)
+    except FedaugError:
+        return None
+    rounds = fedavg_rounds_of(method, config.train.rounds)
+    if rounds == 0:
+        return None
+    return fedavg_run_dir(config), rounds
+
+
+def branch_source(config: ExperimentConfig) -> Path | None:
+    """The run dir of the FedAvg run that ``config`` would start from, or None if it would not branch."""
+    plan = branch_plan(config)
+    return None if plan is None else plan[0]
+
+
+def start_from_fedavg(resolved: ResolvedRun) -> int:
+    """Branches the run off its FedAvg run where ``engine.branch_from_fedavg`` is set and the method has
+    FedAvg rounds; returns the round it starts after (0: from round 1).
+
+    Raises:
+        ConfigError: if the FedAvg run dir holds a run of another setting.
+    """
+    config, run_dir = resolved.config, resolved.run_dir
+    if not config.engine.branch_from_fedavg:
+        return 0
+    fedavg_dir = fedavg_run_dir(config)
+    no_rounds = fedavg_rounds_of(resolved.method, resolved.run.num_rounds) == 0
+    if no_rounds or fedavg_dir.resolve() == run_dir.resolve():
+        logger.debug("%s has no FedAvg rounds to branch from", config.method.name)
+        return 0
+    saved_path = fedavg_dir / "config.yaml"
+    if saved_path.exists():
+        diffs = config_differences(saved_path, replace(config, method=MethodSpec(name="fedavg")))
+        if diffs:
+            raise ConfigError(
+                f"engine.branch_from_fedavg: {fedavg_dir} holds a FedAvg run of another setting (differs in: "
+                f"{', '.join(diffs)}); run FedAvg with this run's settings there, or set "
+                "engine.branch_from_fedavg=false"
+            )
+    method, run = resolved.method, resolved.run
+    return branch_from_fedavg(fedavg_dir, run_dir, method, run, max_round=config.train.rounds)
 
 
 def _start_round(kept_rounds: list[int], latest_round: int | None, last: int) -> int | str | None:
@@ -61,21 +129,31 @@ def has_start_checkpoint(source_dir: Path, last_fedavg_round: int) -> bool:
     return _start_round(source.kept_rounds(), latest_round, last_fedavg_round) is not None
 
 
+def fedavg_start_state(method: Method, state: ServerState, run: RunContext) -> ServerState:
+    """``method``'s server state after FedAvg's ``state``: its own conversion where it has one
+    (:class:`~fedaug.api.ConvertsFedAvgState`), else :meth:`~fedaug.api.Method.init_server`'s with FedAvg's
+    weights and round."""
+    if isinstance(method, ConvertsFedAvgState):
+        return method.from_fedavg_state(state, run)
+    fresh = method.init_server(state.model_state, run)
+    return ServerState(round_num=state.round_num, model_state=fresh.model_state, extra=fresh.extra)
+
+
 def branch_from_fedavg(
     source_dir: Path, run_dir: Path, method: Method, run: RunContext, *, max_round: int
 ) -> int:
     """Starts ``run_dir`` from the FedAvg run in ``source_dir``; returns the round it starts after (0: none).
 
     The round is the latest one with a checkpoint in ``source_dir`` that is at most ``max_round`` and at most
-    ``method.fedavg_rounds(run)``. Nothing is written when there is none (the run then starts from round 1) or
-    when ``run_dir`` already has a checkpoint (it resumes from its own).
+    the method's FedAvg rounds of ``run``. Nothing is written when there is none (the run then starts from
+    round 1) or when ``run_dir`` already has a checkpoint (it resumes from its own).
     """
     target = RunStore(run_dir)
     if target.ckpt_path.exists():
         return 0
-    last = min(method.fedavg_rounds(run), max_round)
+    last = min(fedavg_rounds_of(method, run.num_rounds), max_round)
     source = RunStore(source_dir)
-    # On the run's device: the method converts the state (from_fedavg_state) as it would its own.
+    # On the run's device: the method converts the state (fedavg_start_state) as it would its own.
     found = last > 0 and source_dir.is_dir()
     ckpt = start_checkpoint(source, last, map_location=run.device) if found else None
     if ckpt is None:
@@ -90,7 +168,7 @@ def branch_from_fedavg(
         _warn_other_machine(source_dir, last, run.device)
         return 0
     round_num = int(ckpt["round_num"])
-    state = method.from_fedavg_state(ServerState(**ckpt["state"]), run)
+    state = fedavg_start_state(method, ServerState(**ckpt["state"]), run)
     target.prepare()
     for path, src in ((target.metrics_path, source.metrics_path), (target.timings_path, source.timings_path)):
         shutil.copyfile(src, path)
@@ -104,7 +182,7 @@ def branch_from_fedavg(
         method.name,
         round_num,
         source_dir,
-        method.fedavg_rounds(run),
+        fedavg_rounds_of(method, run.num_rounds),
     )
     return round_num
 

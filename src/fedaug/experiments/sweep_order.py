@@ -1,8 +1,8 @@
-"""A sweep's points (:class:`SweepPoint`) and their order: a run that branches from a FedAvg run of the same
-sweep waits for that run.
+"""A sweep's points (:class:`SweepPoint`) and the order they run in: a run that branches from a FedAvg run of
+the same sweep waits for that run.
 
 With ``engine.branch_from_fedavg`` a Fed-ZDAC/ZDAS, FedGen or post-hoc CCVR run starts from the checkpoint of
-its FedAvg sibling (:mod:`fedaug.experiments.branching`), but only if the checkpoint is there when it starts;
+its FedAvg sibling (:mod:`fedaug.reproducibility.branch`), but only if the checkpoint is there when it starts;
 otherwise it runs FedAvg's rounds itself (the same results, about 5x the time for Fed-ZDA). A sweep over
 methods holds both, so it holds the branching run back until its FedAvg run has ended (finished, skipped or
 failed), then starts it before any other waiting run, so that one sweep command (with any ``--workers``)
@@ -17,10 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedaug.api import RunContext
-from fedaug.errors import FedaugError
 from fedaug.experiments.config import ExperimentConfig
-from fedaug.experiments.runner import build_method, fedavg_run_dir
+from fedaug.reproducibility.branch import branch_source
 
 
 @dataclass(frozen=True)
@@ -36,40 +34,6 @@ class SweepPoint:
     config: ExperimentConfig
     run_dir: Path
     values: dict[str, Any]
-
-
-def branch_source(config: ExperimentConfig) -> Path | None:
-    """The run dir of the FedAvg run that ``config`` would start from, or None if it would not branch."""
-    plan = branch_plan(config)
-    return None if plan is None else plan[0]
-
-
-def branch_plan(config: ExperimentConfig) -> tuple[Path, int] | None:
-    """The FedAvg run dir that ``config`` would start from and the number of FedAvg rounds it would take from
-    it, or None if it would not branch.
-
-    Decided before any data is loaded: the method's :meth:`~fedaug.api.Method.fedavg_rounds` is asked with a
-    planning :class:`~fedaug.api.RunContext` that has the config's seed, rounds and K but no data facts
-    (``num_classes`` 0, ``input_shape`` empty). A config the method cannot be built from is not held back (its
-    run reports the error).
-    """
-    if not config.engine.branch_from_fedavg or config.method.name == "fedavg":
-        return None
-    try:
-        method = build_method(config)
-    except FedaugError:
-        return None
-    plan = RunContext(
-        num_clients=config.partition.num_clients or 0,
-        num_classes=0,
-        input_shape=(),
-        seed=config.seed,
-        num_rounds=config.train.rounds,
-    )
-    rounds = method.fedavg_rounds(plan)
-    if rounds == 0:
-        return None
-    return fedavg_run_dir(config), rounds
 
 
 class Schedule:

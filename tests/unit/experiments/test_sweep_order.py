@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from fedaug.cli import main
-from fedaug.experiments.schedule import Schedule, branch_source
 from fedaug.experiments.sweep import run_sweep
+from fedaug.experiments.sweep_order import Schedule
+from fedaug.reproducibility.branch import branch_source
 from tests.unit.experiments.helpers import BASE, ZDAS, sweep_points
 
 

@@ -1,0 +1,225 @@
+"""FLea's local objective: the paper-vs-official switches as tables, and the loss as a list of terms.
+
+Each switch of :class:`~fedaug.methods.flea.FLeaConfig` names an entry of one table here
+(:data:`DECOR_SCHEDULES`, :data:`WARMUPS`, :data:`DISTILL_INPUTS`, :data:`KL_DIRECTIONS`); ``decor_form`` is
+one of :func:`~fedaug.privacy.dcor.decorrelation_loss`'s forms, ``local_ce_weight`` the weight of one more
+term, and ``share_sampling`` picks from :data:`~fedaug.methods.flea_buffer.SHARE_SUBSETS`. FLea resolves them
+once per client update into :class:`LossTerm` s; the loss of a step is then the main cross-entropy plus each
+term's ``weight * value(step)`` (:func:`with_terms`), with no switch inside the step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar, cast
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
+from fedaug.methods.flea_buffer import FLeaBuffer
+from fedaug.methods.losses import kl_divergence, one_hot, soft_cross_entropy
+from fedaug.models.base import SplitModel
+from fedaug.privacy.dcor import decorrelation_loss
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the loss terms of one local step read.
+
+    Attributes:
+        model: the client's model.
+        x: the local batch.
+        y: its labels.
+        f: its activations at the split layer (with gradient).
+        logits: the head's output on what the main loss classifies (f~ when mixing, f in the warm-up).
+    """
+
+    model: SplitModel
+    x: Tensor
+    y: Tensor
+    f: Tensor
+    logits: Tensor
+
+
+@dataclass(frozen=True)
+class MixStep(Step):
+    """A step with a non-empty buffer.
+
+    Attributes:
+        mixed: the mixed activations f~ (``logits`` is head(f~)).
+        partners: the buffer activations mixed in.
+    """
+
+    mixed: Tensor
+    partners: Tensor
+
+
+StepT = TypeVar("StepT", bound=Step)
+StepT_contra = TypeVar("StepT_contra", bound=Step, contravariant=True)
+
+
+@dataclass(frozen=True)
+class LossTerm(Generic[StepT_contra]):
+    """One weighted term of the local loss: ``weight * value(step)``, logged as ``train/<key>``."""
+
+    key: str
+    weight: float
+    value: Callable[[StepT_contra], Tensor]
+
+
+def _official_decor_schedule(weight: float, round_num: int) -> float:
+    """The official code's lambda2 in round t: max(lambda2 - 0.1 (t - 1), 1), 3 -> 1 over rounds 1-21."""
+    return max(weight - 0.1 * (round_num - 1), 1.0)
+
+
+DECOR_SCHEDULES: dict[str, Callable[[float, int], float]] = {
+    "constant": lambda weight, round_num: weight,  # paper
+    "official": _official_decor_schedule,
+}
+"""``decor_schedule``: lambda2 of round t from the configured lambda2."""
+
+
+@dataclass(frozen=True)
+class Warmup:
+    """Round 1's objective, while the buffer is empty.
+
+    Attributes:
+        epoch_factor: round 1's local epochs, in multiples of ``train.local_epochs``.
+        distill_weight: weight of KL(global || local) towards the received (untrained) global model; 0: none.
+    """
+
+    epoch_factor: int
+    distill_weight: float
+
+
+WARMUPS: dict[str, Warmup] = {
+    "paper": Warmup(epoch_factor=1, distill_weight=0.0),  # CE + lambda2 L_dec
+    "official": Warmup(epoch_factor=3, distill_weight=0.5),  # 3x epochs, CE + 0.5 KL + lambda2(t) L_dec
+}
+"""``warmup``: round 1's objective."""
+
+
+def _on_mixed(step: MixStep, layer: int) -> tuple[Tensor, Tensor]:
+    del layer
+    return step.mixed, step.logits
+
+
+def _on_buffer(step: MixStep, layer: int) -> tuple[Tensor, Tensor]:
+    return step.partners, step.model.decode(step.partners, layer)  # a second pass of the local head
+
+
+DISTILL_INPUTS: dict[str, Callable[[MixStep, int], tuple[Tensor, Tensor]]] = {
+    "mixed": _on_mixed,  # paper Eq. 4: f~ and the local head's logits on it
+    "buffer": _on_buffer,  # official: the unmixed buffer features
+}
+"""``distill_on``: given a step and the split layer, the features the frozen global head sees and the local
+logits on them."""
+
+KL_DIRECTIONS: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
+    "local_global": lambda local, teacher: kl_divergence(local, teacher),  # paper Eq. 4: KL(local || global)
+    "global_local": lambda local, teacher: kl_divergence(teacher, local),  # official: teacher first
+}
+"""``distill_direction``: L_dis from the local and the global logits."""
+
+
+def warmup_loss(layer: int, terms: Sequence[LossTerm[Step]]) -> LossFn:
+    """Round 1 (empty buffer): CE on the local batch, then ``terms``."""
+
+    def loss_fn(
+        module: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
+    ) -> LossOutput:
+        del client, step
+        model = cast(SplitModel, module)
+        f = model.encode(x, layer)
+        logits = model.decode(f, layer)
+        loss = F.cross_entropy(logits, y)
+        return with_terms(loss, {"ce": loss.detach()}, Step(model, x, y, f, logits), terms)
+
+    return BatchableLoss(loss_fn)  # the teacher is the broadcast model: the same for every client
+
+
+def mix_loss(
+    layer: int, buffer: FLeaBuffer, terms: Sequence[LossTerm[MixStep]], draws: Callable[[int], ClientTensors]
+) -> LossFn:
+    """A step with a buffer: L_cls, the soft-label CE of head(f~) against y~, then ``terms``."""
+
+    def loss_fn(
+        module: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
+    ) -> LossOutput:
+        del client
+        model = cast(SplitModel, module)
+        f = model.encode(x, layer)
+        idx, lam = step["idx"], step["lam"]
+        fb, yb = buffer.x[idx], buffer.y[idx]
+        num_classes = model.num_classes
+        f_mix = _expand(lam, f) * f + _expand(1 - lam, f) * fb
+        y_mix = lam[:, None] * one_hot(y, num_classes) + (1 - lam)[:, None] * one_hot(yb, num_classes)
+        logits = model.decode(f_mix, layer)
+        loss = soft_cross_entropy(logits, y_mix)
+        return with_terms(loss, {"cls": loss.detach()}, MixStep(model, x, y, f, logits, f_mix, fb), terms)
+
+    # The buffer and the teacher are the broadcast ones, the same for every client; the draws are its own.
+    return BatchableLoss(loss_fn, draws=draws)
+
+
+def with_terms(
+    loss: Tensor, logs: dict[str, Tensor], step: StepT, terms: Sequence[LossTerm[StepT]]
+) -> LossOutput:
+    """``loss`` plus each term's ``weight * value(step)``, in order, each value logged under its key."""
+    for term in terms:
+        value = term.value(step)
+        loss = loss + term.weight * value
+        logs[term.key] = value.detach()
+    return LossOutput(loss, logs)
+
+
+def positive_terms(terms: list[LossTerm[StepT_contra]]) -> list[LossTerm[StepT_contra]]:
+    """The terms of positive weight: a zero-weight term is not computed at all (nor logged)."""
+    return [term for term in terms if term.weight > 0]
+
+
+def decor_term(weight: float, form: str) -> LossTerm[Step]:
+    """lambda2 L_dec(x, f) of ``form``, the ``decor_form`` (KDD Eq. 5's squared dCor, the official dCor)."""
+    return LossTerm("dec", weight, lambda step: decorrelation_loss(step.x, step.f, form=form))
+
+
+def local_ce_term(weight: float, layer: int) -> LossTerm[Step]:
+    """The official code's plain CE on the unmixed local batch (a second pass of the head on f)."""
+    return LossTerm("ce", weight, lambda step: F.cross_entropy(step.model.decode(step.f, layer), step.y))
+
+
+def distill_term(
+    weight: float,
+    teacher: SplitModel,
+    layer: int,
+    inputs: Callable[[MixStep, int], tuple[Tensor, Tensor]],
+    direction: Callable[[Tensor, Tensor], Tensor],
+) -> LossTerm[MixStep]:
+    """lambda1 L_dis: the KL (``direction``) between the local logits and the frozen global head's on the
+    features ``inputs`` picks."""
+
+    def value(step: MixStep) -> Tensor:
+        source, local = inputs(step, layer)
+        with torch.no_grad():
+            global_logits = teacher.decode(source.detach(), layer)
+        return direction(local, global_logits)
+
+    return LossTerm("dis", weight, value)
+
+
+def warmup_distill_term(weight: float, teacher: SplitModel) -> LossTerm[Step]:
+    """The official warm-up's KL(global || local) towards the initial global model (a full pass on x)."""
+
+    def value(step: Step) -> Tensor:
+        with torch.no_grad():
+            global_logits = teacher(step.x)
+        return kl_divergence(global_logits, step.logits)
+
+    return LossTerm("dis", weight, value)
+
+
+def _expand(weights: Tensor, like: Tensor) -> Tensor:
+    return weights.view(-1, *([1] * (like.dim() - 1)))

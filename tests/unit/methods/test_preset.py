@@ -1,0 +1,81 @@
+"""Method presets: ``flea_official`` is FLea with other defaults, and answers wherever a method class does."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from fedaug import catalog, registry
+from fedaug.api import MethodConfig
+from fedaug.experiments.load import build_dataclass
+from fedaug.methods.flea import FLea, FLeaConfig, FLeaOfficial, FLeaOfficialConfig
+from fedaug.methods.preset import MethodPreset
+
+OFFICIAL = {
+    "decor_form": ("dcor_squared", "dcor"),
+    "decor_schedule": ("constant", "official"),
+    "share_sampling": ("fresh", "fixed"),
+    "distill_on": ("mixed", "buffer"),
+    "distill_direction": ("local_global", "global_local"),
+    "local_ce_weight": (0.0, 1.0),
+    "warmup": ("paper", "official"),
+}
+
+
+def test_flea_official_is_a_registered_preset_of_flea() -> None:
+    # Prepare
+    preset = registry.get("method", "flea_official")
+    # Execute
+    method = preset()
+    # Assert: a FLea (no subclass) with the preset's defaults, named as the user chose it
+    assert preset is FLeaOfficial and isinstance(preset, MethodPreset)
+    assert (preset.name, preset.base_name, preset.config_cls) == ("flea_official", "flea", FLeaOfficialConfig)
+    assert type(method) is FLea and method.name == "flea_official" and FLea.name == "flea"
+    assert method.config == FLeaOfficialConfig() and FLea().name == "flea"
+    assert preset.changed_defaults() == OFFICIAL
+
+
+def test_user_options_go_on_top_of_the_preset_defaults() -> None:
+    config = build_dataclass(FLeaOfficial.config_cls, {"decor_form": "trace"}, path="method")
+    method = FLeaOfficial(config)
+    assert method.config.decor_form == "trace" and method.config.warmup == "official"
+    assert method.name == "flea_official"
+
+
+def test_preset_config_has_the_methods_fields_in_order() -> None:
+    # config.yaml and env.json of a flea_official run hold FLea's keys in FLea's order
+    official, paper = dataclasses.asdict(FLeaOfficialConfig()), dataclasses.asdict(FLeaConfig())
+    assert list(official) == list(paper)
+    assert {k for k in paper if paper[k] != official[k]} == set(OFFICIAL)
+
+
+def test_preset_refuses_a_config_that_is_more_than_other_defaults() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class WithNewOption(FLeaConfig):
+        new_option: int = 1
+
+    @dataclasses.dataclass(frozen=True)
+    class Unrelated(MethodConfig):
+        decor_form: str = "dcor"
+
+    for config_cls in (WithNewOption, Unrelated):
+        with pytest.raises(TypeError, match="change only its defaults"):
+            MethodPreset("broken", FLea, config_cls)
+
+
+def test_list_says_it_is_a_preset_and_lists_the_changed_defaults() -> None:
+    lines = catalog.detail_lines("method", "flea_official")
+    assert lines[0].startswith("flea_official: ")
+    assert lines[1] == "a preset of flea: flea with these defaults changed"
+    assert lines[2:9] == [
+        "  decor_form = dcor (flea: dcor_squared)",
+        "  decor_schedule = official (flea: constant)",
+        "  share_sampling = fixed (flea: fresh)",
+        "  distill_on = buffer (flea: mixed)",
+        "  distill_direction = global_local (flea: local_global)",
+        "  local_ce_weight = 1.0 (flea: 0.0)",
+        "  warmup = official (flea: paper)",
+    ]
+    assert lines[9].startswith("use: --set method=flea_official")
+    assert catalog.preset_lines("flea") == []
