@@ -31,7 +31,8 @@ from fedaug.device import device_facts, resolve_device  # noqa: E402
 from fedaug.engine.checkpoint import read_jsonl  # noqa: E402
 from fedaug.errors import FedaugError  # noqa: E402
 from fedaug.experiments.load import load_config  # noqa: E402
-from fedaug.experiments.runner import run_dir_for, run_experiment  # noqa: E402
+from fedaug.experiments.runner import run_experiment  # noqa: E402
+from fedaug.reproducibility.identity import run_dir_for  # noqa: E402
 
 CPU_REFERENCE = {
     "source": "studies/uci_har_qua2_k75/README.md (2 shared CPU cores, 1 thread, seed 0, 100 rounds)",

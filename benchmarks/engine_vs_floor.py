@@ -45,8 +45,9 @@ from fedaug.engine.memory_format import apply_channels_last
 from fedaug.engine.simulation import Simulation, SimulationSpec
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import prepare, run_dir_for
+from fedaug.experiments.runner import prepare
 from fedaug.local_training import batch_indices
+from fedaug.reproducibility.identity import run_dir_for
 from machine import (  # benchmarks/ is the script's directory
     add_device_argument,
     benchmark_device,

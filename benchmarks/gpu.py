@@ -43,8 +43,9 @@ sys.path.insert(0, str(REPO / "src"))
 
 from fedaug.engine.checkpoint import read_jsonl  # noqa: E402
 from fedaug.experiments.load import load_config  # noqa: E402
-from fedaug.experiments.runner import prepare, run_dir_for, run_experiment  # noqa: E402
+from fedaug.experiments.runner import prepare, run_experiment  # noqa: E402
 from fedaug.experiments.sweep import expand_sweep, run_sweep  # noqa: E402
+from fedaug.reproducibility.identity import run_dir_for  # noqa: E402
 
 DEFAULT = REPO / "configs" / "default.yaml"
 OFFICIAL_ROUND_S_H200 = {"fedavg": 1.3, "flea": 8.0}  # the FLea authors' code, one process (issue #32)

@@ -42,9 +42,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_experiment,
         comparison_configs,
         comparison_table,
-        run_dir_for,
         run_experiment,
     )
+    from fedaug.reproducibility.identity import run_dir_for
 
     config = load_config(args)
     subs = comparison_configs(config)
@@ -84,7 +84,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_partition(args: argparse.Namespace) -> int:
     from fedaug.data.partition import describe, plot_heatmap
-    from fedaug.experiments.runner import load_data_and_partition, partition_tag
+    from fedaug.experiments.resolve import load_data_and_partition
+    from fedaug.reproducibility.identity import partition_tag
 
     if args.plot is not None:  # checked before the data is loaded: a wrong --plot fails at once
         if args.plot and Path(args.plot).suffix.lower() not in (".png", ".pdf"):

@@ -48,8 +48,9 @@ def _load_flower(args: argparse.Namespace) -> ExperimentConfig:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     require("flwr", "ray")
-    from fedaug.experiments.runner import comparison_configs, comparison_table, run_dir_for
+    from fedaug.experiments.runner import comparison_configs, comparison_table
     from fedaug.flower.simulation import simulate
+    from fedaug.reproducibility.identity import run_dir_for
 
     configs = comparison_configs(_load_flower(args))
     summaries = simulate(
@@ -143,8 +144,10 @@ def _node_keys(args: argparse.Namespace, config: ExperimentConfig) -> tuple[Path
 def cmd_serve(args: argparse.Namespace) -> int:
     require("flwr")
     from fedaug.device import resolve_device
-    from fedaug.experiments.runner import comparison_configs, comparison_table, finished_summary, run_dir_for
+    from fedaug.experiments.runner import comparison_configs, comparison_table
     from fedaug.flower.deploy import ServeOptions, serve, split_address
+    from fedaug.reproducibility.identity import run_dir_for
+    from fedaug.reproducibility.resume import finished_summary
 
     config = _load_flower(args)
     resolve_device(config.engine.device)  # the ServerApp's device: refused here, before the SuperLink starts

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import run_dir_for, run_experiment
+from fedaug.experiments.runner import run_experiment
+from fedaug.reproducibility.identity import run_dir_for
 from tests.conftest import SMOKE
 from tests.unit.experiments.helpers import BASE
 

@@ -21,7 +21,7 @@ import torch
 
 from fedaug.cli import main
 from fedaug.experiments.load import load_config, load_run_config
-from fedaug.experiments.runner import run_dir_for
+from fedaug.reproducibility.identity import run_dir_for
 from tests.conftest import REPO_ROOT
 
 SMOKE = str(REPO_ROOT / "configs" / "smoke.yaml")

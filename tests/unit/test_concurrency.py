@@ -20,9 +20,9 @@ from fedaug.engine.lock import LOCK_NAME, RunDirLock, check_unlocked
 from fedaug.engine.simulation import Simulation
 from fedaug.errors import PathError, RunLockedError
 from fedaug.experiments.load import load_config, load_run_config
-from fedaug.experiments.runner import run_dir_for
 from fedaug.experiments.sweep import run_sweep
 from fedaug.experiments.sweep_order import SweepPoint
+from fedaug.reproducibility.identity import run_dir_for
 from tests.conftest import REPO_ROOT, make_spec
 
 SMOKE = str(REPO_ROOT / "configs" / "smoke.yaml")

@@ -24,7 +24,8 @@ from fedaug.device import (
 from fedaug.engine.checkpoint import RunStore
 from fedaug.errors import ConfigError
 from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import run_dir_for, run_experiment
+from fedaug.experiments.runner import run_experiment
+from fedaug.reproducibility.identity import run_dir_for
 from tests.conftest import SMOKE
 
 

@@ -332,8 +332,9 @@ CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GP
 @pytest.mark.parametrize("method", ["fedavg", "flea"])
 def test_flower_on_cuda_equals_the_engine_on_cuda(tmp_path: Path, method: str) -> None:
     """Deterministic kernels: the messages' trip through the CPU changes no bit."""
-    from fedaug.experiments.runner import run_dir_for, run_experiment
+    from fedaug.experiments.runner import run_experiment
     from fedaug.flower.server_app import serve
+    from fedaug.reproducibility.identity import run_dir_for
     from tests.unit.test_flower_engine import metrics
 
     # Prepare

@@ -15,8 +15,9 @@ from fedaug.cli_common import load_config
 from fedaug.errors import ConfigError
 from fedaug.experiments.estimate import job_plan
 from fedaug.experiments.load import load_run_config
-from fedaug.experiments.runner import comparison_configs, run_dir_for, run_experiment
+from fedaug.experiments.runner import comparison_configs, run_experiment
 from fedaug.experiments.sweep import expand_sweep
+from fedaug.reproducibility.identity import run_dir_for
 from tests.conftest import REPO_ROOT
 
 SMOKE = str(REPO_ROOT / "configs" / "smoke.yaml")

@@ -16,10 +16,10 @@ pytest.importorskip("flwr")
 from fedaug import cli_flower
 from fedaug.cli import main
 from fedaug.experiments.load import config_from_dict, load_config
-from fedaug.experiments.runner import run_dir_for
 from fedaug.flower.certs import make_certificates
 from fedaug.flower.deploy import superlink_command, supernode_command, write_app, write_connection
 from fedaug.flower.server_app import CONFIG_KEY, FRESH_KEY, NODE_TIMEOUT_KEY
+from fedaug.reproducibility.identity import run_dir_for
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -23,10 +23,11 @@ from fedaug import registry
 from fedaug.errors import ClientError, FedaugError, IncompatibleModelError
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import run_dir_for, run_experiment
+from fedaug.experiments.runner import run_experiment
 from fedaug.flower import client_app
 from fedaug.flower.loopback import LoopbackGrid, task_identity
 from fedaug.flower.server_app import serve
+from fedaug.reproducibility.identity import run_dir_for
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -18,8 +18,9 @@ pytest.importorskip("flwr")
 pytest.importorskip("ray")
 
 from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import comparison_configs, run_dir_for, run_experiment
+from fedaug.experiments.runner import comparison_configs, run_experiment
 from fedaug.flower.simulation import simulate
+from fedaug.reproducibility.identity import run_dir_for
 
 REPO = Path(__file__).resolve().parents[2]
 

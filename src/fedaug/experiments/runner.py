@@ -31,19 +31,12 @@ from fedaug.engine.lock import LOCK_NAME, RunDirLock, check_unlocked
 from fedaug.engine.simulation import Simulation, SimulationSpec, round_train_settings
 from fedaug.errors import PathError, path_error
 from fedaug.experiments.config import ExperimentConfig, MethodSpec
-from fedaug.experiments.resolve import ResolvedRun, resolve_components, resolve_run
+from fedaug.experiments.resolve import ResolvedRun, build_method, resolve_components, resolve_run
 from fedaug.machine import use_threads
 from fedaug.precision import flush_denormals
 from fedaug.reproducibility.branch import start_from_fedavg
-from fedaug.reproducibility.resume import check_checkpoint, check_existing, record_run
-
-# isort: split
-# Re-exported (``as``): the commands, benchmarks and tests that import them from the runner keep working.
-from fedaug.experiments.resolve import build_method as build_method
-from fedaug.experiments.resolve import load_data_and_partition as load_data_and_partition
-from fedaug.reproducibility.identity import partition_tag as partition_tag
-from fedaug.reproducibility.identity import run_dir_for as run_dir_for
-from fedaug.reproducibility.resume import finished_summary as finished_summary
+from fedaug.reproducibility.identity import run_dir_for
+from fedaug.reproducibility.resume import check_checkpoint, check_existing, finished_summary, record_run
 
 logger = logging.getLogger(__name__)
 

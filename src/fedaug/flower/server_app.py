@@ -141,7 +141,8 @@ def discover_nodes(grid: Grid, num_clients: int, *, timeout: float) -> dict[Clie
 
 def serve(grid: Grid, configs: Sequence[ExperimentConfig], *, fresh: bool, node_timeout: float) -> list[Any]:
     """Runs each config (methods compared on one setting) on the grid's nodes; returns their summaries."""
-    from fedaug.experiments.runner import load_data_and_partition, run_experiment
+    from fedaug.experiments.resolve import load_data_and_partition
+    from fedaug.experiments.runner import run_experiment
 
     _, partition = load_data_and_partition(configs[0])
     nodes = discover_nodes(grid, len(partition.train_indices), timeout=node_timeout)

@@ -100,7 +100,7 @@ def simulate(
             started, which took over 120 s on a loaded 2-core machine; the bound ends the ServerApp's thread
             when Flower's runtime fails to start, e.g. Ray timing out).
     """
-    from fedaug.experiments.runner import load_data_and_partition
+    from fedaug.experiments.resolve import load_data_and_partition
 
     backend = backend_config(
         num_cpus=num_cpus, cpus_per_client=cpus_per_client, gpus_per_client=gpus_per_client

@@ -247,7 +247,8 @@ def plot_heatmaps(grouping: Grouping, out_dir: Path) -> list[Path]:
     """The partition heat-map of every setting (its first run's seed); settings without data are skipped."""
     from fedaug.data.partition import plot_heatmap
     from fedaug.experiments.load import config_from_dict
-    from fedaug.experiments.runner import load_data_and_partition, partition_tag
+    from fedaug.experiments.resolve import load_data_and_partition
+    from fedaug.reproducibility.identity import partition_tag
 
     paths = []
     for column in grouping.columns:

@@ -20,12 +20,12 @@ from fedaug.api import (
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.errors import ConfigError
 from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import run_dir_for, run_experiment
+from fedaug.experiments.runner import run_experiment
 from fedaug.experiments.sweep import name_suffix
 from fedaug.machine import cpu_model
 from fedaug.methods.fedavg import FedAvg
 from fedaug.reproducibility.branch import fedavg_start_state
-from fedaug.reproducibility.identity import fedavg_name, parse_suffix
+from fedaug.reproducibility.identity import fedavg_name, parse_suffix, run_dir_for
 from tests.conftest import SMOKE
 from tests.unit.experiments.helpers import BASE
 

@@ -8,7 +8,7 @@ import pytest
 
 from fedaug import registry
 from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import build_method
+from fedaug.experiments.resolve import build_method
 from tests.conftest import REPO_ROOT
 
 PRESETS = sorted((REPO_ROOT / "configs" / "methods").glob("*.yaml"))

@@ -17,9 +17,10 @@ from fedaug.errors import ConfigError
 from fedaug.experiments import runner
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.load import load_config
-from fedaug.experiments.resolve import build_method
-from fedaug.experiments.runner import load_data_and_partition, run_dir_for, run_experiment
+from fedaug.experiments.resolve import build_method, load_data_and_partition
+from fedaug.experiments.runner import run_experiment
 from fedaug.machine import cpu_model, recorded_cpu
+from fedaug.reproducibility.identity import run_dir_for
 from tests.conftest import SMOKE
 
 

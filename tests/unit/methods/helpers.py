@@ -14,7 +14,7 @@ from fedaug.api import ClientContext, ClientData, Method, Payload, RunContext, T
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation
 from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import build_method
+from fedaug.experiments.resolve import build_method
 from fedaug.local_training import snapshot_state
 from fedaug.methods.fedavg import FedAvg
 from fedaug.models import build_model

@@ -10,7 +10,8 @@ import torch
 
 from fedaug.cli import main
 from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import run_dir_for, run_experiment
+from fedaug.experiments.runner import run_experiment
+from fedaug.reproducibility.identity import run_dir_for
 from tests.conftest import SMOKE
 
 
