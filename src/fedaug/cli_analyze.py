@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fedaug import registry
-from fedaug.errors import ConfigError
+from fedaug.validation import check_int
 
 logger = logging.getLogger(__name__)
 EXAMPLE = "fedaug analyze features runs/f/uci_har-quantity2-K75/fedavg/seed0@12 --out features"
@@ -61,8 +61,7 @@ def cmd_analyze_features(args: argparse.Namespace) -> int:
 
     device = resolve_device(args.device, key="--device")
     for key in ("plentiful", "plentiful_clients", "scarce", "scarce_clients"):
-        if getattr(args, key) < 1:
-            raise ConfigError(f"--{key.replace('_', '-')} must be >= 1, got {getattr(args, key)}")
+        check_int(f"--{key.replace('_', '-')}", getattr(args, key), 1)
     names = [m.strip() for m in args.methods.split(",") if m.strip()]
     methods = [registry.get("method", name)() for name in names]
     _, run_dir, round_num = parse_spec(args.target)

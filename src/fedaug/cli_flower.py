@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fedaug.errors import ConfigError, FedaugError
+from fedaug.validation import check_int
 
 if TYPE_CHECKING:
     from fedaug.experiments.config import ExperimentConfig
@@ -181,8 +182,7 @@ def cmd_client(args: argparse.Namespace) -> int:
     if args.device:  # refused here rather than in the first ClientApp process
         resolve_device(args.device, key="--device")
     split_address(args.superlink, key="--superlink")
-    if args.partition_id < 0:
-        raise ConfigError(f"--partition-id must be >= 0, got {args.partition_id}")
+    check_int("--partition-id", args.partition_id, 0)
     if not args.insecure and not args.root_certificates:
         raise ConfigError("give --root-certificates CA_CERT (the SuperLink's CA) or --insecure")
     if not args.insecure and not args.no_node_auth and not args.node_key:

@@ -43,8 +43,8 @@ from fedaug.attacks.target import (
 )
 from fedaug.data.datasets import load_dataset
 from fedaug.engine.evaluation import evaluate
-from fedaug.errors import ConfigError
 from fedaug.methods.zsdg import ZSDGSettings, class_accuracy, generate
+from fedaug.validation import check_int
 
 
 def add_zsdg_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -82,8 +82,7 @@ def cmd_zsdg(args: argparse.Namespace) -> int:
     from fedaug.attacks.figures import example_grid
 
     device = attack_device(args)
-    if args.per_class < 1:
-        raise ConfigError(f"--per-class must be >= 1, got {args.per_class}")
+    check_int("--per-class", args.per_class, 1)
     _, run_dir, round_num = parse_spec(args.target)
     config = run_config(run_dir, device)
     ckpt = run_checkpoint(run_dir, round_num, device)

@@ -167,5 +167,5 @@ def test_eval_batch_size_defaults_to_the_device_and_an_explicit_one_wins(tmp_pat
     assert prepare(config, tmp_path).spec.eval_batch_size == 1024
     config = load_config([SMOKE], [f"out_dir={tmp_path}", "engine.eval_batch_size=64"])
     assert prepare(config, tmp_path).spec.eval_batch_size == 64
-    with pytest.raises(ConfigError, match=r"engine\.eval_batch_size must be > 0, got 0"):
+    with pytest.raises(ConfigError, match=r"engine\.eval_batch_size must be >= 1, got 0"):
         load_config([SMOKE], ["engine.eval_batch_size=0"])

@@ -65,11 +65,11 @@ def test_backend_config_carries_the_client_resources() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"cpus_per_client": 0.0}, "--cpus-per-client must be a number > 0, got 0"),
-        ({"cpus_per_client": -1.0}, "--cpus-per-client must be a number > 0, got -1"),
-        ({"cpus_per_client": math.nan}, "--cpus-per-client must be a number > 0, got nan"),
-        ({"gpus_per_client": -0.5}, "--gpus-per-client must be a number >= 0, got -0.5"),
-        ({"gpus_per_client": math.inf}, "--gpus-per-client must be a number >= 0, got inf"),
+        ({"cpus_per_client": 0.0}, "--cpus-per-client must be a finite number > 0, got 0"),
+        ({"cpus_per_client": -1.0}, "--cpus-per-client must be a finite number > 0, got -1"),
+        ({"cpus_per_client": math.nan}, "--cpus-per-client must be a finite number > 0, got nan"),
+        ({"gpus_per_client": -0.5}, "--gpus-per-client must be a finite number >= 0, got -0.5"),
+        ({"gpus_per_client": math.inf}, "--gpus-per-client must be a finite number >= 0, got inf"),
         ({"num_cpus": 0}, "--num-cpus must be >= 1, got 0"),
     ],
 )
@@ -116,8 +116,8 @@ def test_gpus_per_client_reaches_flowers_backend(
     ("options", "expected"),
     [
         (["--gpus-per-client", "0.5"], ["--gpus-per-client 0.5 but this machine has no CUDA device", "cpu"]),
-        (["--gpus-per-client", "-1"], ["--gpus-per-client must be a number >= 0, got -1"]),
-        (["--cpus-per-client", "0"], ["--cpus-per-client must be a number > 0, got 0"]),
+        (["--gpus-per-client", "-1"], ["--gpus-per-client must be a finite number >= 0, got -1"]),
+        (["--cpus-per-client", "0"], ["--cpus-per-client must be a finite number > 0, got 0"]),
         (
             ["--device", "cuda"],
             ["engine.device='cuda' but this machine has no CUDA device", "available: cpu"],

@@ -36,6 +36,7 @@ from torch import Tensor
 
 from fedaug.augment.ops import OPS, apply_op
 from fedaug.errors import ConfigError
+from fedaug.validation import check_int, check_number
 
 MAX_DEPTH = 3
 """The longest chain (``depth = -1`` draws 1..3 operations, as in the reference code)."""
@@ -110,10 +111,8 @@ class AugMix:
         mean: Sequence[float] | None = None,
         std: Sequence[float] | None = None,
     ) -> None:
-        if not 0 <= severity <= 10:
-            raise ConfigError(f"augmix severity must be in [0, 10], got {severity}")
-        if width < 1:
-            raise ConfigError(f"augmix width must be >= 1, got {width}")
+        check_number("augmix severity", severity, 0, 10)
+        check_int("augmix width", width, 1)
         if depth != -1 and not 1 <= depth <= MAX_DEPTH:
             raise ConfigError(f"augmix depth must be -1 (random 1..3) or 1..{MAX_DEPTH}, got {depth}")
         if (mean is None) != (std is None) or len(mean or ()) != len(std or ()):

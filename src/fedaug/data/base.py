@@ -8,12 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import Tensor
 
-from fedaug.errors import ConfigError, DatasetError
+from fedaug.errors import DatasetError
 
 DATA_ENV_VAR = "FEDAUG_DATA"
 MODALITIES = ("image", "signal", "audio")
@@ -136,34 +135,7 @@ class LoadContext:
         return DatasetError(f"{message} {hint}".strip())
 
 
-def check_choice(dataset: str, option: str, value: Any, choices: Sequence[Any]) -> None:
-    """Raises ConfigError unless ``value`` is one of ``choices``."""
-    if value not in choices or isinstance(value, bool) != isinstance(choices[0], bool):
-        raise ConfigError(
-            f"option {option!r} of dataset {dataset!r} must be one of "
-            f"{', '.join(map(repr, choices))}; got {value!r}"
-        )
-
-
-def check_int(dataset: str, option: str, value: Any, *, minimum: int = 1) -> int:
-    """Returns ``value`` if it is an int >= ``minimum``, else raises ConfigError."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(
-            f"option {option!r} of dataset {dataset!r} must be an integer >= {minimum}; got {value!r}"
-        )
-    return value
-
-
-def check_number(dataset: str, option: str, value: Any, *, positive: bool = True) -> float:
-    """Returns ``value`` as float if it is a (positive) real number, else raises ConfigError."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or (positive and value <= 0):
-        kind = "a positive number" if positive else "a number"
-        raise ConfigError(f"option {option!r} of dataset {dataset!r} must be {kind}; got {value!r}")
-    return float(value)
-
-
-def check_bool(dataset: str, option: str, value: Any) -> bool:
-    """Returns ``value`` if it is a bool, else raises ConfigError."""
-    if not isinstance(value, bool):
-        raise ConfigError(f"option {option!r} of dataset {dataset!r} must be true or false; got {value!r}")
-    return value
+def option_key(dataset: str, option: str) -> str:
+    """How errors name a dataset option: ``option 'n_mels' of dataset 'fsdd'`` (the ``key`` of the
+    :mod:`fedaug.validation` checks a loader runs on its options)."""
+    return f"option {option!r} of dataset {dataset!r}"

@@ -36,10 +36,7 @@ from fedaug.data.base import (
     MODALITIES,
     Dataset,
     LoadContext,
-    check_bool,
-    check_choice,
-    check_int,
-    check_number,
+    option_key,
 )
 from fedaug.errors import ConfigError
 from fedaug.registry import available, get
@@ -52,12 +49,9 @@ __all__ = [
     "Dataset",
     "LoadContext",
     "available_datasets",
-    "check_bool",
-    "check_choice",
-    "check_int",
-    "check_number",
     "dataset_options",
     "load_dataset",
+    "option_key",
     "resolve_data_dir",
 ]
 

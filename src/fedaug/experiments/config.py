@@ -19,6 +19,7 @@ from fedaug.engine.memory_format import CHANNELS_LAST_MODES
 from fedaug.errors import ConfigError
 from fedaug.local_training import OPTIMIZERS
 from fedaug.precision import PRECISIONS
+from fedaug.validation import check_choice, check_int, check_number
 
 LR_SCHEDULES = ("exponential", "official_flea")
 
@@ -31,30 +32,6 @@ MAX_LOCAL_EPOCHS = 10_000
 
 MAX_THREADS = 1024
 """Cap on ``engine.num_threads``."""
-
-
-def _check_positive(section: str, **values: float) -> None:
-    for key, value in values.items():
-        if not value > 0:  # NaN is not > 0
-            raise ConfigError(f"{section}.{key} must be > 0, got {value}")
-
-
-def check_number(key: str, value: float, low: float, high: float, *, low_open: bool = False) -> None:
-    """Raises ConfigError naming ``key``, the valid range and ``value`` unless ``value`` is a finite number in
-    ``[low, high]`` (``(low, high]`` with ``low_open``; ``high`` may be ``inf``: no upper bound)."""
-    above = value > low if low_open else value >= low
-    if not (math.isfinite(value) and above and value <= high):
-        if math.isinf(high):
-            valid = f"a finite number {'>' if low_open else '>='} {low:g}"
-        else:
-            valid = f"a finite number in {'(' if low_open else '['}{low:g}, {high:g}]"
-        raise ConfigError(f"{key} must be {valid}, got {value}")
-
-
-def check_count(key: str, value: int, low: int, high: int, why: str = "") -> None:
-    """Raises ConfigError naming ``key`` and the valid range unless ``low <= value <= high``."""
-    if not low <= value <= high:
-        raise ConfigError(f"{key} must be in {low}..{high}{why}, got {value}")
 
 
 def check_run_name(name: str) -> None:
@@ -99,10 +76,7 @@ class PartitionConfig:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        if self.seed is not None and (
-            isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0
-        ):
-            raise ConfigError(f"partition.seed must be a non-negative int or null, got {self.seed!r}")
+        check_int("partition.seed", self.seed, 0, allow_none=True)
         if (self.num_clients is None) == (self.mean_local_size is None):
             raise ConfigError(
                 "set exactly one of partition.num_clients and partition.mean_local_size, got "
@@ -110,12 +84,9 @@ class PartitionConfig:
             )
         if self.mean_local_size is not None:
             check_number("partition.mean_local_size", self.mean_local_size, 0, math.inf, low_open=True)
-        if self.num_clients is not None and self.num_clients < 1:
-            raise ConfigError(f"partition.num_clients must be >= 1, got {self.num_clients}")
-        if not 0 <= self.local_test_fraction < 1:
-            raise ConfigError(
-                f"partition.local_test_fraction must be in [0, 1), got {self.local_test_fraction}"
-            )
+        if self.num_clients is not None:
+            check_int("partition.num_clients", self.num_clients, 1)
+        check_number("partition.local_test_fraction", self.local_test_fraction, 0, 1, high_open=True)
 
 
 @dataclass(frozen=True)
@@ -170,26 +141,18 @@ class TrainConfig:
     reset_optimizer_every_step: bool = False
 
     def __post_init__(self) -> None:
-        check_count("train.rounds", self.rounds, 1, MAX_ROUNDS, " (a cap against typos)")
-        check_count("train.local_epochs", self.local_epochs, 1, MAX_LOCAL_EPOCHS, " (a cap against typos)")
-        _check_positive("train", batch_size=self.batch_size)
+        check_int("train.rounds", self.rounds, 1, MAX_ROUNDS, why=" (a cap against typos)")
+        check_int("train.local_epochs", self.local_epochs, 1, MAX_LOCAL_EPOCHS, why=" (a cap against typos)")
+        check_int("train.batch_size", self.batch_size, 1)
         check_number("train.lr", self.lr, 0, math.inf, low_open=True)
         check_number("train.lr_decay", self.lr_decay, 0, 1, low_open=True)
         check_number("train.lr_min", self.lr_min, 0, math.inf)
         check_number("train.momentum", self.momentum, 0, 1)
         check_number("train.weight_decay", self.weight_decay, 0, math.inf)
-        if not 0 < self.client_fraction <= 1:
-            raise ConfigError(f"train.client_fraction must be in (0, 1], got {self.client_fraction}")
-        if self.clients_per_round is not None and self.clients_per_round < 1:
-            raise ConfigError(f"train.clients_per_round must be >= 1, got {self.clients_per_round}")
-        if self.lr_schedule not in LR_SCHEDULES:
-            raise ConfigError(
-                f"train.lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}"
-            )
-        if self.optimizer not in OPTIMIZERS:
-            raise ConfigError(
-                f"train.optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}"
-            )
+        check_number("train.client_fraction", self.client_fraction, 0, 1, low_open=True)
+        check_int("train.clients_per_round", self.clients_per_round, 1, allow_none=True)
+        check_choice("train.lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        check_choice("train.optimizer", self.optimizer, OPTIMIZERS)
 
     def settings(self, round_num: int) -> TrainSettings:
         """Local training settings of 1-based round ``round_num`` (lr decayed, floored at ``lr_min``)."""
@@ -269,22 +232,14 @@ class EngineConfig:
         if self.name != "simulation":
             raise ConfigError(f"engine.name must be 'simulation', got {self.name!r}")
         if self.num_threads is not None:
-            check_count("engine.num_threads", self.num_threads, 1, MAX_THREADS)
-        _check_positive("engine", local_eval_every=self.local_eval_every)
-        if self.eval_batch_size is not None:
-            _check_positive("engine", eval_batch_size=self.eval_batch_size)
+            check_int("engine.num_threads", self.num_threads, 1, MAX_THREADS)
+        check_int("engine.local_eval_every", self.local_eval_every, 1)
+        check_int("engine.eval_batch_size", self.eval_batch_size, 1, allow_none=True)
         bad = [r for r in self.keep_checkpoints if isinstance(r, bool) or not isinstance(r, int) or r < 1]
         if bad:
             raise ConfigError(f"engine.keep_checkpoints must list rounds >= 1, got {self.keep_checkpoints!r}")
-        if self.channels_last not in CHANNELS_LAST_MODES:
-            raise ConfigError(
-                f"engine.channels_last must be one of {', '.join(CHANNELS_LAST_MODES)}, "
-                f"got {self.channels_last!r}"
-            )
-        if self.precision not in PRECISIONS:
-            raise ConfigError(
-                f"engine.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"
-            )
+        check_choice("engine.channels_last", self.channels_last, CHANNELS_LAST_MODES)
+        check_choice("engine.precision", self.precision, PRECISIONS)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import math
 import multiprocessing
 import time
 from collections.abc import Mapping, Sequence
@@ -48,6 +47,7 @@ from fedaug.experiments.load import (
 from fedaug.experiments.runner import run_experiment
 from fedaug.experiments.sweep_order import Schedule, SweepPoint
 from fedaug.reproducibility.identity import format_suffix, result_config, run_dir_for
+from fedaug.validation import check_int, check_number
 from fedaug.yamlio import parse_yaml
 
 logger = logging.getLogger(__name__)
@@ -269,12 +269,8 @@ MAX_WORKERS = 1024
 def check_sweep_options(workers: int, heartbeat: float) -> None:
     """Raises ConfigError for a ``--workers`` outside 1..MAX_WORKERS or a ``--heartbeat`` that is not a finite
     number of seconds >= 0 (checked before the sweep is read, so ``--dry-run`` refuses them too)."""
-    if workers < 1:
-        raise ConfigError(f"--workers must be >= 1, got {workers}")
-    if workers > MAX_WORKERS:
-        raise ConfigError(f"--workers must be <= {MAX_WORKERS}, got {workers}")
-    if not (math.isfinite(heartbeat) and heartbeat >= 0):
-        raise ConfigError(f"--heartbeat must be >= 0 seconds (0: none), got {heartbeat}")
+    check_int("--workers", workers, 1, MAX_WORKERS)
+    check_number("--heartbeat", heartbeat, 0)
 
 
 def run_sweep(

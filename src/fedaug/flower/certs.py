@@ -32,6 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from fedaug.errors import ConfigError, FedaugError
+from fedaug.validation import check_int
 
 DEFAULT_HOSTS = ("127.0.0.1", "localhost")
 NODES_DIR = "nodes"
@@ -176,8 +177,7 @@ def make_node_keys(out_dir: Path, count: int) -> list[NodeKey]:
     OpenSSH format, NIST P-384: what ``flower-supernode --auth-supernode-private-key`` and
     ``flwr supernode register`` read.
     """
-    if count < 0:
-        raise ConfigError(f"--nodes must be >= 0, got {count}")
+    check_int("--nodes", count, 0)
     if out_dir.exists() and not out_dir.is_dir():
         raise FedaugError(f"{out_dir} is a file, not a folder for node keys")
     out_dir.mkdir(parents=True, exist_ok=True)

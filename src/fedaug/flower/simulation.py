@@ -20,7 +20,6 @@ is still the one in-process entry point, and it drives the same simulation runti
 from __future__ import annotations
 
 import logging
-import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -33,6 +32,7 @@ from fedaug.errors import ConfigError
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.flower.client_app import app as client_app
 from fedaug.flower.server_app import make_server_app
+from fedaug.validation import check_int, check_number
 
 logger = logging.getLogger(__name__)
 
@@ -46,12 +46,9 @@ def backend_config(
     Raises:
         ConfigError: ``cpus_per_client`` not > 0, ``gpus_per_client`` not >= 0, or ``num_cpus`` not >= 1.
     """
-    if not (math.isfinite(cpus_per_client) and cpus_per_client > 0):
-        raise ConfigError(f"--cpus-per-client must be a number > 0, got {cpus_per_client:g}")
-    if not (math.isfinite(gpus_per_client) and gpus_per_client >= 0):
-        raise ConfigError(f"--gpus-per-client must be a number >= 0, got {gpus_per_client:g}")
-    if num_cpus is not None and num_cpus < 1:
-        raise ConfigError(f"--num-cpus must be >= 1, got {num_cpus}")
+    check_number("--cpus-per-client", cpus_per_client, 0, low_open=True)
+    check_number("--gpus-per-client", gpus_per_client, 0)
+    check_int("--num-cpus", num_cpus, 1, allow_none=True)
     init_args: dict[str, Any] = {} if num_cpus is None else {"num_cpus": num_cpus}
     resources = {"num_cpus": cpus_per_client, "num_gpus": gpus_per_client}
     return {"client_resources": resources, "init_args": init_args}

@@ -1,4 +1,7 @@
-"""Validation helpers for method configs (errors name the field, the value and the valid choices)."""
+"""The :mod:`fedaug.validation` checks applied to fields of a method's config dataclass.
+
+Each names the field as the user writes it (``method.<field>``), the valid values and the value given.
+"""
 
 from __future__ import annotations
 
@@ -6,31 +9,28 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from fedaug.errors import ConfigError
+from fedaug import validation
 
 
 def check_choice(field: str, value: Any, choices: Sequence[Any]) -> None:
     """Raises ConfigError unless ``value`` is one of ``choices``."""
-    if value not in choices:
-        raise ConfigError(f"method.{field} must be one of {', '.join(map(str, choices))}, got {value!r}")
+    validation.check_choice(f"method.{field}", value, choices)
 
 
 def check_at_least(config: object, fields: Sequence[str], minimum: int) -> None:
-    """Raises ConfigError naming the first of ``fields`` whose value is below ``minimum``."""
+    """Raises ConfigError naming the first of ``fields`` that is not an integer >= ``minimum``."""
     for field in fields:
-        value = getattr(config, field)
-        if value < minimum:
-            raise ConfigError(f"method.{field} must be >= {minimum}, got {value}")
+        validation.check_int(f"method.{field}", getattr(config, field), minimum)
 
 
 def check_nonnegative(config: object, fields: Sequence[str]) -> None:
     """Raises ConfigError naming the first of ``fields`` that is not a finite number >= 0."""
-    _check_finite(config, fields, allow_zero=True)
+    check_in_range(config, fields, 0, math.inf)
 
 
 def check_positive(config: object, fields: Sequence[str]) -> None:
     """Raises ConfigError naming the first of ``fields`` that is not a finite number > 0."""
-    _check_finite(config, fields, allow_zero=False)
+    check_in_range(config, fields, 0, math.inf, low_open=True)
 
 
 def check_in_range(
@@ -41,22 +41,17 @@ def check_in_range(
     *,
     low_open: bool = False,
     high_open: bool = False,
+    allow_none: bool = False,
 ) -> None:
-    """Raises ConfigError naming the first of ``fields`` outside ``[low, high]`` (``(`` / ``)`` where open;
-    NaN is outside)."""
+    """Raises ConfigError naming the first of ``fields`` that is not a finite number in ``[low, high]``
+    (``(`` / ``)`` where open; an infinite bound is no bound), or None where ``allow_none``."""
     for field in fields:
-        value = getattr(config, field)
-        above = value > low if low_open else value >= low
-        below = value < high if high_open else value <= high
-        if not (above and below):
-            interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
-            raise ConfigError(f"method.{field} must be in {interval}, got {value}")
-
-
-def _check_finite(config: object, fields: Sequence[str], *, allow_zero: bool) -> None:
-    for field in fields:
-        value = getattr(config, field)
-        if not (math.isfinite(value) and (value >= 0 if allow_zero else value > 0)):
-            raise ConfigError(
-                f"method.{field} must be a finite number {'>=' if allow_zero else '>'} 0, got {value}"
-            )
+        validation.check_number(
+            f"method.{field}",
+            getattr(config, field),
+            low,
+            high,
+            low_open=low_open,
+            high_open=high_open,
+            allow_none=allow_none,
+        )

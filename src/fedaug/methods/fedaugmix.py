@@ -27,7 +27,6 @@ separately; models without batch norm (LeNet-5) are unaffected.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from torch import Tensor, nn
 
 from fedaug.api import ClientContext, MethodConfig, Payload, RunContext
 from fedaug.augment import AugMix
-from fedaug.errors import ConfigError, IncompatibleModelError
+from fedaug.errors import IncompatibleModelError
 from fedaug.local_training import (
     BatchableLoss,
     BatchTransform,
@@ -48,6 +47,7 @@ from fedaug.local_training import (
     LossOutput,
     as_batchable,
 )
+from fedaug.methods.checks import check_nonnegative
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.feddecorr import FedDecorr, FedDecorrConfig
 from fedaug.methods.fedlc import FedLC, FedLCConfig
@@ -92,10 +92,7 @@ class AugMixJSConfig(MethodConfig):
         if check_base is not None:
             check_base()
         AugMix(severity=self.severity, width=self.width, depth=self.depth)  # validates the AugMix options
-        for name in ("js_lambda", "scaled_lambda", "scaling_kappa"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise ConfigError(f"{name} must be a finite number >= 0, got {value}")
+        check_nonnegative(self, ("js_lambda", "scaled_lambda", "scaling_kappa"))
 
 
 def scheduled_lambda(ce: Tensor, js: Tensor, config: AugMixJSConfig) -> Tensor:

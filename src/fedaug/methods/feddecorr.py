@@ -11,15 +11,15 @@ exactly FedAvg.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedaug.api import ClientContext, MethodConfig, Payload
-from fedaug.errors import ConfigError, IncompatibleModelError
+from fedaug.errors import IncompatibleModelError
 from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
+from fedaug.methods.checks import check_nonnegative
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.losses import decorrelation_loss, features_and_logits
 from fedaug.registry import register
@@ -37,8 +37,7 @@ class FedDecorrConfig(MethodConfig):
     decorr_beta: float = 0.1
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.decorr_beta) and self.decorr_beta >= 0):
-            raise ConfigError(f"decorr_beta must be a finite number >= 0, got {self.decorr_beta}")
+        check_nonnegative(self, ("decorr_beta",))
 
 
 @register("method", "feddecorr")

@@ -12,15 +12,14 @@ label skew. Only the training loss changes; the model, its predictions and serve
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedaug.api import ClientContext, MethodConfig, Payload
-from fedaug.errors import ConfigError
 from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
+from fedaug.methods.checks import check_nonnegative
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.losses import calibration_shift
 from fedaug.registry import register
@@ -42,8 +41,7 @@ class FedLCConfig(MethodConfig):
     calibration_tau: float = 1.0
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.calibration_tau) and self.calibration_tau >= 0):
-            raise ConfigError(f"calibration_tau must be a finite number >= 0, got {self.calibration_tau}")
+        check_nonnegative(self, ("calibration_tau",))
 
 
 @register("method", "fedlc")

@@ -12,7 +12,6 @@ FedAvg.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -20,8 +19,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedaug.api import ClientContext, MethodConfig, Payload
-from fedaug.errors import ConfigError
 from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
+from fedaug.methods.checks import check_nonnegative, check_positive
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.losses import frozen_model, not_true_distillation
 from fedaug.registry import register
@@ -40,10 +39,8 @@ class FedNTDConfig(MethodConfig):
     ntd_tau: float = 1.0
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.ntd_beta) and self.ntd_beta >= 0):
-            raise ConfigError(f"ntd_beta must be a finite number >= 0, got {self.ntd_beta}")
-        if not (math.isfinite(self.ntd_tau) and self.ntd_tau > 0):
-            raise ConfigError(f"ntd_tau must be a finite number > 0, got {self.ntd_tau}")
+        check_nonnegative(self, ("ntd_beta",))
+        check_positive(self, ("ntd_tau",))
 
 
 @register("method", "fedntd")

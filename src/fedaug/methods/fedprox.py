@@ -12,15 +12,14 @@ received), which limits how far local training drifts from the global model. Ser
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedaug.api import ClientContext, MethodConfig, Payload
-from fedaug.errors import ConfigError
 from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
+from fedaug.methods.checks import check_nonnegative
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.losses import proximal_term
 from fedaug.registry import register
@@ -41,8 +40,7 @@ class FedProxConfig(MethodConfig):
     proximal_mu: float = 0.01
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.proximal_mu) and self.proximal_mu >= 0):
-            raise ConfigError(f"proximal_mu must be a finite number >= 0, got {self.proximal_mu}")
+        check_nonnegative(self, ("proximal_mu",))
 
 
 @register("method", "fedprox")

@@ -12,7 +12,6 @@ identical). Server aggregation is FedAvg's.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,8 +21,8 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from fedaug.api import ClientContext, ClientUpdate, MethodConfig, Payload
-from fedaug.errors import ConfigError
 from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
+from fedaug.methods.checks import check_nonnegative, check_positive
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.losses import features_and_logits, frozen_model, model_contrastive_loss
 from fedaug.models.base import SplitModel
@@ -45,11 +44,8 @@ class MOONConfig(MethodConfig):
     contrastive_temperature: float = 0.5
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.contrastive_mu) and self.contrastive_mu >= 0):
-            raise ConfigError(f"contrastive_mu must be a finite number >= 0, got {self.contrastive_mu}")
-        temperature = self.contrastive_temperature
-        if not (math.isfinite(temperature) and temperature > 0):
-            raise ConfigError(f"contrastive_temperature must be a finite number > 0, got {temperature}")
+        check_nonnegative(self, ("contrastive_mu",))
+        check_positive(self, ("contrastive_temperature",))
 
 
 @register("method", "moon")

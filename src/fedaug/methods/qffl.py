@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from fedaug.api import ClientContext, ClientUpdate, MethodConfig, Payload, RunContext, ServerState
-from fedaug.errors import ConfigError
+from fedaug.methods.checks import check_in_range, check_nonnegative
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.payloads import read_extra
 from fedaug.registry import register
@@ -58,10 +58,8 @@ class QFFLConfig(MethodConfig):
     lipschitz: float | None = None
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.q) and self.q >= 0):
-            raise ConfigError(f"method.q must be a finite number >= 0, got {self.q}")
-        if self.lipschitz is not None and not (math.isfinite(self.lipschitz) and self.lipschitz > 0):
-            raise ConfigError(f"method.lipschitz must be a finite number > 0 or null, got {self.lipschitz}")
+        check_nonnegative(self, ("q",))
+        check_in_range(self, ("lipschitz",), 0, math.inf, low_open=True, allow_none=True)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from fedaug.errors import ConfigError, IncompatibleModelError
+from fedaug.validation import check_choice, check_int, check_number
 
 BN_NORMS = ("squared", "l2")
 
@@ -70,18 +71,12 @@ class ZSDGSettings:
     bn_norm: str = "l2"
 
     def __post_init__(self) -> None:
-        if self.bn_norm not in BN_NORMS:
-            raise ConfigError(f"ZSDG bn_norm must be one of {', '.join(BN_NORMS)}, got {self.bn_norm!r}")
-        if self.iterations < 0:
-            raise ConfigError(f"ZSDG iterations must be >= 0, got {self.iterations}")
+        check_choice("ZSDG bn_norm", self.bn_norm, BN_NORMS)
+        check_int("ZSDG iterations", self.iterations, 0)
         for name in ("lr", "init_std"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ConfigError(f"ZSDG {name} must be a finite number > 0, got {value}")
+            check_number(f"ZSDG {name}", getattr(self, name), 0, low_open=True)
         for name in ("bn_weight", "ce_weight", "tv_weight"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise ConfigError(f"ZSDG {name} must be a finite number >= 0, got {value}")
+            check_number(f"ZSDG {name}", getattr(self, name), 0)
 
 
 @dataclass

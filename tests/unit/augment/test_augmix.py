@@ -163,7 +163,7 @@ def test_apply_is_differentiable() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"severity": 11}, "severity must be in"),
+        ({"severity": 11}, r"augmix severity must be a finite number in \[0, 10\], got 11"),
         ({"width": 0}, "width must be >= 1"),
         ({"depth": 4}, "depth must be -1"),
         ({"mean": (0.5,)}, "mean and std"),

@@ -60,13 +60,13 @@ def test_unknown_dataset_lists_the_valid_ones() -> None:
 @pytest.mark.parametrize(
     ("name", "options", "message"),
     [
-        ("uci_har", {"channels": 4}, "'channels' of dataset 'uci_har' must be one of 3, 9; got 4"),
+        ("uci_har", {"channels": 4}, "option 'channels' of dataset 'uci_har' must be one of 3, 9, got 4"),
         ("uci_har", {"normalize": "yes"}, "must be true or false"),
-        ("cifar10", {"variant": "jpeg"}, "'official', 'jpeg_lossy'; got 'jpeg'"),
-        ("cifar100", {"labels": "superclass"}, "'fine', 'coarse'; got 'superclass'"),
-        ("urbansound8k", {"split": "random"}, "'folds', 'paper'"),
+        ("cifar10", {"variant": "jpeg"}, "must be one of official, jpeg_lossy, got 'jpeg'"),
+        ("cifar100", {"labels": "superclass"}, "must be one of fine, coarse, got 'superclass'"),
+        ("urbansound8k", {"split": "random"}, "must be one of folds, paper, got 'random'"),
         ("urbansound8k", {"test_fold": 11}, "test_fold"),
-        ("fsdd", {"n_mels": 0}, "'n_mels' of dataset 'fsdd' must be an integer >= 1; got 0"),
+        ("fsdd", {"n_mels": 0}, "option 'n_mels' of dataset 'fsdd' must be >= 1, got 0"),
         ("fsdd", {"duration_ms": 10}, "too short for n_fft=512"),
         ("synthetic", {"shape": [1, 0]}, "'shape'"),
         ("synthetic", {"num_classes": 1}, "num_classes"),

@@ -173,7 +173,7 @@ def test_rejects_non_image_inputs() -> None:
     [
         ({"js_lambda": -1.0}, "js_lambda must be"),
         ({"scaling_kappa": float("nan")}, "scaling_kappa must be"),
-        ({"severity": 12}, "severity must be in"),
+        ({"severity": 12}, r"augmix severity must be a finite number in \[0, 10\], got 12"),
     ],
 )
 def test_config_rejects_bad_values(options: dict, message: str) -> None:  # type: ignore[type-arg]

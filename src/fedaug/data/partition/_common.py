@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedaug.errors import PartitionError
+from fedaug.validation import check_int
 
 
 def check_common(labels: np.ndarray, num_clients: int, num_classes: int) -> np.ndarray:
@@ -31,8 +32,7 @@ def check_common(labels: np.ndarray, num_clients: int, num_classes: int) -> np.n
         raise PartitionError(f"labels must be a 1-D array, got shape {labels.shape}")
     if labels.size and not np.issubdtype(labels.dtype, np.integer):
         raise PartitionError(f"labels must be integers, got dtype {labels.dtype}")
-    if num_classes < 1:
-        raise PartitionError(f"num_classes must be >= 1, got {num_classes}")
+    check_int("num_classes", num_classes, 1, error=PartitionError)
     labels = np.ascontiguousarray(labels, dtype=np.int64)
     if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
         raise PartitionError(

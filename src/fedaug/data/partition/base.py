@@ -20,6 +20,7 @@ from fedaug import registry
 from fedaug.data.partition import cache
 from fedaug.data.partition._params import resolve_params
 from fedaug.errors import ConfigError, PartitionError
+from fedaug.validation import check_int, check_number
 
 logger = logging.getLogger(__name__)
 
@@ -92,11 +93,8 @@ def _resolve_num_clients(num_samples: int, num_clients: int | None, mean_local_s
         if isinstance(num_clients, bool) or not isinstance(num_clients, int | np.integer):
             raise ConfigError(f"num_clients must be an int, got {num_clients!r}")
         return int(num_clients)
+    check_number("mean_local_size", mean_local_size, 0, low_open=True)
     assert mean_local_size is not None
-    if isinstance(mean_local_size, bool) or not (
-        isinstance(mean_local_size, int | float | np.number) and 0 < mean_local_size < math.inf
-    ):
-        raise ConfigError(f"mean_local_size must be a number > 0, got {mean_local_size!r}")
     resolved = round(num_samples / mean_local_size)
     if resolved < 1:
         raise PartitionError(
@@ -180,10 +178,8 @@ def make_partition(
     """
     labels = np.asarray(labels)
     num_clients = _resolve_num_clients(labels.size, num_clients, mean_local_size)
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
-    if not 0.0 <= local_test_fraction < 1.0:
-        raise ConfigError(f"local_test_fraction must be in [0, 1), got {local_test_fraction}")
+    check_int("seed", seed, 0)
+    check_number("local_test_fraction", local_test_fraction, 0, 1, high_open=True)
     partitioner = registry.get("partitioner", name)
     params = resolve_params(name, partitioner, params)
     settings = {

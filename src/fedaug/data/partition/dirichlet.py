@@ -12,13 +12,13 @@ Dirichlet over classes: small alpha gives clients few classes and very unequal s
 from __future__ import annotations
 
 import logging
-import math
 
 import numpy as np
 
 from fedaug.data.partition._common import check_common, group_by_owner
 from fedaug.errors import PartitionError
 from fedaug.registry import register
+from fedaug.validation import check_int, check_number
 
 logger = logging.getLogger(__name__)
 
@@ -133,12 +133,9 @@ def dirichlet(
             ``max_tries`` met it; with the default, not even a size of 1), or K or the labels are invalid.
     """
     labels = check_common(labels, num_clients, num_classes)
-    if not (alpha > 0 and math.isfinite(alpha)):
-        raise PartitionError(f"alpha must be > 0, got {alpha}")
-    if max_tries < 1:
-        raise PartitionError(f"max_tries must be >= 1, got {max_tries}")
-    if min_size is not None and min_size < 0:
-        raise PartitionError(f"min_size must be >= 0, got {min_size}")
+    check_number("alpha", alpha, 0, low_open=True, error=PartitionError)
+    check_int("max_tries", max_tries, 1, error=PartitionError)
+    check_int("min_size", min_size, 0, allow_none=True, error=PartitionError)
     if min_size is not None and min_size * num_clients > labels.size:
         raise PartitionError(
             f"min_size={min_size} cannot be met: {num_clients} clients x {min_size} > {labels.size} samples; "

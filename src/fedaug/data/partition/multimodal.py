@@ -34,8 +34,6 @@ imbalanced aggregate), at the price of leaving data unused.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from fedaug.data.partition._common import (
@@ -47,6 +45,7 @@ from fedaug.data.partition._common import (
 )
 from fedaug.errors import PartitionError
 from fedaug.registry import register
+from fedaug.validation import check_choice, check_number
 
 BALANCES = ("classes", "clients")
 
@@ -105,10 +104,8 @@ def multimodal(
             f"classes_per_mode must be between 1 and the number of classes ({num_classes}), "
             f"got {classes_per_mode}"
         )
-    if not (size_skew >= 0 and math.isfinite(size_skew)):
-        raise PartitionError(f"size_skew must be >= 0, got {size_skew}")
-    if balance not in BALANCES:
-        raise PartitionError(f"balance must be one of {', '.join(BALANCES)}, got {balance!r}")
+    check_number("size_skew", size_skew, 0, error=PartitionError)
+    check_choice("balance", balance, BALANCES, error=PartitionError)
     relabel = rng.permutation(num_classes)
     mode_classes = [
         np.sort(relabel[c]) for c in assign_class_sets(num_modes, num_classes, classes_per_mode, rng)

@@ -13,6 +13,7 @@ import numpy as np
 from fedaug.data.partition._common import check_common
 from fedaug.errors import PartitionError
 from fedaug.registry import register
+from fedaug.validation import check_int
 
 
 @register("partitioner", "shards")
@@ -45,8 +46,7 @@ def shards(
     """
     labels = check_common(labels, num_clients, num_classes)
     num_shards = num_clients * shards_per_client
-    if shards_per_client < 1:
-        raise PartitionError(f"shards_per_client must be >= 1, got {shards_per_client}")
+    check_int("shards_per_client", shards_per_client, 1, error=PartitionError)
     if num_shards > labels.size:
         raise PartitionError(
             f"num_clients * shards_per_client = {num_clients} * {shards_per_client} = {num_shards} shards "

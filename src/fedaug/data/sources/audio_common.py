@@ -15,9 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from fedaug.data.audio import SpectrogramConfig, wavs_to_log_mel
-from fedaug.data.base import check_int, check_number
+from fedaug.data.base import option_key
 from fedaug.data.cache import load_or_build
 from fedaug.errors import ConfigError
+from fedaug.validation import check_int, check_number
 
 logger = logging.getLogger(__name__)
 
@@ -39,14 +40,14 @@ def make_config(
     The clip length is ``(sample_rate // 1000) * duration_ms`` samples, the official FLea code's formula
     (176000 samples for 4 s at 44.1 kHz, hence 344 frames with hop 512).
     """
-    check_int(dataset, "sample_rate", sample_rate, minimum=1000)
-    check_int(dataset, "channels", channels)
-    check_int(dataset, "duration_ms", duration_ms)
-    check_int(dataset, "n_fft", n_fft, minimum=4)
-    check_int(dataset, "hop_length", hop_length)
-    check_int(dataset, "n_mels", n_mels)
+    check_int(option_key(dataset, "sample_rate"), sample_rate, 1000)
+    check_int(option_key(dataset, "channels"), channels, 1)
+    check_int(option_key(dataset, "duration_ms"), duration_ms, 1)
+    check_int(option_key(dataset, "n_fft"), n_fft, 4)
+    check_int(option_key(dataset, "hop_length"), hop_length, 1)
+    check_int(option_key(dataset, "n_mels"), n_mels, 1)
     if top_db is not None:
-        check_number(dataset, "top_db", top_db)
+        check_number(option_key(dataset, "top_db"), top_db, 0, low_open=True)
     num_samples = (sample_rate // 1000) * duration_ms
     if num_samples <= n_fft // 2:
         raise ConfigError(

@@ -27,11 +27,12 @@ import logging
 import numpy as np
 import torch
 
-from fedaug.data.base import Dataset, LoadContext, check_bool, check_choice
+from fedaug.data.base import Dataset, LoadContext, option_key
 from fedaug.data.download import RemoteFile
 from fedaug.data.sources.cifar10_jpeg import JPEG_GLOB, load_jpeg_arrays
 from fedaug.data.sources.cifar_pickles import images_of, load_pickles, to_float
 from fedaug.registry import register
+from fedaug.validation import check_bool, check_choice
 
 logger = logging.getLogger(__name__)
 
@@ -126,9 +127,9 @@ def load_cifar10(
         normalize: standardise per channel with the usual CIFAR-10 mean/std (default True).
         verify: md5-check a local official archive (default True, cached); the batches are always checked.
     """
-    check_choice("cifar10", "variant", variant, ("official", "jpeg_lossy"))
-    check_bool("cifar10", "normalize", normalize)
-    check_bool("cifar10", "verify", verify)
+    check_choice(option_key("cifar10", "variant"), variant, ("official", "jpeg_lossy"))
+    check_bool(option_key("cifar10", "normalize"), normalize)
+    check_bool(option_key("cifar10", "verify"), verify)
     tensors, source = _official(ctx, normalize, verify) if variant == "official" else _jpeg(ctx, normalize)
     return Dataset(
         name="cifar10",

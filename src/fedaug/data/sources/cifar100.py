@@ -24,10 +24,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fedaug.data.base import Dataset, LoadContext, check_bool, check_choice
+from fedaug.data.base import Dataset, LoadContext, option_key
 from fedaug.data.download import RemoteFile
 from fedaug.data.sources.cifar_pickles import images_of, load_pickles, to_float
 from fedaug.registry import register
+from fedaug.validation import check_bool, check_choice
 
 CIFAR100_MEAN = (0.5071, 0.4865, 0.4409)
 CIFAR100_STD = (0.2673, 0.2564, 0.2762)
@@ -57,9 +58,9 @@ def load_cifar100(
         normalize: standardise per channel with the usual CIFAR-100 mean/std (default True).
         verify: md5-check a local official archive (default True, cached); the pickles are always checked.
     """
-    check_choice("cifar100", "labels", labels, LABEL_KINDS)
-    check_bool("cifar100", "normalize", normalize)
-    check_bool("cifar100", "verify", verify)
+    check_choice(option_key("cifar100", "labels"), labels, LABEL_KINDS)
+    check_bool(option_key("cifar100", "normalize"), normalize)
+    check_bool(option_key("cifar100", "verify"), verify)
     parts, origin = load_pickles(
         ctx,
         dataset_dir="cifar100",

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fedaug.data.base import Dataset, LoadContext, check_bool
+from fedaug.data.base import Dataset, LoadContext, option_key
 from fedaug.data.sources.mnist import IDX_FILES, download_idx, find_idx_folder, idx_dataset, official_idx
 from fedaug.registry import register
+from fedaug.validation import check_bool
 
 DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
 FASHION_MIRRORS = (
@@ -63,8 +64,8 @@ def load_fashion_mnist(ctx: LoadContext, *, normalize: bool = True, verify: bool
         normalize: standardise with mean 0.2860 / std 0.3530 (default True); else pixels are in [0, 1].
         verify: check files of the official size against the official md5s (default True; cached).
     """
-    check_bool("fashion_mnist", "normalize", normalize)
-    check_bool("fashion_mnist", "verify", verify)
+    check_bool(option_key("fashion_mnist", "normalize"), normalize)
+    check_bool(option_key("fashion_mnist", "verify"), verify)
     folders = [ctx.data_dir / "fashion_mnist", ctx.data_dir / "FashionMNIST" / "raw", DEBIAN_DIR]
     folder = find_idx_folder(folders)
     if folder is None and ctx.download:

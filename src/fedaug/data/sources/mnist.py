@@ -32,11 +32,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fedaug.data.base import Dataset, LoadContext, check_bool
+from fedaug.data.base import Dataset, LoadContext, option_key
 from fedaug.data.checksums import Official, verify_files
 from fedaug.data.download import RemoteFile, download_file
 from fedaug.errors import DatasetError
 from fedaug.registry import register
+from fedaug.validation import check_bool
 
 IDX_FILES = (
     "train-images-idx3-ubyte.gz",
@@ -196,8 +197,8 @@ def load_mnist(ctx: LoadContext, *, normalize: bool = True, verify: bool = True)
         normalize: standardise with mean 0.1307 / std 0.3081 (default True); else pixels are in [0, 1].
         verify: check files of the official size against the official md5s (default True; cached).
     """
-    check_bool("mnist", "normalize", normalize)
-    check_bool("mnist", "verify", verify)
+    check_bool(option_key("mnist", "normalize"), normalize)
+    check_bool(option_key("mnist", "verify"), verify)
     folders = [ctx.data_dir / "mnist", ctx.data_dir / "MNIST" / "raw"]
     folder = find_idx_folder(folders)
     if folder is None and ctx.download:

@@ -14,9 +14,10 @@ from collections.abc import Sequence
 
 import torch
 
-from fedaug.data.base import Dataset, LoadContext, check_int, check_number
+from fedaug.data.base import Dataset, LoadContext, option_key
 from fedaug.errors import ConfigError
 from fedaug.registry import register
+from fedaug.validation import check_int, check_number
 
 
 def _check_shape(shape: Sequence[int] | int) -> tuple[int, ...]:
@@ -31,11 +32,11 @@ def _check_shape(shape: Sequence[int] | int) -> tuple[int, ...]:
 def _check_options(
     num_classes: int, shape: Sequence[int], num_train: int, num_test: int, separation: float, seed: int
 ) -> tuple[int, ...]:
-    check_int("synthetic", "num_classes", num_classes, minimum=2)
-    check_int("synthetic", "num_train", num_train)
-    check_int("synthetic", "num_test", num_test)
-    check_number("synthetic", "separation", separation, positive=False)
-    check_int("synthetic", "seed", seed, minimum=0)
+    check_int(option_key("synthetic", "num_classes"), num_classes, 2)
+    check_int(option_key("synthetic", "num_train"), num_train, 1)
+    check_int(option_key("synthetic", "num_test"), num_test, 1)
+    check_number(option_key("synthetic", "separation"), separation)
+    check_int(option_key("synthetic", "seed"), seed, 0)
     return _check_shape(shape)
 
 

@@ -33,11 +33,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fedaug.data.base import Dataset, LoadContext, check_bool, check_choice
+from fedaug.data.base import Dataset, LoadContext, option_key
 from fedaug.data.cache import load_or_build, source_signature
 from fedaug.data.download import RemoteFile, download_file
 from fedaug.errors import DatasetError
 from fedaug.registry import register
+from fedaug.validation import check_bool, check_choice
 
 logger = logging.getLogger(__name__)
 
@@ -179,8 +180,8 @@ def load_uci_har(ctx: LoadContext, *, channels: int = 3, normalize: bool = False
         channels: 3 (body_acc x/y/z, the papers' HARNet input) or 9 (all inertial channels).
         normalize: standardise each channel with the train mean/std (default False, like the official code).
     """
-    check_choice("uci_har", "channels", channels, (3, 9))
-    check_bool("uci_har", "normalize", normalize)
+    check_choice(option_key("uci_har", "channels"), channels, (3, 9))
+    check_bool(option_key("uci_har", "normalize"), normalize)
     arrays, origin = _find_arrays(ctx)
     _validate(arrays, origin)
     x_train = torch.from_numpy(

@@ -37,12 +37,13 @@ import numpy as np
 import torch
 
 from fedaug.data.audio import SpectrogramConfig
-from fedaug.data.base import Dataset, LoadContext, check_choice, check_int
+from fedaug.data.base import Dataset, LoadContext, option_key
 from fedaug.data.cache import source_signature
 from fedaug.data.download import RemoteFile, download_file, extract_archive, verify_checksum
 from fedaug.data.sources.audio_common import cached_log_mel, make_config
 from fedaug.errors import DatasetError
 from fedaug.registry import register
+from fedaug.validation import check_choice, check_int
 
 logger = logging.getLogger(__name__)
 
@@ -203,10 +204,10 @@ def load_urbansound8k(
         seed: seed of the ``split="paper"`` permutation.
         sample_rate, channels, duration_ms, n_fft, hop_length, n_mels, top_db: the audio pipeline.
     """
-    check_choice("urbansound8k", "variant", variant, ("audio", "mfcc40"))
-    check_choice("urbansound8k", "split", split, ("folds", "paper"))
-    check_choice("urbansound8k", "test_fold", test_fold, tuple(range(1, 11)))
-    check_int("urbansound8k", "seed", seed, minimum=0)
+    check_choice(option_key("urbansound8k", "variant"), variant, ("audio", "mfcc40"))
+    check_choice(option_key("urbansound8k", "split"), split, ("folds", "paper"))
+    check_choice(option_key("urbansound8k", "test_fold"), test_fold, tuple(range(1, 11)))
+    check_int(option_key("urbansound8k", "seed"), seed, 0)
     config = make_config(
         "urbansound8k", sample_rate, channels, duration_ms, n_fft, hop_length, n_mels, top_db
     )

@@ -93,7 +93,7 @@ def test_min_size_above_mean_raises_at_once() -> None:
 @pytest.mark.parametrize("alpha", [-1.0, 0.0, float("nan")])
 def test_non_positive_alpha(alpha: float) -> None:
     # Execute / Assert
-    with pytest.raises(PartitionError, match=f"alpha must be > 0, got {alpha}"):
+    with pytest.raises(PartitionError, match=f"alpha must be a finite number > 0, got {alpha}"):
         _run(np.tile(np.arange(3), 10), 3, alpha=alpha)
 
 

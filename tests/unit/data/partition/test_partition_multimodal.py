@@ -79,7 +79,7 @@ def test_prevalent_mode_gets_more_clients_and_more_of_shared_classes(class_count
             {"classes_per_mode": 5},
             r"classes_per_mode must be between 1 and the number of classes \(4\), got 5",
         ),
-        ({"size_skew": -1.0}, "size_skew must be >= 0, got -1.0"),
+        ({"size_skew": -1.0}, "size_skew must be a finite number >= 0, got -1.0"),
         ({"balance": "modes"}, "balance must be one of classes, clients, got 'modes'"),
     ],
 )

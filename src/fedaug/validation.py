@@ -1,0 +1,101 @@
+"""The one way fedaug checks a value a user supplied (config fields, method and dataset options, flags).
+
+Every check takes ``key``, the value's name as the user wrote it (``train.lr``, ``method.mix_beta``,
+``option 'n_mels' of dataset 'fsdd'``, ``--workers``), and raises one error whose message has one shape:
+``<key> must be <what is valid>, got <value>``. Errors are :class:`~fedaug.errors.ConfigError` unless the
+caller names another class (partitioners raise :class:`~fedaug.errors.PartitionError`).
+
+* :func:`check_choice`: one of a fixed set;
+* :func:`check_number`: a finite real number in a range (numpy scalars count; a bool is not a number; NaN
+  and inf are refused);
+* :func:`check_int`: an integer (not a bool) at least ``low`` and at most ``high``;
+* :func:`check_bool`: true or false.
+
+:mod:`fedaug.methods.checks` applies them to the fields of a method's config dataclass.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+from fedaug.errors import ConfigError, FedaugError
+
+
+def invalid(key: str, valid: str, value: Any, error: type[FedaugError] = ConfigError) -> FedaugError:
+    """The error ``<key> must be <valid>, got <value>`` (strings quoted, numbers as written)."""
+    shown = value if isinstance(value, numbers.Real) else repr(value)
+    return error(f"{key} must be {valid}, got {shown}")
+
+
+def check_choice(
+    key: str, value: Any, choices: Sequence[Any], *, error: type[FedaugError] = ConfigError
+) -> None:
+    """Raises unless ``value`` is one of ``choices`` (``True`` is not ``1``)."""
+    if not any(value == c and isinstance(value, bool) == isinstance(c, bool) for c in choices):
+        raise invalid(key, "one of " + ", ".join(map(str, choices)), value, error)
+
+
+def number_range(low: float, high: float, *, low_open: bool = False, high_open: bool = False) -> str:
+    """``> 0``, ``>= 0``, ``in (0, 1]``, ... (empty when unbounded)."""
+    if math.isinf(low) and math.isinf(high):
+        return ""
+    if math.isinf(high):
+        return f"{'>' if low_open else '>='} {low:g}"
+    if math.isinf(low):
+        return f"{'<' if high_open else '<='} {high:g}"
+    return f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+
+
+def check_number(
+    key: str,
+    value: Any,
+    low: float = -math.inf,
+    high: float = math.inf,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+    allow_none: bool = False,
+    error: type[FedaugError] = ConfigError,
+) -> None:
+    """Raises unless ``value`` is a finite int or float in ``[low, high]`` (``(`` / ``)`` where open; an
+    infinite bound is no bound), or None where ``allow_none``."""
+    if value is None and allow_none:
+        return
+    is_number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if is_number and math.isfinite(value):
+        above = value > low if low_open else value >= low
+        below = value < high if high_open else value <= high
+        if above and below:
+            return
+    span = number_range(low, high, low_open=low_open, high_open=high_open)
+    valid = f"a finite number {span}".rstrip() + (" or null" if allow_none else "")
+    raise invalid(key, valid, value, error)
+
+
+def check_int(
+    key: str,
+    value: Any,
+    low: int = 0,
+    high: int | None = None,
+    *,
+    why: str = "",
+    allow_none: bool = False,
+    error: type[FedaugError] = ConfigError,
+) -> None:
+    """Raises unless ``value`` is an integer (not a bool) with ``low <= value <= high`` (no upper bound when
+    ``high`` is None), or None where ``allow_none``; ``why`` follows the range in the message."""
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise invalid(key, "an integer" + (" or null" if allow_none else ""), value, error)
+    if not low <= int(value) <= (high if high is not None else int(value)):
+        raise invalid(key, (f">= {low}" if high is None else f"in {low}..{high}") + why, value, error)
+
+
+def check_bool(key: str, value: Any, *, error: type[FedaugError] = ConfigError) -> None:
+    """Raises unless ``value`` is True or False."""
+    if not isinstance(value, bool):
+        raise invalid(key, "true or false", value, error)
