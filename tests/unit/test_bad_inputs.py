@@ -146,7 +146,11 @@ CONFIG_VALUES = [
     ("local-epochs-absurd", ["train.local_epochs=99999999"], "train.local_epochs must be in 1..10000"),
     ("batch-size-zero", ["train.batch_size=0"], "train.batch_size must be >= 1, got 0"),
     ("batch-size-negative", ["train.batch_size=-4"], "train.batch_size must be >= 1, got -4"),
-    ("client-fraction-zero", ["train.client_fraction=0"], "train.client_fraction must be a finite number in (0, 1], got 0"),
+    (
+        "client-fraction-zero",
+        ["train.client_fraction=0"],
+        "train.client_fraction must be a finite number in (0, 1], got 0",
+    ),
     (
         "client-fraction-big",
         ["train.client_fraction=1.5"],
@@ -339,7 +343,11 @@ SWEEPS = [
         "train.lr must be a finite number > 0, got nan",
     ),
     ("grid-name-escapes", sweep("grid_escape.yaml", "--dry-run"), "name must be a relative path"),
-    ("workers-zero-dry-run", sweep("grid_ok.yaml", "--workers", "0", "--dry-run"), "--workers must be in 1..1024, got 0"),
+    (
+        "workers-zero-dry-run",
+        sweep("grid_ok.yaml", "--workers", "0", "--dry-run"),
+        "--workers must be in 1..1024, got 0",
+    ),
     ("workers-negative", sweep("grid_ok.yaml", "--workers", "-3", "--dry-run"), "got -3"),
     (
         "workers-absurd",
@@ -347,7 +355,11 @@ SWEEPS = [
         "--workers must be in 1..1024",
     ),
     ("heartbeat-negative", sweep("grid_ok.yaml", "--heartbeat", "-5", "--dry-run"), "got -5.0"),
-    ("heartbeat-nan", sweep("grid_ok.yaml", "--heartbeat", "nan", "--dry-run"), "--heartbeat must be a finite number >= 0, got nan"),
+    (
+        "heartbeat-nan",
+        sweep("grid_ok.yaml", "--heartbeat", "nan", "--dry-run"),
+        "--heartbeat must be a finite number >= 0, got nan",
+    ),
     ("heartbeat-inf", sweep("grid_ok.yaml", "--heartbeat", "inf", "--dry-run"), "got inf"),
     (
         "sweep-out-dir-file",

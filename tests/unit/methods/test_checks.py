@@ -36,7 +36,8 @@ def test_check_in_range_interval_ends(value: float, low_open: bool, high_open: b
         call()
         return
     interval = ("(" if low_open else "[") + "0, 1" + (")" if high_open else "]")
-    with pytest.raises(ConfigError, match=rf"^method\.x must be a finite number in \{interval[0]}0, 1\{interval[-1]}, got "):
+    message = rf"^method\.x must be a finite number in \{interval[0]}0, 1\{interval[-1]}, got "
+    with pytest.raises(ConfigError, match=message):
         call()
 
 
@@ -47,7 +48,8 @@ def test_check_positive_rejects_zero_negative_and_non_finite(value: float) -> No
 
 
 def test_method_configs_use_them() -> None:
-    with pytest.raises(ConfigError, match=r"method\.restricted_alpha must be a finite number in \[0, 1\], got 1.5"):
+    message = r"method\.restricted_alpha must be a finite number in \[0, 1\], got 1.5"
+    with pytest.raises(ConfigError, match=message):
         FedRSConfig(restricted_alpha=1.5)
     with pytest.raises(ConfigError, match=r"method\.gen_lr must be a finite number > 0, got nan"):
         ZDAConfig(gen_lr=math.nan)
