@@ -19,7 +19,7 @@ from torch import nn
 from fedaug.api import RunContext
 from fedaug.methods.aggregate import weighted_average
 from fedaug.methods.ccvr import CCVR
-from fedaug.methods.ccvr_stats import class_statistics, pool_statistics, sample_virtual
+from fedaug.methods.ccvr_stats import ClassStatistics, class_statistics, pool_statistics, sample_virtual
 from fedaug.methods.fedgen import ConditionalGenerator, FedGen, FedGenConfig, draw_latents
 from fedaug.methods.fedlc import FedLC, FedLCConfig
 from fedaug.methods.fedrs import FedRS, FedRSConfig
@@ -79,7 +79,7 @@ def _pooled() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     features = torch.randn(40, 3, generator=torch.Generator().manual_seed(0))
     labels = torch.arange(40) % 3
     classes, counts, means, covs = class_statistics(features, labels)
-    share = {"classes": classes, "counts": counts, "means": means.float(), "covs": covs.float()}
+    share = ClassStatistics(classes, counts, means.float(), covs.float())
     return pool_statistics([share], num_classes=4)
 
 

@@ -18,23 +18,30 @@ amount FLea shares) instead of on Gaussian samples. The calibrated classifier on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from fedaug.api import ClientContext, ClientShare, MethodConfig, RunContext, ServerState, ShareRequest
 from fedaug.errors import IncompatibleModelError
-from fedaug.methods.ccvr_stats import class_statistics, fit_classifier, pool_statistics, sample_virtual
+from fedaug.methods.ccvr_stats import (
+    ClassStatistics,
+    class_statistics,
+    fit_classifier,
+    pool_statistics,
+    sample_virtual,
+)
 from fedaug.methods.checks import check_at_least, check_choice, check_in_range, check_positive
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.flea_buffer import share_indices
 from fedaug.methods.losses import frozen_model
-from fedaug.methods.payloads import SharedSamples
+from fedaug.methods.payloads import SharedSamples, read_extra
 from fedaug.registry import register
 from fedaug.seeding import torch_generator
-from fedaug.types import ClientId, Metrics, StateDict
+from fedaug.types import ClientId, Extra, Metrics, StateDict
 
 VARIANTS = ("gaussian", "shared_features")
 CLASSIFIER_KEYS = ("classifier.weight", "classifier.bias")
@@ -76,6 +83,53 @@ class CCVRConfig(MethodConfig):
         check_in_range(self, ("calibration_momentum",), 0, 1, high_open=True)
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """The server's calibrated classifier and what it logs (``ServerState.extra``: ``calibrated_round``,
+    ``classifier_weight``, ``classifier_bias``, ``num_features``, ``calibration_loss``,
+    ``bytes_up_per_client``; ``calibrated_round`` -1 and empty tensors before the first calibration).
+
+    Attributes:
+        round_num: the round whose global model it calibrated (evaluated in that round only).
+        weight: the fitted classifier weight.
+        bias: the fitted classifier bias.
+        num_features: features (virtual or shared) it was fitted on.
+        loss: the last epoch's mean calibration loss.
+        bytes_up_per_client: what a client uploaded for it, on average.
+    """
+
+    round_num: int
+    weight: Tensor
+    bias: Tensor
+    num_features: int
+    loss: float
+    bytes_up_per_client: float
+
+    def to_extra(self) -> Extra:
+        return {
+            "calibrated_round": self.round_num,
+            "classifier_weight": self.weight,
+            "classifier_bias": self.bias,
+            "num_features": self.num_features,
+            "calibration_loss": self.loss,
+            "bytes_up_per_client": self.bytes_up_per_client,
+        }
+
+    @classmethod
+    def from_extra(cls, extra: Mapping[str, Any]) -> Calibration:
+        def read(key: str) -> Any:
+            return read_extra(extra, key, "ccvr (the server's calibration)")
+
+        return cls(
+            read("calibrated_round"),
+            read("classifier_weight"),
+            read("classifier_bias"),
+            read("num_features"),
+            read("calibration_loss"),
+            read("bytes_up_per_client"),
+        )
+
+
 @register("method", "ccvr")
 class CCVR(FedAvg):
     """CCVR.
@@ -100,15 +154,9 @@ class CCVR(FedAvg):
         if missing:
             raise IncompatibleModelError(f"ccvr needs a linear 'classifier' with a bias; missing {missing}")
         device = model_state[CLASSIFIER_KEYS[0]].device  # the run's: a checkpoint keeps one device
-        extra = {
-            "calibrated_round": -1,
-            "classifier_weight": torch.empty(0, device=device),
-            "classifier_bias": torch.empty(0, device=device),
-            "num_features": 0,
-            "calibration_loss": float("nan"),
-            "bytes_up_per_client": 0.0,
-        }
-        return ServerState(round_num=0, model_state=model_state, extra=extra)
+        empty = torch.empty(0, device=device)
+        none = Calibration(-1, empty, empty, num_features=0, loss=float("nan"), bytes_up_per_client=0.0)
+        return ServerState(round_num=0, model_state=model_state, extra=none.to_extra())
 
     def fedavg_rounds(self, num_rounds: int) -> int:
         """Every round before the final one's calibration (none when it calibrates every round)."""
@@ -140,8 +188,8 @@ class CCVR(FedAvg):
         if self.config.variant == "shared_features":
             return ClientShare(ctx.client_id, extra=SharedSamples(features, y.cpu()).to_extra())
         classes, counts, means, covs = class_statistics(features, y.cpu())
-        extra = {"classes": classes, "counts": counts, "means": means.float(), "covs": covs.float()}
-        return ClientShare(ctx.client_id, extra=extra)
+        stats = ClassStatistics(classes, counts, means.float(), covs.float())
+        return ClientShare(ctx.client_id, extra=stats.to_extra())
 
     def receive_shares(
         self, state: ServerState, shares: Sequence[ClientShare], run: RunContext
@@ -162,15 +210,15 @@ class CCVR(FedAvg):
             generator=generator,
         )
         uploaded = sum(t.numel() * t.element_size() for s in shares for t in s.extra.values())
-        extra = {
-            "calibrated_round": state.round_num,
-            "classifier_weight": new_weight,
-            "classifier_bias": new_bias,
-            "num_features": int(labels.shape[0]),
-            "calibration_loss": loss,
-            "bytes_up_per_client": uploaded / max(len(shares), 1),
-        }
-        return replace(state, extra={**state.extra, **extra})
+        calibration = Calibration(
+            state.round_num,
+            new_weight,
+            new_bias,
+            num_features=int(labels.shape[0]),
+            loss=loss,
+            bytes_up_per_client=uploaded / max(len(shares), 1),
+        )
+        return replace(state, extra={**state.extra, **calibration.to_extra()})
 
     def _calibration_set(
         self, shares: Sequence[ClientShare], run: RunContext, generator: torch.Generator
@@ -185,28 +233,25 @@ class CCVR(FedAvg):
                 return torch.empty(0, device=device), torch.empty(0, dtype=torch.long, device=device)
             features = torch.cat([samples.x.to(device) for samples in parts])
             return features, torch.cat([samples.y.to(device) for samples in parts])
-        counts, means, covs = pool_statistics([s.extra for s in shares], run.num_classes)
+        stats = [ClassStatistics.from_extra(s.extra) for s in shares]
+        counts, means, covs = pool_statistics(stats, run.num_classes)
         return sample_virtual(counts, means, covs, self.config.virtual_per_class, generator, device)
 
     def eval_state(self, state: ServerState) -> StateDict:
         """The global weights with the calibrated classifier, if this round's calibration exists."""
-        extra = state.extra
-        if extra["calibrated_round"] != state.round_num:
+        calibration = Calibration.from_extra(state.extra)
+        if calibration.round_num != state.round_num:
             return state.model_state
         weight_key, bias_key = CLASSIFIER_KEYS
-        return {
-            **state.model_state,
-            weight_key: extra["classifier_weight"],
-            bias_key: extra["classifier_bias"],
-        }
+        return {**state.model_state, weight_key: calibration.weight, bias_key: calibration.bias}
 
     def round_metrics(self, state: ServerState) -> Metrics:
-        extra = state.extra
-        if extra["calibrated_round"] != state.round_num:
+        calibration = Calibration.from_extra(state.extra)
+        if calibration.round_num != state.round_num:
             return {}  # FedAvg's metrics exactly, so that a FedAvg run's rounds can stand for these
         return {
             "ccvr/calibrated": 1.0,
-            "ccvr/num_features": float(extra["num_features"]),
-            "ccvr/calibration_loss": float(extra["calibration_loss"]),
-            "ccvr/bytes_up_per_client": float(extra["bytes_up_per_client"]),
+            "ccvr/num_features": float(calibration.num_features),
+            "ccvr/calibration_loss": float(calibration.loss),
+            "ccvr/bytes_up_per_client": float(calibration.bytes_up_per_client),
         }

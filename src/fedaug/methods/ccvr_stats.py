@@ -18,6 +18,7 @@ per-element host-device syncs); :func:`sample_virtual` hands the features to the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -25,6 +26,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fedaug.local_training import batch_indices
+from fedaug.methods.payloads import read_extra
+from fedaug.types import Extra
 
 
 def class_statistics(features: Tensor, labels: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -50,26 +53,49 @@ def class_statistics(features: Tensor, labels: Tensor) -> tuple[Tensor, Tensor, 
     return classes, counts, torch.stack(means), torch.stack(covs)
 
 
-def pool_statistics(shares: Sequence[Mapping[str, Any]], num_classes: int) -> tuple[Tensor, Tensor, Tensor]:
+@dataclass(frozen=True)
+class ClassStatistics:
+    """One client's per-class feature statistics, what a ``gaussian`` CCVR client uploads
+    (``ClientShare.extra``: ``classes``, ``counts``, ``means``, ``covs``).
+
+    Attributes:
+        classes: the m classes the client holds, ``[m]``.
+        counts: their sample counts, ``[m]``.
+        means: their feature means, ``[m, d]``.
+        covs: their unbiased feature covariances, ``[m, d, d]``.
+    """
+
+    classes: Tensor
+    counts: Tensor
+    means: Tensor
+    covs: Tensor
+
+    def to_extra(self) -> Extra:
+        return {"classes": self.classes, "counts": self.counts, "means": self.means, "covs": self.covs}
+
+    @classmethod
+    def from_extra(cls, extra: Mapping[str, Any]) -> ClassStatistics:
+        keys = ("classes", "counts", "means", "covs")
+        return cls(*(read_extra(extra, key, "ccvr (a client's class statistics)") for key in keys))
+
+
+def pool_statistics(shares: Sequence[ClassStatistics], num_classes: int) -> tuple[Tensor, Tensor, Tensor]:
     """Exact global per-class statistics from the clients' (module docstring), in float64.
 
     Args:
-        shares: one mapping per client with ``classes``, ``counts``, ``means``, ``covs`` (as
-            :func:`class_statistics` returns them).
+        shares: one client's statistics each (:func:`class_statistics`' values).
         num_classes: C.
 
     Returns:
         ``(counts [C], means [C, d], covs [C, d, d])`` on the CPU; classes nobody holds have count 0.
     """
-    shares = [{key: share[key].cpu() for key in ("classes", "counts", "means", "covs")} for share in shares]
-    dim = max((s["means"].shape[1] for s in shares if len(s["classes"])), default=0)
+    shares = [ClassStatistics(s.classes.cpu(), s.counts.cpu(), s.means.cpu(), s.covs.cpu()) for s in shares]
+    dim = max((s.means.shape[1] for s in shares if len(s.classes)), default=0)
     counts = torch.zeros(num_classes, dtype=torch.float64)
     sums = torch.zeros(num_classes, dim, dtype=torch.float64)
     second = torch.zeros(num_classes, dim, dim, dtype=torch.float64)  # sum of x x^T over samples
     for share in shares:
-        for c, n, mean, cov in zip(
-            share["classes"], share["counts"], share["means"], share["covs"], strict=True
-        ):
+        for c, n, mean, cov in zip(share.classes, share.counts, share.means, share.covs, strict=True):
             n, mean, cov = float(n), mean.to(torch.float64), cov.to(torch.float64)
             counts[c] += n
             sums[c] += n * mean

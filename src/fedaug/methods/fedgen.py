@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -49,9 +50,10 @@ from fedaug.errors import IncompatibleModelError
 from fedaug.local_training import LossFn, LossOutput, batchnorm_eval, cross_entropy_loss
 from fedaug.methods.checks import check_at_least, check_nonnegative, check_positive
 from fedaug.methods.fedavg import FedAvg
+from fedaug.methods.payloads import read_extra
 from fedaug.registry import register
 from fedaug.seeding import torch_generator, uninitialised
-from fedaug.types import Metrics, StateDict
+from fedaug.types import Extra, Metrics, StateDict
 
 
 @dataclass(frozen=True)
@@ -161,11 +163,48 @@ def diversity_loss(samples: Tensor, noise: Tensor) -> Tensor:
     return torch.exp(-(sample_dist * noise_dist).mean())
 
 
+@dataclass(frozen=True)
+class GeneratorWeights:
+    """The generator the server broadcasts (``ServerState.extra`` and ``Payload.extra``: ``generator``).
+
+    Attributes:
+        weights: its state dict; empty during the warm-up (clients then train with plain CE).
+    """
+
+    weights: StateDict
+
+    def to_extra(self) -> Extra:
+        return {"generator": self.weights}
+
+    @classmethod
+    def from_extra(cls, extra: Mapping[str, Any]) -> GeneratorWeights:
+        return cls(read_extra(extra, "generator", "fedgen"))
+
+
+@dataclass(frozen=True)
+class GeneratorMetrics:
+    """What the server's generator training of the round logs (``ServerState.extra``: ``metrics``; empty in
+    rounds without it).
+
+    Attributes:
+        metrics: ``gen_ce``, ``gen_acc``, ``diversity``, ``bytes_down_extra``.
+    """
+
+    metrics: Metrics
+
+    def to_extra(self) -> Extra:
+        return {"metrics": self.metrics}
+
+    @classmethod
+    def from_extra(cls, extra: Mapping[str, Any]) -> GeneratorMetrics:
+        return cls(extra.get("metrics", {}))  # a state without it logs nothing
+
+
 @register("method", "fedgen")
 class FedGen(FedAvg):
     """FedAvg, then a server-trained conditional generator whose samples augment local training.
 
-    Server state ``extra["generator"]``: the generator's weights (empty during the warm-up). Logs
+    Server state: :class:`GeneratorWeights` (empty during the warm-up) and :class:`GeneratorMetrics`. Logs
     ``fedgen/gen_ce`` and ``fedgen/gen_acc`` (the global model's CE and accuracy on a generated batch after
     the server's steps), ``fedgen/diversity`` and ``fedgen/bytes_down_extra`` (the generator's size).
     """
@@ -175,7 +214,8 @@ class FedGen(FedAvg):
     config: FedGenConfig
 
     def init_server(self, model_state: StateDict, run: RunContext) -> ServerState:
-        return ServerState(round_num=0, model_state=model_state, extra={"generator": {}, "metrics": {}})
+        extra = {**GeneratorWeights({}).to_extra(), **GeneratorMetrics({}).to_extra()}
+        return ServerState(round_num=0, model_state=model_state, extra=extra)
 
     def fedavg_rounds(self, num_rounds: int) -> int:
         """The warm-up before the round whose aggregation first trains the generator."""
@@ -183,7 +223,7 @@ class FedGen(FedAvg):
         return max(self.config.warmup_rounds - 1, 0) if self.config.generator_steps > 0 else 0
 
     def payload(self, state: ServerState, round_num: int, train: TrainSettings) -> Payload:
-        extra = {"generator": state.extra["generator"]}
+        extra = GeneratorWeights.from_extra(state.extra).to_extra()
         return Payload(round_num=round_num, model_state=state.model_state, train=train, extra=extra)
 
     def build_generator(self, run: RunContext, generator: torch.Generator) -> ConditionalGenerator:
@@ -196,7 +236,7 @@ class FedGen(FedAvg):
         return gen.to(run.device)
 
     def loss_fn(self, payload: Payload, ctx: ClientContext) -> LossFn:
-        weights = payload.extra["generator"]
+        weights = GeneratorWeights.from_extra(payload.extra).weights
         if not weights or self.config.gen_weight == 0:
             return cross_entropy_loss
         gen = self.build_generator(ctx.run, torch.Generator().manual_seed(0))
@@ -232,15 +272,18 @@ class FedGen(FedAvg):
         teacher.eval()
         teacher.requires_grad_(False)
         weights, metrics = self._train_generator(state, teacher, run)
-        return replace(state, extra={"generator": weights, "metrics": metrics})
+        return replace(
+            state, extra={**GeneratorWeights(weights).to_extra(), **GeneratorMetrics(metrics).to_extra()}
+        )
 
     def _train_generator(
         self, state: ServerState, teacher: nn.Module, run: RunContext
     ) -> tuple[StateDict, Metrics]:
         cfg = self.config
         gen = self.build_generator(run, torch_generator(run.seed, "fedgen-init"))
-        if state.extra["generator"]:
-            gen.load_state_dict(state.extra["generator"])
+        previous = GeneratorWeights.from_extra(state.extra).weights
+        if previous:
+            gen.load_state_dict(previous)
         # Deviation from paper: a fresh Adam state every round (FedGen keeps its optimiser); the generator's
         # weights carry over.
         opt = torch.optim.Adam(gen.parameters(), lr=cfg.generator_lr)
@@ -267,4 +310,4 @@ class FedGen(FedAvg):
         return weights, metrics
 
     def round_metrics(self, state: ServerState) -> Metrics:
-        return {f"fedgen/{k}": v for k, v in state.extra.get("metrics", {}).items()}
+        return {f"fedgen/{k}": v for k, v in GeneratorMetrics.from_extra(state.extra).metrics.items()}

@@ -12,22 +12,22 @@ from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.evaluation import evaluate
 from fedaug.errors import ConfigError
 from fedaug.methods.ccvr import CCVR, CCVRConfig
-from fedaug.methods.ccvr_stats import class_statistics, pool_statistics, sample_virtual
+from fedaug.methods.ccvr_stats import ClassStatistics, class_statistics, pool_statistics, sample_virtual
 from fedaug.methods.fedavg import FedAvg
 from fedaug.types import StateDict
 from tests.conftest import make_blobs
 from tests.unit.methods.helpers import client_context, method_from_yaml, mlp_fn, run_sim
 
 
-def _stats(features: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
-    return dict(zip(("classes", "counts", "means", "covs"), class_statistics(features, labels), strict=True))
+def _stats(features: torch.Tensor, labels: torch.Tensor) -> ClassStatistics:
+    return ClassStatistics(*class_statistics(features, labels))
 
 
 def test_pooling_by_hand() -> None:
     # Prepare: class 0 is (0, 0), (2, 0) at client A and (4, 2) at client B (one sample: zero covariance).
     a = _stats(torch.tensor([[0.0, 0.0], [2.0, 0.0]]), torch.tensor([0, 0]))
     b = _stats(torch.tensor([[4.0, 2.0]]), torch.tensor([0]))
-    assert b["covs"].abs().sum() == 0
+    assert b.covs.abs().sum() == 0
     # Execute
     counts, means, covs = pool_statistics([a, b], num_classes=2)
     # Assert: the three samples' mean (2, 2/3) and unbiased covariance [[4, 2], [2, 4/3]]; class 1 is empty.
@@ -130,11 +130,13 @@ def test_config_validation_names_the_field() -> None:
         CCVRConfig(variant="features")
     with pytest.raises(ConfigError, match=r"method\.virtual_per_class must be >= 1, got 0"):
         CCVRConfig(virtual_per_class=0)
-    with pytest.raises(ConfigError, match=r"method\.share_fraction must be in \(0, 1\], got 0.0"):
+    message = r"method\.share_fraction must be a finite number in \(0, 1\], got 0.0"
+    with pytest.raises(ConfigError, match=message):
         CCVRConfig(share_fraction=0.0)
     with pytest.raises(ConfigError, match=r"method\.calibration_lr must be a finite number > 0, got -1"):
         CCVRConfig(calibration_lr=-1)
-    with pytest.raises(ConfigError, match=r"method\.calibration_momentum must be in \[0, 1\), got 1.0"):
+    message = r"method\.calibration_momentum must be a finite number in \[0, 1\), got 1.0"
+    with pytest.raises(ConfigError, match=message):
         CCVRConfig(calibration_momentum=1.0)
     CCVRConfig(share_fraction=1.0, calibration_momentum=0.0)  # the closed ends are valid
 

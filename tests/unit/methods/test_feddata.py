@@ -86,7 +86,8 @@ def test_zero_fraction_warns(caplog: pytest.LogCaptureFixture) -> None:
 
 @pytest.mark.parametrize("bad", [-0.1, 1.5])
 def test_config_rejects_bad_fraction(bad: float) -> None:
-    with pytest.raises(ConfigError, match=rf"method\.share_fraction must be in \[0, 1\], got {bad}"):
+    message = rf"method\.share_fraction must be a finite number in \[0, 1\], got {bad}"
+    with pytest.raises(ConfigError, match=message):
         FedDataConfig(share_fraction=bad)
 
 

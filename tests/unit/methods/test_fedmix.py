@@ -166,7 +166,7 @@ def test_config_validation_names_the_field() -> None:
         FedMixConfig(mean_group_size=0)
     with pytest.raises(ConfigError, match=r"method\.mix_beta must be a finite number > 0, got -1"):
         build_dataclass(FedMixConfig, {"mix_beta": -1}, path="method")
-    with pytest.raises(ConfigError, match=r"method\.mix_weight must be in \[0, 1\], got 1.5"):
+    with pytest.raises(ConfigError, match=r"method\.mix_weight must be a finite number in \[0, 1\], got 1.5"):
         FedMixConfig(mix_weight=1.5)
 
 

@@ -143,7 +143,8 @@ def test_config_validation_names_the_field() -> None:
         build_dataclass(FLeaConfig, {"mix_beta": -1}, path="method")
     with pytest.raises(ConfigError, match=r"method\.mix_beta must be a finite number > 0, got nan"):
         FLeaConfig(mix_beta=float("nan"))  # NaN passed the old "<= 0" check
-    with pytest.raises(ConfigError, match=r"method\.share_fraction must be in \[0, 1\], got nan"):
+    message = r"method\.share_fraction must be a finite number in \[0, 1\], got nan"
+    with pytest.raises(ConfigError, match=message):
         FLeaConfig(share_fraction=float("nan"))
     with pytest.raises(ConfigError, match=r"unknown config key .method\.lambda1."):
         build_dataclass(FLeaConfig, {"lambda1": 1}, path="method")

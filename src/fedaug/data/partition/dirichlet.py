@@ -106,6 +106,7 @@ def dirichlet(
     min_size: int | None = None,
     balance: bool = True,
     max_tries: int = 1000,
+    index_blocks: int = 1,
 ) -> list[np.ndarray]:
     """Per-class Dirichlet split with the NIID-Bench balance cap and a minimum-size retry.
 
@@ -124,6 +125,11 @@ def dirichlet(
             halving when it cannot be met. ``0`` disables the retry.
         balance: Apply the cap that stops clients holding >= N/K samples from receiving more.
         max_tries: Draws attempted per target size before giving up (or relaxing).
+        index_blocks: Split the samples, in dataset order, into this many contiguous blocks of (nearly)
+            equal size and partition each block alone over ``K / index_blocks`` clients (block 0 gives
+            clients ``0 .. K/b - 1``, and so on). The official FLea code does this with 2 blocks for UCI-HAR
+            with K = 150 and alpha <= 0.1 (its training file is ordered by subject, so the halves are not
+            class-balanced); 1 (the default) partitions all samples at once.
 
     Returns:
         One sorted int64 index array per client.
@@ -136,6 +142,11 @@ def dirichlet(
     check_number("alpha", alpha, 0, low_open=True, error=PartitionError)
     check_int("max_tries", max_tries, 1, error=PartitionError)
     check_int("min_size", min_size, 0, allow_none=True, error=PartitionError)
+    check_int("index_blocks", index_blocks, 1, error=PartitionError)
+    if index_blocks > 1:
+        return _by_blocks(
+            labels, num_clients, num_classes, rng, index_blocks, alpha, min_size, balance, max_tries
+        )
     if min_size is not None and min_size * num_clients > labels.size:
         raise PartitionError(
             f"min_size={min_size} cannot be met: {num_clients} clients x {min_size} > {labels.size} samples; "
@@ -165,6 +176,40 @@ def dirichlet(
             target // 2,
         )
         target //= 2
+
+
+def _by_blocks(
+    labels: np.ndarray,
+    num_clients: int,
+    num_classes: int,
+    rng: np.random.Generator,
+    blocks: int,
+    alpha: float,
+    min_size: int | None,
+    balance: bool,
+    max_tries: int,
+) -> list[np.ndarray]:
+    """:func:`dirichlet` of each contiguous block of ``labels`` over its share of the clients, in block order
+    (the official FLea code's UCI-HAR K = 150 split, ``index_blocks``)."""
+    if num_clients % blocks:
+        raise PartitionError(
+            f"index_blocks={blocks} must divide the number of clients K={num_clients} "
+            f"(each block goes to K/{blocks} clients)"
+        )
+    clients: list[np.ndarray] = []
+    for block in np.array_split(np.arange(labels.size), blocks):
+        parts = dirichlet(
+            labels[block],
+            num_clients=num_clients // blocks,
+            num_classes=num_classes,
+            rng=rng,
+            alpha=alpha,
+            min_size=min_size,
+            balance=balance,
+            max_tries=max_tries,
+        )
+        clients.extend(block[idx] for idx in parts)
+    return clients
 
 
 def _assign(labels: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:

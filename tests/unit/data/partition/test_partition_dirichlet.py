@@ -127,3 +127,30 @@ def test_balance_cap_limits_late_classes(assert_valid_partition: ValidityCheck) 
     # Assert: both valid; without the cap sizes are at least as spread
     assert_valid_partition(capped, 1000, 10)
     assert_valid_partition(uncapped, 1000, 10)
+
+
+def test_index_blocks_partitions_each_contiguous_block_over_its_own_clients(
+    assert_valid_partition: ValidityCheck,
+) -> None:
+    # Prepare: block 0 (the first 300 samples) holds classes 0-2, block 1 classes 3-5 (a subject-ordered file)
+    labels = np.concatenate([np.repeat(np.arange(3), 100), np.repeat(np.arange(3, 6), 100)])
+    # Execute
+    parts = _run(labels, 10, alpha=0.1, min_size=3, index_blocks=2)
+    # Assert: a valid partition; clients 0-4 hold only block-0 samples, clients 5-9 only block-1 samples
+    assert_valid_partition(parts, labels.size, 10)
+    assert all(p.size >= 3 for p in parts)
+    assert all(p.max() < 300 for p in parts[:5]) and all(p.min() >= 300 for p in parts[5:])
+    # ... and each half is exactly the single-block partition of that half, drawn in block order
+    rng = np.random.default_rng(0)
+    first = dirichlet(labels[:300], num_clients=5, num_classes=6, rng=rng, alpha=0.1, min_size=3)
+    second = dirichlet(labels[300:], num_clients=5, num_classes=6, rng=rng, alpha=0.1, min_size=3)
+    expected = [*first, *(idx + 300 for idx in second)]
+    assert all(np.array_equal(a, b) for a, b in zip(parts, expected, strict=True))
+
+
+def test_index_blocks_must_divide_the_clients() -> None:
+    labels = np.repeat(np.arange(3), 30)
+    with pytest.raises(PartitionError, match=r"index_blocks=2 must divide the number of clients K=5"):
+        _run(labels, 5, alpha=0.5, index_blocks=2)
+    with pytest.raises(PartitionError, match=r"^index_blocks must be >= 1, got 0$"):
+        _run(labels, 5, alpha=0.5, index_blocks=0)

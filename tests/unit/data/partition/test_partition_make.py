@@ -96,7 +96,13 @@ def test_numpy_and_int_values_accepted_for_float_and_int(labels: np.ndarray) -> 
         labels, name="dirichlet", num_classes=5, seed=0, num_clients=5, alpha=1, min_size=np.int64(3)
     )
     # Assert
-    assert partition.settings["params"] == {"alpha": 1, "min_size": 3, "balance": True, "max_tries": 1000}
+    assert partition.settings["params"] == {
+        "alpha": 1,
+        "min_size": 3,
+        "balance": True,
+        "max_tries": 1000,
+        "index_blocks": 1,
+    }
 
 
 def test_unknown_partitioner(labels: np.ndarray) -> None:

@@ -51,3 +51,19 @@ def test_paper_partitions_are_valid_fast_and_silent(
     captured = capfd.readouterr()
     assert captured.out == ""
     assert captured.err == ""
+
+
+def test_official_k150_dir01_split_uses_index_halves(
+    har_labels: np.ndarray, assert_valid_partition: ValidityCheck
+) -> None:
+    # The official FLea code's UCI-HAR K = 150, Dir(0.1) split: two halves in file order, 75 clients each,
+    # min size 3 (OFFICIAL_FLEA_CODE.md); the log's client sizes range from 3 to 367 (mean 49). A half meets
+    # min size 3 in about one draw of 10^4-10^5 (the official code retries without limit): max_tries 10^5.
+    params = {"alpha": 0.1, "min_size": 3, "index_blocks": 2, "max_tries": 100_000}
+    partition = make_partition(har_labels, name="dirichlet", num_classes=6, seed=0, num_clients=150, **params)
+    parts = partition.train_indices
+    assert_valid_partition(parts, har_labels.size, 150)
+    half = har_labels.size // 2
+    assert all(p.max() < half for p in parts[:75]) and all(p.min() >= half for p in parts[75:])
+    sizes = [p.size for p in parts]
+    assert min(sizes) == 3 and 300 < max(sizes) < 400
