@@ -65,9 +65,14 @@ def _assert_matches(made: Path, golden: Path) -> None:
 
 
 def test_goldens_cover_the_methods_that_run_on_the_smoke_preset() -> None:
-    assert len(SMOKE_METHODS) == 15 and {"fedavg", "flea", "flea_official", "ccvr", "qffl"} <= set(
-        SMOKE_METHODS
-    )
+    assert len(SMOKE_METHODS) == 16 and {
+        "fedavg",
+        "flea",
+        "flea_eq6",
+        "flea_official",
+        "ccvr",
+        "qffl",
+    } <= set(SMOKE_METHODS)
 
 
 def test_smoke_runs_of_every_method_reproduce_the_goldens(tmp_path: Path) -> None:

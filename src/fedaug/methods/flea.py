@@ -12,6 +12,11 @@ and the loss is L = L_cls(soft-label CE on head(f~)) + lambda1 L_dis (KL between
 frozen global head on f~) + lambda2 L_dec (distance correlation between inputs and activations, which
 obfuscates what is shared). Round 1 has an empty buffer: local CE + lambda2 L_dec.
 
+The default objective is not Eq. 6 as printed (that is ``flea_eq6``): it adds a plain CE on the local batch
+and uses the unsquared dCor with its weight decaying from lambda2 to 1, as the authors' code does. On UCI-HAR
+(3 seeds, studies/flea_objective_har) Eq. 6 ends below FedAvg and this objective above it; see
+docs/methods/flea.md for the numbers.
+
 Paper or official code: each switch of :class:`FLeaConfig` names an entry of a table
 (:mod:`fedaug.methods.flea_loss`, and :data:`~fedaug.methods.flea_buffer.SHARE_SUBSETS`), resolved once per
 client update; the local loss is the main cross-entropy plus a list of weighted terms. ``flea_official`` is a
@@ -87,7 +92,9 @@ from fedaug.types import Metrics
 
 @dataclass(frozen=True)
 class FLeaConfig(MethodConfig):
-    """FLea's hyper-parameters (defaults: the KDD paper).
+    """FLea's hyper-parameters. Defaults: the KDD paper's, except three chosen by the three-seed UCI-HAR study
+    ``studies/flea_objective_har`` (an extra plain CE on the local batch, the unsquared dCor and its weight
+    decaying 3 -> 1, as the authors' code has them): ``flea_eq6`` is the paper's Eq. 6 as printed.
 
     Attributes:
         split_layer: layer l whose activations are shared (None: the model's ``default_split``).
@@ -95,15 +102,17 @@ class FLeaConfig(MethodConfig):
         mix_weight: a fixed mixing weight instead of Beta draws (ICLR Table 8 ablation); 1 = local only.
         distill_weight: lambda1 of L_dis (paper: 1; searched 0-4).
         decor_weight: lambda2 of L_dec (paper: 3; suggested 2-6).
-        decor_form: ``dcor_squared`` (KDD Eq. 5), ``dcor`` (official code) or ``trace`` (ICLR draft).
-        decor_schedule: ``constant`` (paper) or ``official``: max(lambda2 - 0.1 (t - 1), 1) in round t.
+        decor_form: ``dcor`` (default and official code), ``dcor_squared`` (KDD Eq. 5) or ``trace`` (ICLR
+            draft).
+        decor_schedule: ``official`` (default): max(lambda2 - 0.1 (t - 1), 1) in round t, or ``constant``
+            (paper).
         share_fraction: alpha, the fraction of local data each client shares (paper: 0.1; floor, as official).
         share_sampling: ``fresh`` subset every time (paper) or ``fixed`` subset per client (official).
         buffer_rounds: tau, rounds of features kept in the buffer (paper: 1, the buffer resets every round).
         distill_on: ``mixed`` features (paper Eq. 4) or unmixed ``buffer`` features (official).
         distill_direction: ``local_global`` = KL(p_local || p_global) (paper Eq. 4) or ``global_local``
             (official, teacher first).
-        local_ce_weight: weight of an extra plain CE on the local batch (paper: 0; official: 1).
+        local_ce_weight: weight of an extra plain CE on the local batch (default and official: 1; paper: 0).
         warmup: round 1 objective: ``paper`` (CE + lambda2 L_dec) or ``official`` (3x local epochs,
             CE + 0.5 KL(global || local) + lambda2(t) L_dec towards the untrained global model).
     """
@@ -113,14 +122,17 @@ class FLeaConfig(MethodConfig):
     mix_weight: float | None = None
     distill_weight: float = 1.0
     decor_weight: float = 3.0
-    decor_form: str = "dcor_squared"
-    decor_schedule: str = "constant"
+    # Deviation from paper: the next two and local_ce_weight are the official code's; Eq. 6 (flea_eq6) has
+    # dcor_squared, constant and 0. Three seeds on UCI-HAR (studies/flea_objective_har): Eq. 6 loses to
+    # FedAvg, these three together gain the most over it.
+    decor_form: str = "dcor"
+    decor_schedule: str = "official"
     share_fraction: float = 0.1
     share_sampling: str = "fresh"
     buffer_rounds: int = 1
     distill_on: str = "mixed"
     distill_direction: str = "local_global"
-    local_ce_weight: float = 0.0
+    local_ce_weight: float = 1.0
     warmup: str = "paper"
 
     def __post_init__(self) -> None:
@@ -318,6 +330,20 @@ def _share_stats(shares: Sequence[ClientShare]) -> dict[str, float]:
     stats["bytes_per_client"] = sum(_nbytes(s.x, s.y) for s in sent) / max(len(shares), 1)
     stats["shared_per_client"] = sum(s.metrics["num_shared"] for s in shares) / max(len(shares), 1)
     return stats
+
+
+@dataclass(frozen=True)
+class FLeaEq6Config(FLeaConfig):
+    """FLea's local objective as the KDD paper's Eq. 6 prints it: L_cls + lambda1 L_dis + lambda2 L_dec with
+    the squared dCor (Eq. 5) at a constant weight, and no CE on the local batch alone."""
+
+    decor_form: str = "dcor_squared"
+    decor_schedule: str = "constant"
+    local_ce_weight: float = 0.0
+
+
+FLeaEq6 = register("method", "flea_eq6")(MethodPreset("flea_eq6", FLea, FLeaEq6Config))
+"""FLea with the KDD paper's Eq. 6 as printed (:class:`FLeaEq6Config`), the user's options on top."""
 
 
 @dataclass(frozen=True)

@@ -71,8 +71,12 @@ class LossTerm(Generic[StepT_contra]):
 
 
 def _official_decor_schedule(weight: float, round_num: int) -> float:
-    """The official code's lambda2 in round t: max(lambda2 - 0.1 (t - 1), 1), 3 -> 1 over rounds 1-21."""
-    return max(weight - 0.1 * (round_num - 1), 1.0)
+    """The official code's lambda2 in round t: max(lambda2 - 0.1 (t - 1), 1), 3 -> 1 over rounds 1-21.
+
+    The official code hard-codes lambda2 = 3. For a configured lambda2 below 1 the floor is lambda2 itself (a
+    constant weight): ``decor_weight: 0`` turns decorrelation off under either schedule.
+    """
+    return max(weight - 0.1 * (round_num - 1), min(weight, 1.0))
 
 
 DECOR_SCHEDULES: dict[str, Callable[[float, int], float]] = {

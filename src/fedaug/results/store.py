@@ -111,11 +111,32 @@ def load_run(path: Path, *, include_unfinished: bool = False) -> Run | None:
     name = str(config.get("method.name"))
     given = {k.removeprefix("method."): v for k, v in config.items() if k.startswith("method.")}
     given.pop("name", None)
-    defaults = method_defaults(name)
+    defaults = _as_json(method_defaults(name))
+    used = _used_options(path)
+    if used is not None:  # every option the run used: right even after a default has changed since
+        given = {k: v for k, v in used.items() if k in defaults} if defaults else used
     changed = {k: v for k, v in given.items() if defaults.get(k, _MISSING) != v}
+    config.update({f"method.{k}": v for k, v in given.items()})
     config.update({f"method.{k}": v for k, v in defaults.items() if f"method.{k}" not in config})
     cpu = recorded_cpu(path)
     return Run(path=path, config=config, summary=summary, finished=finished, method_options=changed, cpu=cpu)
+
+
+def _used_options(path: Path) -> dict[str, Any] | None:
+    """The method options the run recorded in ``env.json`` (``method_config``: defaults included), or None
+    for a run without that record."""
+    env_path = path / "env.json"
+    try:
+        env = json.loads(env_path.read_bytes()) if env_path.exists() else {}
+    except ValueError as exc:
+        raise FedaugError(f"{env_path} is not valid JSON ({exc}); restore it or remove it") from exc
+    used = env.get("method_config") if isinstance(env, dict) else None
+    return dict(used) if isinstance(used, dict) else None
+
+
+def _as_json(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` as JSON would give them back (tuples as lists), to compare with a recorded ``env.json``."""
+    return {key: json.loads(json.dumps(value, default=str)) for key, value in values.items()}
 
 
 def _resolved(raw: dict[str, Any]) -> dict[str, Any]:

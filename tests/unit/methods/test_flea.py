@@ -33,7 +33,8 @@ def _final_state(
 
 
 def test_empty_buffer_without_distillation_and_decorrelation_equals_fedavg(tmp_path: Path) -> None:
-    flea = FLea(FLeaConfig(share_fraction=0.0, distill_weight=0.0, decor_weight=0.0))
+    # Eq. 6's objective (no extra local CE): the soft-label CE of unmixed features is plain CE
+    flea = FLea(FLeaConfig(share_fraction=0.0, distill_weight=0.0, decor_weight=0.0, local_ce_weight=0.0))
     accs, state = _final_state(tmp_path / "flea", flea)
     ref_accs, ref_state = _final_state(tmp_path / "fedavg", FedAvg())
     assert accs == ref_accs
@@ -43,7 +44,10 @@ def test_empty_buffer_without_distillation_and_decorrelation_equals_fedavg(tmp_p
 
 def test_mix_weight_one_reduces_to_local_training(tmp_path: Path) -> None:
     # A full buffer is shared and mixed in, but with weight 1 on the local activation it has no effect.
-    flea = FLea(FLeaConfig(mix_weight=1.0, share_fraction=0.5, distill_weight=0.0, decor_weight=0.0))
+    config = FLeaConfig(
+        mix_weight=1.0, share_fraction=0.5, distill_weight=0.0, decor_weight=0.0, local_ce_weight=0.0
+    )
+    flea = FLea(config)
     accs, state = _final_state(tmp_path / "flea", flea)
     ref_accs, ref_state = _final_state(tmp_path / "fedavg", FedAvg())
     assert accs == pytest.approx(ref_accs, abs=1e-9)
@@ -130,6 +134,10 @@ def test_official_preset_departures(tmp_path: Path) -> None:
     method = FLeaOfficial()
     assert method.config.decor_form == "dcor" and method.config.local_ce_weight == 1.0
     assert [method.decor_weight_at(t) for t in (1, 2, 20, 21, 50)] == pytest.approx([3.0, 2.9, 1.1, 1.0, 1.0])
+    # below 1 the weight stays where it was set: 0 switches decorrelation off under this schedule too
+    for weight, expected in ((0.0, 0.0), (0.5, 0.5), (1.5, 1.0)):
+        low = FLea(FLeaConfig(decor_weight=weight, decor_schedule="official"))
+        assert low.decor_weight_at(1) == weight and low.decor_weight_at(30) == expected
     payload = method.payload(method.init_server({}, _run()), 1, TrainSettings(local_epochs=5))
     assert payload.train.local_epochs == 15  # 3x epochs in the warm-up round
     Simulation(make_spec(tmp_path, method=method, rounds=3, per_round=2)).run()

@@ -1,4 +1,5 @@
-"""Method presets: ``flea_official`` is FLea with other defaults, and answers wherever a method class does."""
+"""Method presets: ``flea_official`` and ``flea_eq6`` are FLea with other defaults, and answer wherever a
+method class does."""
 
 from __future__ import annotations
 
@@ -9,17 +10,20 @@ import pytest
 from fedaug import catalog, registry
 from fedaug.api import MethodConfig
 from fedaug.experiments.load import build_dataclass
-from fedaug.methods.flea import FLea, FLeaConfig, FLeaOfficial, FLeaOfficialConfig
+from fedaug.methods.flea import FLea, FLeaConfig, FLeaEq6, FLeaEq6Config, FLeaOfficial, FLeaOfficialConfig
 from fedaug.methods.preset import MethodPreset
 
+# flea's default shares decor_form, decor_schedule and local_ce_weight with the authors' code
 OFFICIAL = {
-    "decor_form": ("dcor_squared", "dcor"),
-    "decor_schedule": ("constant", "official"),
     "share_sampling": ("fresh", "fixed"),
     "distill_on": ("mixed", "buffer"),
     "distill_direction": ("local_global", "global_local"),
-    "local_ce_weight": (0.0, 1.0),
     "warmup": ("paper", "official"),
+}
+EQ6 = {
+    "decor_form": ("dcor", "dcor_squared"),
+    "decor_schedule": ("official", "constant"),
+    "local_ce_weight": (1.0, 0.0),
 }
 
 
@@ -34,6 +38,19 @@ def test_flea_official_is_a_registered_preset_of_flea() -> None:
     assert type(method) is FLea and method.name == "flea_official" and FLea.name == "flea"
     assert method.config == FLeaOfficialConfig() and FLea().name == "flea"
     assert preset.changed_defaults() == OFFICIAL
+
+
+def test_flea_eq6_is_the_papers_eq6_as_printed() -> None:
+    # Prepare
+    preset = registry.get("method", "flea_eq6")
+    # Execute
+    method = preset()
+    # Assert: the KDD paper's squared dCor at a constant weight and no local CE; everything else is flea's
+    assert preset is FLeaEq6 and type(method) is FLea and method.name == "flea_eq6"
+    assert method.config == FLeaEq6Config()
+    assert (method.config.decor_form, method.config.decor_schedule) == ("dcor_squared", "constant")
+    assert method.config.local_ce_weight == 0.0
+    assert preset.changed_defaults() == EQ6
 
 
 def test_user_options_go_on_top_of_the_preset_defaults() -> None:
@@ -68,14 +85,11 @@ def test_list_says_it_is_a_preset_and_lists_the_changed_defaults() -> None:
     lines = catalog.detail_lines("method", "flea_official")
     assert lines[0].startswith("flea_official: ")
     assert lines[1] == "a preset of flea: flea with these defaults changed"
-    assert lines[2:9] == [
-        "  decor_form = dcor (flea: dcor_squared)",
-        "  decor_schedule = official (flea: constant)",
+    assert lines[2:6] == [
         "  share_sampling = fixed (flea: fresh)",
         "  distill_on = buffer (flea: mixed)",
         "  distill_direction = global_local (flea: local_global)",
-        "  local_ce_weight = 1.0 (flea: 0.0)",
         "  warmup = official (flea: paper)",
     ]
-    assert lines[9].startswith("use: --set method=flea_official")
+    assert lines[6].startswith("use: --set method=flea_official")
     assert catalog.preset_lines("flea") == []

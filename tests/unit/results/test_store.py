@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -9,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fedaug.errors import FedaugError
+from fedaug.methods.flea import FLeaEq6Config
 from fedaug.results.store import aggregate, group_runs, load_runs, setting_label
 
 
@@ -138,3 +141,25 @@ def test_setting_label_for_mean_local_size() -> None:
         "partition.mean_local_size": 500.0,
     }
     assert setting_label(config) == "cifar10 IID n=500"
+
+
+def test_rows_use_the_options_a_run_recorded_not_todays_defaults(
+    tmp_path: Path, make_run: Callable[..., Path]
+) -> None:
+    # Prepare: a run made when flea's defaults were Eq. 6's: config.yaml names no option, env.json records
+    # every option it used (as the runner writes it)
+    run_dir = make_run(tmp_path, method="flea")
+    used = dataclasses.asdict(FLeaEq6Config())
+    (run_dir / "env.json").write_text(json.dumps({"method_config": used}))
+    make_run(tmp_path, method="flea", seed=1)  # today's default, without an env.json
+    # Execute
+    grouping = group_runs(load_runs(tmp_path))
+    # Assert: the old run is labelled with what differs from today's flea, and its config holds what it used
+    label = "flea (decor_form=dcor_squared, decor_schedule=constant, local_ce_weight=0.0)"
+    assert grouping.rows == ["flea", label]
+    assert grouping.row_info[label] == (
+        "flea",
+        {"decor_form": "dcor_squared", "decor_schedule": "constant", "local_ce_weight": 0.0},
+    )
+    (old,) = grouping.cells[(label, grouping.columns[0])]
+    assert old.config["method.decor_form"] == "dcor_squared" and old.config["method.mix_beta"] == 2.0

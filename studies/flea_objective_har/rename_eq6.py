@@ -1,0 +1,52 @@
+"""Names the archived Eq. 6 runs ``flea_eq6``, as the preset names them since ``flea``'s default changed.
+
+The study's runs were made while ``flea``'s defaults were the KDD paper's Eq. 6. That method is now the preset
+``flea_eq6`` (byte-identical results, ``tests/golden``), and ``configs/experiments/flea_objective_har.yaml``
+builds the three Eq. 6 variants on it. This moves every archived run whose ``config.yaml`` says
+``method: {name: flea, ...}`` from ``.../flea/seedK`` to ``.../flea_eq6/seedK`` and writes ``flea_eq6`` as its
+method name; nothing else changes (``env.json`` keeps every option value the run used, which are
+``flea_eq6``'s with the variant's options). It refuses a run whose recorded options are not Eq. 6's plus the
+variant's, and a target that exists. Re-running it does nothing.
+
+    python studies/flea_objective_har/rename_eq6.py studies/flea_objective_har/runs
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+from fedaug.methods.flea import FLeaEq6Config
+
+
+def rename(root: Path) -> list[Path]:
+    """Renames the Eq. 6 runs below ``root``; returns their new run dirs."""
+    eq6 = dataclasses.asdict(FLeaEq6Config())
+    moved = []
+    for config_path in sorted(root.glob("**/flea/seed*/config.yaml")):
+        run_dir = config_path.parent
+        config = yaml.safe_load(config_path.read_text())
+        options = {k: v for k, v in config["method"].items() if k != "name"}
+        used = json.loads((run_dir / "env.json").read_text())["method_config"]
+        if config["method"]["name"] != "flea" or used != {**eq6, **options}:
+            raise SystemExit(f"{run_dir}: not an Eq. 6 run (options used: {used})")
+        target = run_dir.parent.parent / "flea_eq6" / run_dir.name
+        if target.exists():
+            raise SystemExit(f"{target} exists; not moving {run_dir} onto it")
+        config["method"]["name"] = "flea_eq6"
+        config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        run_dir.rename(target)
+        if not any(run_dir.parent.iterdir()):
+            run_dir.parent.rmdir()
+        moved.append(target)
+    return moved
+
+
+if __name__ == "__main__":
+    for path in rename(Path(sys.argv[1])):
+        print(path)
