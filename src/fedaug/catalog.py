@@ -139,6 +139,9 @@ METHODS: dict[str, MethodInfo] = {
         "FedAvg + a shared buffer of features mixed with local activations, distillation and decorrelation",
         _FLEA_PAPER,
     ),
+    "flea_eq6": MethodInfo(
+        "FLea with the KDD paper's local objective (Eq. 6) exactly as printed", _FLEA_PAPER
+    ),
     "flea_official": MethodInfo(
         "FLea with the official code's departures from the paper as defaults", _FLEA_PAPER
     ),

@@ -186,8 +186,8 @@ def test_flea_objective_preset_has_every_variant_per_split_and_seed() -> None:
     assert all(p.config.train.reset_optimizer_every_step for p in official)
     assert all(p.config.train.lr_schedule == "official_flea" for p in official)
     assert not any(p.config.train.reset_optimizer_every_step for p in points if p not in official)
-    flea = [p for p in points if p.config.method.name == "flea"]
-    variants = {tuple(sorted(p.config.method.options.items())) for p in flea}
+    eq6 = [p for p in points if p.config.method.name == "flea_eq6"]
+    variants = {tuple(sorted(p.config.method.options.items())) for p in eq6}
     assert variants == {
         (),
         (("local_ce_weight", 1.0),),
