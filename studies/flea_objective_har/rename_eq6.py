@@ -6,7 +6,8 @@ builds the three Eq. 6 variants on it. This moves every archived run whose ``con
 ``method: {name: flea, ...}`` from ``.../flea/seedK`` to ``.../flea_eq6/seedK`` and writes ``flea_eq6`` as its
 method name; nothing else changes (``env.json`` keeps every option value the run used, which are
 ``flea_eq6``'s with the variant's options). It refuses a run whose recorded options are not Eq. 6's plus the
-variant's, and a target that exists. Re-running it does nothing.
+variant's, and a target that holds another run; a run that is already there under its new name (archived
+again from the sweep's run dirs) is removed from its old place. Re-running it does nothing.
 
     python studies/flea_objective_har/rename_eq6.py studies/flea_objective_har/runs
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -36,7 +38,12 @@ def rename(root: Path) -> list[Path]:
             raise SystemExit(f"{run_dir}: not an Eq. 6 run (options used: {used})")
         target = run_dir.parent.parent / "flea_eq6" / run_dir.name
         if target.exists():
-            raise SystemExit(f"{target} exists; not moving {run_dir} onto it")
+            if not _same_run(run_dir, target):
+                raise SystemExit(f"{target} exists and holds another run; not moving {run_dir} onto it")
+            shutil.rmtree(run_dir)  # archived again from the sweep's run dirs: already here, renamed
+            if not any(run_dir.parent.iterdir()):
+                run_dir.parent.rmdir()
+            continue
         config["method"]["name"] = "flea_eq6"
         config_path.write_text(yaml.safe_dump(config, sort_keys=False))
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -45,6 +52,13 @@ def rename(root: Path) -> list[Path]:
             run_dir.parent.rmdir()
         moved.append(target)
     return moved
+
+
+def _same_run(a: Path, b: Path) -> bool:
+    """Whether two run dirs hold the same results (metrics and summary byte for byte)."""
+    return all(
+        (a / name).read_bytes() == (b / name).read_bytes() for name in ("metrics.jsonl", "summary.json")
+    )
 
 
 if __name__ == "__main__":
