@@ -37,20 +37,18 @@ def rename(root: Path) -> list[Path]:
         if config["method"]["name"] != "flea" or used != {**eq6, **options}:
             raise SystemExit(f"{run_dir}: not an Eq. 6 run (options used: {used})")
         target = run_dir.parent.parent / "flea_eq6" / run_dir.name
-        if target.exists():
-            if not _same_run(run_dir, target):
-                raise SystemExit(f"{target} exists and holds another run; not moving {run_dir} onto it")
+        if not target.exists():
+            config["method"]["name"] = "flea_eq6"
+            config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            run_dir.rename(target)
+            moved.append(target)
+        elif _same_run(run_dir, target):
             shutil.rmtree(run_dir)  # archived again from the sweep's run dirs: already here, renamed
-            if not any(run_dir.parent.iterdir()):
-                run_dir.parent.rmdir()
-            continue
-        config["method"]["name"] = "flea_eq6"
-        config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        run_dir.rename(target)
+        else:
+            raise SystemExit(f"{target} exists and holds another run; not moving {run_dir} onto it")
         if not any(run_dir.parent.iterdir()):
             run_dir.parent.rmdir()
-        moved.append(target)
     return moved
 
 

@@ -25,6 +25,7 @@ from fedaug.engine.checkpoint import read_jsonl, summarize
 from fedaug.errors import FedaugError
 from fedaug.machine import recorded_cpu
 from fedaug.reproducibility.identity import changes_results, flatten
+from fedaug.reproducibility.resume import saved_env
 from fedaug.yamlio import read_yaml_file
 
 logger = logging.getLogger(__name__)
@@ -125,12 +126,7 @@ def load_run(path: Path, *, include_unfinished: bool = False) -> Run | None:
 def _used_options(path: Path) -> dict[str, Any] | None:
     """The method options the run recorded in ``env.json`` (``method_config``: defaults included), or None
     for a run without that record."""
-    env_path = path / "env.json"
-    try:
-        env = json.loads(env_path.read_bytes()) if env_path.exists() else {}
-    except ValueError as exc:
-        raise FedaugError(f"{env_path} is not valid JSON ({exc}); restore it or remove it") from exc
-    used = env.get("method_config") if isinstance(env, dict) else None
+    used = saved_env(path).get("method_config")
     return dict(used) if isinstance(used, dict) else None
 
 
