@@ -4,19 +4,21 @@
 #      CUDA cases of the attack and Flower device tests;
 #   2. FedAvg and FLea on the default preset (UCI-HAR, K = 75, Qua(2), 100 rounds, seed 0) on CUDA;
 #   3. with STAGES including "speed": benchmarks/gpu.py (sequential vs batched clients vs packed runs).
-# STAGES (default "tests runs") picks the stages, e.g. STAGES="tests speed".
-# pytest is not on those machines: build a folder of it here first and carry it along:
+# STAGES (default "tests runs") picks the stages, e.g. STAGES="tests speed"; ROUNDS (default 100) the rounds of
+# the speed stage (fewer are scaled to 100 rounds in its numbers), WORKERS (default 4) its packed runs.
+# The lent machines have pytest; elsewhere build a folder of it and carry it along:
 #   pip install --target .gpu_deps pytest      (then: run with carry [".gpu_deps"])
+# The FedAvg/FLea table grid in one call is scripts/gpu_grid.sh.
 # Results go to $OUT (default gpu_out/): at most 7 files.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
 STAGES=${STAGES:-tests runs}
-export PYTHONPATH="src:.:.gpu_deps${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="src:.:.gpu_deps${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())'; } > "$OUT/machine.txt" 2>&1
 if [[ " $STAGES " == *" tests "* ]]; then
-  timeout 240 python3 -m pytest -q -p no:cacheprovider -o addopts="--import-mode=importlib" tests/gpu \
+  timeout "${TESTS_S:-240}" python3 -m pytest -q -p no:cacheprovider -o addopts="--import-mode=importlib" tests/gpu \
       tests/unit/attacks/test_device_attacks.py tests/unit/test_device_flower.py -k cuda \
       > "$OUT/tests_gpu.txt" 2>&1
   echo "tests/gpu exit $?" >> "$OUT/tests_gpu.txt"
@@ -28,7 +30,8 @@ if [[ " $STAGES " == *" runs "* ]]; then
   tail -4 "$OUT/device_runs.log"
 fi
 if [[ " $STAGES " == *" speed "* ]]; then
-  timeout 540 python3 benchmarks/gpu.py --device cuda --workers "${WORKERS:-4}" --out "$OUT/gpu.json" \
+  timeout "${SPEED_S:-540}" python3 benchmarks/gpu.py --device cuda --workers "${WORKERS:-4}" \
+      --rounds "${ROUNDS:-100}" --out "$OUT/gpu.json" \
       > "$OUT/gpu.log" 2>&1
   echo "gpu.py exit $?" >> "$OUT/gpu.log"
   tail -8 "$OUT/gpu.log"
