@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import time
 from collections.abc import Callable
@@ -17,6 +18,8 @@ from fedaug.errors import PartitionError
 
 ValidityCheck = Callable[[list[np.ndarray], int, int], None]
 CountsFn = Callable[[list[np.ndarray], np.ndarray, int], np.ndarray]
+# the package exports the function under the module's name
+dirichlet_module = importlib.import_module("fedaug.data.partition.dirichlet")
 
 
 def _run(labels: np.ndarray, num_clients: int, seed: int = 0, **params: object) -> list[np.ndarray]:
@@ -116,6 +119,41 @@ def test_default_min_size_relaxes_but_explicit_is_strict(caplog: pytest.LogCaptu
     assert min(part.size for part in parts) >= 1
     with pytest.raises(PartitionError, match="min_size=6 cannot be met"):
         _run(labels, 30, alpha=0.1, min_size=6, max_tries=50)
+
+
+def test_default_min_size_keeps_drawing_for_one_sample_a_client(
+    assert_valid_partition: ValidityCheck,
+) -> None:
+    # Prepare: UCI-HAR's class sizes, K = 150, alpha = 0.1 (FLea Table 1): about 1 draw in 1,900 gives every
+    # client a sample, so 1000 tries miss it for this seed
+    labels = np.repeat(np.arange(6), [1226, 1073, 986, 1286, 1374, 1407])
+    with pytest.raises(PartitionError, match=r"min_size=1 cannot be met .* after 1000 tries"):
+        _run(labels, 150, seed=0, alpha=0.1, min_size=1)
+    # Execute
+    parts = _run(labels, 150, seed=0, alpha=0.1)
+    # Assert: the default target, relaxed to 1, drew on past max_tries and found one
+    assert min(part.size for part in parts) == 1
+    assert_valid_partition(parts, labels.size, 150)
+
+
+def test_extra_draws_for_one_sample_come_after_max_tries(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Prepare: 30 clients, alpha 0.1, max_tries 50: the default relaxes 6 -> 3 -> 1, meets 1 within 50 draws
+    labels = np.tile(np.arange(6), 100)
+    with_extra = _run(labels, 30, seed=3, alpha=0.1, max_tries=50)
+    monkeypatch.setattr(dirichlet_module, "LAST_TARGET_TRIES", 0)  # no extra draws: the partition before them
+    # Execute
+    without_extra = _run(labels, 30, seed=3, alpha=0.1, max_tries=50)
+    # Assert: the same partition, sample for sample
+    assert min(part.size for part in with_extra) >= 1
+    assert all(np.array_equal(a, b) for a, b in zip(with_extra, without_extra, strict=True))
+
+
+def test_default_min_size_still_fails_when_one_sample_each_is_out_of_reach() -> None:
+    # Prepare: 1 + 100 draws for the last target cannot give each of 60 clients one of 120 samples
+    labels = np.tile(np.arange(6), 20)
+    # Execute / Assert: the message counts every try of the last target
+    with pytest.raises(PartitionError, match=r"min_size=1 cannot be met .* after 101 tries"):
+        _run(labels, 60, seed=0, alpha=0.01, max_tries=1)
 
 
 def test_balance_cap_limits_late_classes(assert_valid_partition: ValidityCheck) -> None:
