@@ -43,15 +43,29 @@ def cpu_facts() -> dict[str, Any]:
     }
 
 
-def recorded_cpu(run_dir: Path) -> str | None:
-    """The CPU model a run dir's ``env.json`` records (None: no file, unreadable, or from before it was
-    recorded)."""
+def _recorded_env(run_dir: Path) -> dict[str, Any]:
     try:
         env = json.loads((run_dir / "env.json").read_text())
     except (OSError, ValueError):
-        return None
-    cpu = env.get("cpu_model") if isinstance(env, dict) else None
+        return {}
+    return env if isinstance(env, dict) else {}
+
+
+def recorded_cpu(run_dir: Path) -> str | None:
+    """The CPU model a run dir's ``env.json`` records (None: no file, unreadable, or from before it was
+    recorded)."""
+    cpu = _recorded_env(run_dir).get("cpu_model")
     return cpu if isinstance(cpu, str) else None
+
+
+def recorded_processor(run_dir: Path) -> str | None:
+    """What computed a run: the GPU's name for a run on CUDA (``env.json``'s ``gpu_name``), else its CPU
+    model (None: not recorded). Runs on different processors do not share their float rounding."""
+    env = _recorded_env(run_dir)
+    gpu = env.get("gpu_name")
+    if str(env.get("device", "")).startswith("cuda") and isinstance(gpu, str):
+        return gpu
+    return recorded_cpu(run_dir)
 
 
 def other_recorded_cpu(run_dir: Path) -> str | None:

@@ -83,14 +83,14 @@ def _summary_line(grouping: Grouping, runs_dir: str) -> str:
     shape = f"{len(grouping.rows)} methods x {len(grouping.columns)} settings"
     text = f"{len(runs)} runs from `{runs_dir}`: {shape}, rounds {', '.join(map(str, rounds))}"
     text += f" ({unfinished} unfinished runs included)" if unfinished else ""
-    return text + f"; CPUs: {_cpu_counts(runs)}"
+    return text + f"; ran on: {_cpu_counts(runs)}"
 
 
 def _cpu_counts(runs: Sequence[Run]) -> str:
-    """How many runs ran on each CPU model (``env.json``), most first.
+    """How many runs ran on each CPU model or GPU (``env.json``), most first.
 
-    A seed's runs on different CPUs do not share their float rounding (:mod:`fedaug.machine`), so a paired
-    gain between them holds that drift too.
+    A seed's runs on different processors do not share their float rounding (:mod:`fedaug.machine`), so a
+    paired gain between them holds that drift too.
     """
     counts = Counter(run.cpu or "not recorded" for run in runs)
     ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))

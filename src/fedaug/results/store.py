@@ -23,7 +23,7 @@ from typing import Any
 from fedaug import registry
 from fedaug.engine.checkpoint import read_jsonl, summarize
 from fedaug.errors import FedaugError
-from fedaug.machine import recorded_cpu
+from fedaug.machine import recorded_processor
 from fedaug.reproducibility.identity import changes_results, flatten
 from fedaug.reproducibility.resume import saved_env
 from fedaug.yamlio import read_yaml_file
@@ -49,8 +49,9 @@ class Run:
         summary: ``summary.json`` (or, for an unfinished run, the same numbers computed from its metrics).
         finished: whether ``summary.json`` exists and covers the configured number of rounds.
         method_options: the options given to the method that differ from its defaults.
-        cpu: the CPU model it (last) ran on (``env.json``, rewritten at each start; a resume on another CPU
-            is warned about in its log); None for runs from before it was recorded.
+        cpu: the CPU model it (last) ran on, or the GPU's name for a run on CUDA (``env.json``, rewritten at
+            each start; a resume on another CPU is warned about in its log); None for runs from before it
+            was recorded.
     """
 
     path: Path
@@ -119,7 +120,7 @@ def load_run(path: Path, *, include_unfinished: bool = False) -> Run | None:
     changed = {k: v for k, v in given.items() if defaults.get(k, _MISSING) != v}
     config.update({f"method.{k}": v for k, v in given.items()})
     config.update({f"method.{k}": v for k, v in defaults.items() if f"method.{k}" not in config})
-    cpu = recorded_cpu(path)
+    cpu = recorded_processor(path)
     return Run(path=path, config=config, summary=summary, finished=finished, method_options=changed, cpu=cpu)
 
 

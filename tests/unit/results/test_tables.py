@@ -271,11 +271,14 @@ def test_unknown_baseline_is_refused_naming_the_rows(grouping: Grouping) -> None
 def test_report_title_counts_the_cpus_and_a_fixed_partition_seed_is_its_own_column(
     tmp_path: Path, make_run: Callable[..., Path]
 ) -> None:
-    # Prepare: three seeds, two with env.json naming their CPU, one from before it was recorded; and one run
-    # whose partition seed was fixed
-    for seed, cpu in ((0, "Intel Xeon"), (1, "AMD EPYC"), (2, None)):
+    # Prepare: four seeds, two with env.json naming their CPU, one on a GPU, one from before it was recorded;
+    # and one run whose partition seed was fixed
+    for seed, cpu in ((0, "Intel Xeon"), (1, "AMD EPYC"), (2, None), (3, "GPU")):
         run_dir = make_run(tmp_path, seed=seed)
-        if cpu is not None:
+        if cpu == "GPU":  # a run on CUDA counts under its GPU's name
+            env = {"cpu_model": "Intel Xeon", "device": "cuda:0", "gpu_name": "NVIDIA H200"}
+            (run_dir / "env.json").write_text(json.dumps(env))
+        elif cpu is not None:
             (run_dir / "env.json").write_text(json.dumps({"cpu_model": cpu, "num_threads": 1}))
     fixed = make_run(tmp_path / "fixed", seed=1)
     config = yaml.safe_load((fixed / "config.yaml").read_text())
@@ -286,6 +289,6 @@ def test_report_title_counts_the_cpus_and_a_fixed_partition_seed_is_its_own_colu
     printed = write_report([tmp_path], formats=["md"]).printed[0]
     # Assert: CPUs most first, then by name; the fixed-partition run is a column of its own
     title = printed.splitlines()[0]
-    assert title.endswith("; CPUs: AMD EPYC (2), Intel Xeon (1), not recorded (1)")
+    assert title.endswith("; ran on: AMD EPYC (2), Intel Xeon (1), NVIDIA H200 (1), not recorded (1)")
     assert "uci_har Qua(2) K=75 pseed=0" in printed
     assert "uci_har Qua(2) K=75 |" in printed
