@@ -23,6 +23,7 @@ from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation
 from fedaug.methods.flea import FLea
 from tests.helpers import bn_model, image_spec, killed_in_round, run_files, run_on_device
+from tests.unit.engine.helpers import assert_same_run, unequal_float64_spec
 
 
 @pytest.fixture
@@ -42,6 +43,22 @@ def test_method_runs_two_rounds_on_cuda_with_its_state_there(
     tmp_path: Path, name: str, cuda: torch.device
 ) -> None:
     run_on_device(tmp_path, name, cuda)
+
+
+@pytest.mark.parametrize("name", ["fedavg", "flea"])
+def test_batched_clients_equal_the_sequential_loop_on_cuda_in_float64(
+    tmp_path: Path, name: str, cuda: torch.device
+) -> None:
+    # The CPU test's three rounds of unequal clients (tests/unit/engine/test_batched.py), on CUDA: the vmapped
+    # step and the functional Adam repeat the sequential loop there too (FLea: buffer draws and Beta weights)
+    def spec(run_dir: Path, batched: bool) -> Any:
+        base = unequal_float64_spec(run_dir, registry.get("method", name)())
+        run = dataclasses.replace(base.run, device=cuda)
+        return dataclasses.replace(base, run=run, batched_clients=batched)
+
+    Simulation(spec(tmp_path / "seq", False)).run()
+    Simulation(spec(tmp_path / "bat", True)).run()
+    assert_same_run(tmp_path / "seq", tmp_path / "bat")
 
 
 def _draws(
