@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # FLea Table 1's FedAvg and FLea rows on UCI-HAR in one GPU call (issue #32's target): K = 75 and 150,
 # Qua(2) / Dir(0.3) / Dir(0.1), seeds 0-2, 100 rounds: 36 runs of configs/experiments/flea_table1_har.yaml,
-# packed WORKERS at once (default 8) with batched clients (BATCHED, default true), then `fedaug report`.
+# WORKERS runs at once sharing the GPU (default 16, as measured on an H200: studies/flea_table1_har), their
+# clients one by one (BATCHED=true batches them: slower there), the longest runs first (ORDER, default
+# longest-first; grid: as listed), then `fedaug archive` and `fedaug report`.
 # The sweep stops after LIMIT seconds (default 520) so the report and the archive still come back; a sweep cut
 # short resumes where it stopped when run again with the same RUNS.
 #   OUT=gpu_out scripts/gpu_grid.sh                       # on the GPU machine
@@ -15,8 +17,9 @@ export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 start=$(date +%s)
 timeout "${LIMIT:-520}" python3 -m fedaug sweep configs/experiments/flea_table1_har.yaml \
     --grid "seed=[${SEEDS:-0, 1, 2}]" --grid "method=[${METHODS:-fedavg, flea}]" \
-    --set "engine.batched_clients=${BATCHED:-true}" --set engine.progress=false \
-    --device "${DEVICE:-cuda}" --workers "${WORKERS:-8}" --heartbeat 60 --out-dir "$RUNS" > "$OUT/grid.log" 2>&1
+    --set "engine.batched_clients=${BATCHED:-false}" --set engine.progress=false \
+    --device "${DEVICE:-cuda}" --workers "${WORKERS:-16}" --order "${ORDER:-longest-first}" \
+    --heartbeat 60 --out-dir "$RUNS" > "$OUT/grid.log" 2>&1
 echo "sweep exit $? after $(( $(date +%s) - start )) s" >> "$OUT/grid.log"
 python3 -m fedaug archive --include-unfinished "$RUNS/flea_table1_har" --out "$RUNS/archive" >> "$OUT/grid.log" 2>&1
 python3 -m fedaug report "$RUNS/archive" --baseline fedavg --format md,csv --out "$OUT/report" >> "$OUT/grid.log" 2>&1

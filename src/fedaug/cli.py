@@ -118,7 +118,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from fedaug.experiments.sweep import HEARTBEAT_SECONDS, check_sweep_options, expand_sweep, run_sweep
 
     heartbeat = HEARTBEAT_SECONDS if args.heartbeat is None else args.heartbeat
-    check_sweep_options(args.workers, heartbeat)  # with --dry-run too
+    check_sweep_options(args.workers, heartbeat, args.order)  # with --dry-run too
     overrides = shared_overrides(args)
     points = expand_sweep(args.config, [*overrides, *args.overrides], args.grid, smoke=args.smoke)
     for point in points:
@@ -129,7 +129,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for name in sorted({p.config.engine.device for p in points}):
         resolve_device(name)  # a device this machine lacks: one error now, not one failure per run
     logger.info("%s (--dry-run lists them)", dry_run_lines(points)[-1])
-    result = run_sweep(points, workers=args.workers, heartbeat=heartbeat)
+    result = run_sweep(points, workers=args.workers, heartbeat=heartbeat, order=args.order)
     busy = f", {len(result.busy)} busy (run by another process)" if result.busy else ""
     print(
         f"{len(points)} runs: {len(result.finished)} finished now, {len(result.skipped)} already finished, "
@@ -225,6 +225,12 @@ def _add_sweep_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         type=float,
         metavar="SECONDS",
         help="with --workers > 1: log each running run's round and time left this often (600; 0: never)",
+    )
+    sweep.add_argument(
+        "--order",
+        default="grid",
+        help="grid (default: as listed, seeds first) or longest-first (most run time left by other seeds' "
+        "round times first; unknown ones first in grid order): shortens the tail of many workers on a GPU",
     )
     sweep.add_argument(
         "--dry-run",

@@ -362,6 +362,11 @@ SWEEPS = [
     ),
     ("heartbeat-inf", sweep("grid_ok.yaml", "--heartbeat", "inf", "--dry-run"), "got inf"),
     (
+        "sweep-order-unknown",
+        sweep("grid_ok.yaml", "--order", "shortest", "--dry-run"),
+        "--order must be one of grid, longest-first, got 'shortest'",
+    ),
+    (
         "sweep-out-dir-file",
         ("sweep", "{F}/grid_ok.yaml", "--out-dir", "{F}/a_file", "--dry-run"),
         "a_file is a",

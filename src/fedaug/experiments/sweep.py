@@ -33,7 +33,7 @@ from typing import Any
 
 from fedaug.errors import ConfigError, RunLockedError
 from fedaug.experiments.config import ExperimentConfig
-from fedaug.experiments.estimate import run_status, running_line
+from fedaug.experiments.estimate import remaining_seconds, run_status, running_line
 from fedaug.experiments.load import (
     OPEN_SECTIONS,
     SMOKE_OVERRIDES,
@@ -45,9 +45,9 @@ from fedaug.experiments.load import (
     read_yaml,
 )
 from fedaug.experiments.runner import run_experiment
-from fedaug.experiments.sweep_order import Schedule, SweepPoint
+from fedaug.experiments.sweep_order import ORDERS, Schedule, SweepPoint
 from fedaug.reproducibility.identity import format_suffix, result_config, run_dir_for
-from fedaug.validation import check_int, check_number
+from fedaug.validation import check_choice, check_int, check_number
 from fedaug.yamlio import parse_yaml
 
 logger = logging.getLogger(__name__)
@@ -266,15 +266,21 @@ MAX_WORKERS = 1024
 """Cap on ``--workers``."""
 
 
-def check_sweep_options(workers: int, heartbeat: float) -> None:
-    """Raises ConfigError for a ``--workers`` outside 1..MAX_WORKERS or a ``--heartbeat`` that is not a finite
-    number of seconds >= 0 (checked before the sweep is read, so ``--dry-run`` refuses them too)."""
+def check_sweep_options(workers: int, heartbeat: float, order: str = "grid") -> None:
+    """Raises ConfigError for a ``--workers`` outside 1..MAX_WORKERS, a ``--heartbeat`` that is not a finite
+    number of seconds >= 0 or an unknown ``--order`` (checked before the sweep is read, so ``--dry-run``
+    refuses them too)."""
     check_int("--workers", workers, 1, MAX_WORKERS)
     check_number("--heartbeat", heartbeat, 0)
+    check_choice("--order", order, ORDERS)
 
 
 def run_sweep(
-    points: Sequence[SweepPoint], *, workers: int = 1, heartbeat: float = HEARTBEAT_SECONDS
+    points: Sequence[SweepPoint],
+    *,
+    workers: int = 1,
+    heartbeat: float = HEARTBEAT_SECONDS,
+    order: str = "grid",
 ) -> SweepResult:
     """Runs every point (skipping finished ones), with ``workers`` processes; logs one line per run.
 
@@ -282,19 +288,21 @@ def run_sweep(
     finished run the round each running run has reached and its time left (0: never).
 
     A point that branches from a FedAvg point of the same sweep starts after that point has ended
-    (:class:`~fedaug.experiments.sweep_order.Schedule`); the others run in the given order.
+    (:class:`~fedaug.experiments.sweep_order.Schedule`); the others run in the given order, or with
+    ``order="longest-first"`` the one with the most run time left first (by its siblings' round times).
 
     Args:
         points: from :func:`expand_sweep`.
         workers: number of worker processes (1: run in this process).
         heartbeat: seconds between the progress lines of a multi-worker sweep (0: none).
+        order: ``grid`` or ``longest-first`` (:mod:`fedaug.experiments.sweep_order`).
 
     Returns:
         The finished, skipped and failed run dirs (failures with their error message).
     """
-    check_sweep_options(workers, heartbeat)
+    check_sweep_options(workers, heartbeat, order)
     result = SweepResult()
-    schedule = Schedule(points)
+    schedule = Schedule(points, remaining_seconds if order == "longest-first" else None)
     done = 0
     if workers == 1:
         while (point := schedule.next()) is not None:

@@ -171,6 +171,7 @@ def test_presets_expand(capsys: pytest.CaptureFixture[str]) -> None:
         ({"workers": 0}, r"--workers must be in 1\.\.1024, got 0"),
         ({"workers": 2, "heartbeat": -1.0}, r"--heartbeat must be a finite number >= 0, got -1.0"),
         ({"workers": 2, "heartbeat": float("nan")}, r"--heartbeat must be a finite number >= 0, got nan"),
+        ({"order": "random"}, r"--order must be one of grid, longest-first, got 'random'"),
     ],
 )
 def test_bad_workers_or_heartbeat_is_refused_before_any_run(kwargs: dict, message: str) -> None:

@@ -1,4 +1,5 @@
-"""Sweep scheduling: a run that branches from a FedAvg run of the same sweep waits for it, then runs first."""
+"""Sweep scheduling: a run that branches from a FedAvg run of the same sweep waits for it, then runs first;
+``--order longest-first`` hands out the run with the most time left."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from fedaug.cli import main
+from fedaug.experiments.estimate import remaining_seconds
 from fedaug.experiments.sweep import run_sweep
-from fedaug.experiments.sweep_order import Schedule
+from fedaug.experiments.sweep_order import Schedule, SweepPoint
 from fedaug.reproducibility.branch import branch_source
 from tests.unit.experiments.helpers import BASE, ZDAS, sweep_points
 
@@ -88,3 +90,46 @@ def test_a_grid_goes_on_from_its_archive_on_a_fresh_machine(tmp_path: Path) -> N
     assert result.skipped == [fedavg.run_dir] and result.finished == [zdas.run_dir]
     assert not (zdas.run_dir / "branch.json").exists()
     assert (zdas.run_dir / "metrics.jsonl").read_text() == first
+
+
+def test_longest_first_hands_out_unknown_costs_first_in_order_then_the_longest(tmp_path: Path) -> None:
+    # Prepare: four runs; two without an estimate, two with 10 s and 30 s left
+    points = sweep_points(tmp_path, "[fedavg, fedprox, feddecorr, fedlc]")
+    fedavg, fedprox, feddecorr, fedlc = points
+    left: dict[Path, float | None] = {
+        fedavg.run_dir: 10.0,
+        fedprox.run_dir: None,
+        feddecorr.run_dir: 30.0,
+        fedlc.run_dir: None,
+    }
+
+    def cost(point: SweepPoint) -> float | None:
+        return left[point.run_dir]
+
+    schedule = Schedule(points, cost)
+    # Execute / Assert: unknown ones in grid order, then by time left, most first
+    assert [schedule.next() for _ in range(5)] == [fedprox, fedlc, feddecorr, fedavg, None]
+    # Assert: without a cost the grid's order
+    assert Schedule(points).next() is fedavg
+
+
+def test_longest_first_costs_a_run_by_its_siblings_round_times(tmp_path: Path) -> None:
+    # Prepare: seed 1 of FedAvg and FedProx; seed 0 of each logged 3 rounds, FedProx's 4x as slow
+    points = sweep_points(tmp_path, "[fedavg, fedprox]", "seed=1")
+    for point, seconds in zip(points, (1.0, 4.0), strict=True):
+        sibling = point.run_dir.parent / "seed0"
+        sibling.mkdir(parents=True)
+        lines = [json.dumps({"round": r, "round_time": seconds}) for r in (1, 2, 3)]
+        (sibling / "timings.jsonl").write_text("\n".join(lines) + "\n")
+    rounds = points[0].config.train.rounds
+    # Execute
+    costs = [remaining_seconds(p) for p in points]
+    schedule = Schedule(points, remaining_seconds)
+    # Assert: all rounds left, costed at the sibling's mean round time; FedProx goes first
+    assert costs == [1.0 * rounds, 4.0 * rounds]
+    assert [schedule.next(), schedule.next()] == [points[1], points[0]]
+    # Execute: the sweep itself, one worker, runs them in that order
+    result = run_sweep(points, order="longest-first")
+    # Assert
+    assert result.finished == [points[1].run_dir, points[0].run_dir]
+    assert [p.run_dir for p in points] != result.finished  # the grid's order was the other one
