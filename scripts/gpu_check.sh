@@ -3,7 +3,8 @@
 #   1. tests/gpu (every method on CUDA, CPU/CUDA draws, resume, cross-device checkpoints, bf16) and the
 #      CUDA cases of the attack and Flower device tests;
 #   2. FedAvg and FLea on the default preset (UCI-HAR, K = 75, Qua(2), 100 rounds, seed 0) on CUDA;
-#   3. with STAGES including "speed": benchmarks/gpu.py (sequential vs batched clients vs packed runs).
+#   3. with STAGES including "speed": benchmarks/gpu.py (sequential vs batched clients vs packed runs);
+#   4. with STAGES including "syncs": benchmarks/gpu_syncs.py (host-device synchronisations per round, by line).
 # STAGES (default "tests runs") picks the stages, e.g. STAGES="tests speed"; ROUNDS (default 100) the rounds of
 # the speed stage (fewer are scaled to 100 rounds in its numbers), WORKERS (default 4) its packed runs.
 # The lent machines have pytest; elsewhere build a folder of it and carry it along:
@@ -28,6 +29,11 @@ if [[ " $STAGES " == *" runs "* ]]; then
   timeout 420 python3 benchmarks/device_runs.py --device cuda --out "$OUT/device_runs.json" > "$OUT/device_runs.log" 2>&1
   echo "device_runs exit $?" >> "$OUT/device_runs.log"
   tail -4 "$OUT/device_runs.log"
+fi
+if [[ " $STAGES " == *" syncs "* ]]; then
+  timeout "${SYNCS_S:-120}" python3 benchmarks/gpu_syncs.py --rounds 3 --out "$OUT/gpu_syncs.json" > "$OUT/gpu_syncs.log" 2>&1
+  echo "gpu_syncs exit $?" >> "$OUT/gpu_syncs.log"
+  tail -3 "$OUT/gpu_syncs.log"
 fi
 if [[ " $STAGES " == *" speed "* ]]; then
   timeout "${SPEED_S:-540}" python3 benchmarks/gpu.py --device cuda --workers "${WORKERS:-4}" \
