@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import platform
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,29 +44,26 @@ def cpu_facts() -> dict[str, Any]:
     }
 
 
-def _recorded_env(run_dir: Path) -> dict[str, Any]:
-    try:
-        env = json.loads((run_dir / "env.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return env if isinstance(env, dict) else {}
-
-
 def recorded_cpu(run_dir: Path) -> str | None:
     """The CPU model a run dir's ``env.json`` records (None: no file, unreadable, or from before it was
     recorded)."""
-    cpu = _recorded_env(run_dir).get("cpu_model")
+    try:
+        env = json.loads((run_dir / "env.json").read_text())
+    except (OSError, ValueError):
+        return None
+    cpu = env.get("cpu_model") if isinstance(env, dict) else None
     return cpu if isinstance(cpu, str) else None
 
 
-def recorded_processor(run_dir: Path) -> str | None:
-    """What computed a run: the GPU's name for a run on CUDA (``env.json``'s ``gpu_name``), else its CPU
-    model (None: not recorded). Runs on different processors do not share their float rounding."""
-    env = _recorded_env(run_dir)
+def processor_of(env: Mapping[str, Any]) -> str | None:
+    """What computed a run, from its ``env.json`` record: the GPU's name for a run on CUDA (``gpu_name``),
+    else its CPU model (None: not recorded). Runs on different processors do not share their float
+    rounding."""
     gpu = env.get("gpu_name")
     if str(env.get("device", "")).startswith("cuda") and isinstance(gpu, str):
         return gpu
-    return recorded_cpu(run_dir)
+    cpu = env.get("cpu_model")
+    return cpu if isinstance(cpu, str) else None
 
 
 def other_recorded_cpu(run_dir: Path) -> str | None:

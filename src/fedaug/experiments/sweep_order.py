@@ -83,9 +83,14 @@ class Schedule:
             return None
         if self._cost is None:
             return self._ready.popleft()
-        costs = [self._cost(point) for point in self._ready]
-        unknown = [i for i, c in enumerate(costs) if c is None]
-        pick = unknown[0] if unknown else max(range(len(costs)), key=lambda i: (costs[i] or 0.0, -i))
+        pick, most = 0, -1.0
+        for i, point in enumerate(self._ready):
+            cost = self._cost(point)
+            if cost is None:  # unknown: the first of these goes now, the others need not be costed
+                pick = i
+                break
+            if cost > most:  # ties: the earlier in grid order
+                pick, most = i, cost
         point = self._ready[pick]
         del self._ready[pick]
         return point

@@ -23,7 +23,7 @@ from typing import Any
 from fedaug import registry
 from fedaug.engine.checkpoint import read_jsonl, summarize
 from fedaug.errors import FedaugError
-from fedaug.machine import recorded_processor
+from fedaug.machine import processor_of
 from fedaug.reproducibility.identity import changes_results, flatten
 from fedaug.reproducibility.resume import saved_env
 from fedaug.yamlio import read_yaml_file
@@ -114,20 +114,21 @@ def load_run(path: Path, *, include_unfinished: bool = False) -> Run | None:
     given = {k.removeprefix("method."): v for k, v in config.items() if k.startswith("method.")}
     given.pop("name", None)
     defaults = _as_json(method_defaults(name))
-    used = _used_options(path)
+    env = saved_env(path)
+    used = _used_options(env)
     if used is not None:  # every option the run used: right even after a default has changed since
         given = {k: v for k, v in used.items() if k in defaults} if defaults else used
     changed = {k: v for k, v in given.items() if defaults.get(k, _MISSING) != v}
     config.update({f"method.{k}": v for k, v in given.items()})
     config.update({f"method.{k}": v for k, v in defaults.items() if f"method.{k}" not in config})
-    cpu = recorded_processor(path)
+    cpu = processor_of(env)
     return Run(path=path, config=config, summary=summary, finished=finished, method_options=changed, cpu=cpu)
 
 
-def _used_options(path: Path) -> dict[str, Any] | None:
-    """The method options the run recorded in ``env.json`` (``method_config``: defaults included), or None
+def _used_options(env: dict[str, Any]) -> dict[str, Any] | None:
+    """The method options a run recorded in its ``env.json`` (``method_config``: defaults included), or None
     for a run without that record."""
-    used = saved_env(path).get("method_config")
+    used = env.get("method_config")
     return dict(used) if isinstance(used, dict) else None
 
 
