@@ -1,21 +1,28 @@
-"""Where a run waits for the GPU: host-device synchronisations per round, by source line -> JSON.
+"""Where a run waits for the GPU: host reads / synchronisations per round, by source line -> JSON.
 
 Packed runs (``fedaug sweep --workers 16`` on one GPU) ran each round 2.6x slower than a run alone on an
 H200, and FLea's share phase 19x slower than on a CPU (``studies/speed/README.md``, "On a GPU"). One
 explanation: the runs' CUDA contexts take turns on the GPU, so every synchronisation (``.item()``, a copy to
-the host, a blocking copy to the device) waits for this run's next turn. This script counts them: it runs
-``--rounds`` rounds of each method on the default preset with ``torch.cuda.set_sync_debug_mode("warn")``,
-which warns at every synchronising CUDA call, and groups the warnings by the Python line that made the call.
+the host, a copy to the device from unpinned memory) waits for this run's next turn. This script counts them
+for ``--rounds`` rounds of each method on the default preset:
 
-Usage (CUDA only)::
+* on any device, the host reads fedaug's code asks for (:class:`fedaug.engine.host_reads.HostReadCounter`:
+  ``.item()``, ``.tolist()``, ``.cpu()``, boolean-mask indexing, ``nonzero``, ``bincount``...), per round
+  and by the fedaug source line that made them; on a CPU this is an upper bound of a GPU run's syncs;
+* on CUDA also ``torch.cuda.set_sync_debug_mode("warn")``'s warnings (every synchronising CUDA call that
+  PyTorch makes, checkpoint copies included), grouped by the Python line that made the call.
 
-    python benchmarks/gpu_syncs.py --out benchmarks/results/gpu_syncs_<card>.json
+Usage::
+
+    python benchmarks/gpu_syncs.py --device cpu --out benchmarks/results/host_reads_cpu.json
+    python benchmarks/gpu_syncs.py --device cuda --out benchmarks/results/gpu_syncs_<card>.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import warnings
@@ -25,12 +32,15 @@ from typing import Any
 
 import torch
 
-from machine import benchmark_device, machine_facts  # benchmarks/ is on sys.path
+from machine import add_device_argument, benchmark_device, machine_facts  # benchmarks/ is on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from fedaug.api import ServerState  # noqa: E402
 from fedaug.engine.checkpoint import read_jsonl  # noqa: E402
+from fedaug.engine.host_reads import HostReadCounter  # noqa: E402
+from fedaug.engine.simulation import Simulation  # noqa: E402
 from fedaug.experiments.load import load_config  # noqa: E402
 from fedaug.experiments.runner import run_experiment  # noqa: E402
 from fedaug.reproducibility.identity import run_dir_for  # noqa: E402
@@ -38,8 +48,33 @@ from fedaug.reproducibility.identity import run_dir_for  # noqa: E402
 DEFAULT = REPO / "configs" / "default.yaml"
 
 
-def count_syncs(method: str, rounds: int, device: str, out_dir: Path) -> dict[str, Any]:
-    """``rounds`` rounds of ``method`` with sync warnings on: the count per source line and per round."""
+class RoundMarks(Simulation):
+    """The simulator, noting the counts at the start of every round: the difference of two marks is one whole
+    round (train, aggregate, share, eval, logs and its checkpoint)."""
+
+    marks: list[tuple[int, Counter[str]]]
+    reads: HostReadCounter
+    syncs: list[warnings.WarningMessage]
+
+    def _round(self, state: ServerState, round_num: int) -> Any:
+        self.marks.append((round_num, Counter(self.reads.counts) + Counter(_where(self.syncs))))
+        return super()._round(state, round_num)
+
+
+def _where(caught: list[warnings.WarningMessage]) -> list[str]:
+    """``sync:<file>:<line>`` of each sync-debug warning."""
+    out = []
+    for w in caught:
+        if "synchroniz" not in str(w.message):
+            continue
+        path = Path(w.filename)
+        name = path.relative_to(REPO).as_posix() if REPO in path.parents else w.filename
+        out.append(f"sync:{name}:{w.lineno}")
+    return out
+
+
+def count(method: str, rounds: int, device: torch.device, out_dir: Path, extra: list[str]) -> dict[str, Any]:
+    """``rounds`` rounds of ``method``: host reads (and on CUDA sync warnings) per round and by line."""
     overrides = [
         f"method={method}",
         "compare=[]",
@@ -47,52 +82,82 @@ def count_syncs(method: str, rounds: int, device: str, out_dir: Path) -> dict[st
         f"out_dir={out_dir}",
         f"train.rounds={rounds}",
         "engine.progress=false",
+        *extra,
     ]
     config = load_config([DEFAULT], overrides)
+    reads = HostReadCounter()
+    marks: list[tuple[int, Counter[str]]] = []
+    cuda = device.type == "cuda"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
+
+        def engine(spec: Any) -> Simulation:
+            sim = RoundMarks(spec)
+            sim.marks, sim.reads, sim.syncs = marks, reads, caught
+            return sim
+
+        if cuda:
+            torch.cuda.set_sync_debug_mode("warn")
         try:
-            run_experiment(config, fresh=True)
+            with reads.counting():
+                run_experiment(config, fresh=True, engine=engine)
         finally:
-            torch.cuda.set_sync_debug_mode("default")
-    syncs = [w for w in caught if "synchronizing" in str(w.message)]
-    where = Counter(
-        f"{Path(w.filename).relative_to(REPO) if REPO in Path(w.filename).parents else w.filename}:{w.lineno}"
-        for w in syncs
-    )
+            if cuda:
+                torch.cuda.set_sync_debug_mode("default")
+        end = Counter(reads.counts) + Counter(_where(caught))
+    marks.append((rounds + 1, end))
+    per_round = {marks[i][0]: marks[i + 1][1] - marks[i][1] for i in range(len(marks) - 1)}
+    # the rounds after the first (FLea's first has no buffer yet), the last without its final checkpoint
+    steady = [r for r in per_round if 1 < r < rounds] or list(per_round)
+    reads_per_round = [sum(v for k, v in per_round[r].items() if not k.startswith("sync:")) for r in steady]
+    syncs_per_round = [sum(v for k, v in per_round[r].items() if k.startswith("sync:")) for r in steady]
+    typical = per_round[steady[len(steady) // 2]]
     timings = read_jsonl(run_dir_for(config) / "timings.jsonl")
-    return {
+    row: dict[str, Any] = {
         "method": method,
         "rounds": rounds,
-        "syncs": len(syncs),
-        "syncs_per_round": round(len(syncs) / rounds, 1),
-        "median_round_s": sorted(t["round_time"] for t in timings)[len(timings) // 2],
-        "by_line": dict(where.most_common()),
+        "steady_rounds": steady,
+        "host_reads_per_round": statistics.median(reads_per_round),
+        "host_reads_round_1": sum(v for k, v in per_round[1].items() if not k.startswith("sync:")),
+        "median_round_s": round(statistics.median(t["round_time"] for t in timings), 4),
     }
+    if cuda:
+        row["cuda_syncs_per_round"] = statistics.median(syncs_per_round)
+    row["by_line"] = dict(typical.most_common())
+    return row
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default="cuda", help="a CUDA device (default cuda)")
+    add_device_argument(parser)
     parser.add_argument("--methods", default="fedavg,flea")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=4, help="rounds per method (>= 3; default 4)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config override, e.g. train.local_epochs=1",
+    )
     parser.add_argument("--out", required=True, help="JSON file to write")
     args = parser.parse_args()
-    device = benchmark_device(args.device)
-    if device.type != "cuda":
-        print(
-            f"{Path(sys.argv[0]).name}: error: --device must be a CUDA device, got {args.device}",
-            file=sys.stderr,
-        )
+    if args.rounds < 3:
+        print(f"{Path(sys.argv[0]).name}: error: --rounds must be >= 3, got {args.rounds}", file=sys.stderr)
         return 2
-    report: dict[str, Any] = {"benchmark": "gpu_syncs", **machine_facts(device), "torch": torch.__version__}
+    device = benchmark_device(args.device)
+    report: dict[str, Any] = {
+        "benchmark": "gpu_syncs",
+        **machine_facts(device),
+        "torch": torch.__version__,
+        "preset": "configs/default.yaml",
+        "overrides": args.set,
+    }
     with tempfile.TemporaryDirectory() as tmp:
         report["methods"] = [
-            count_syncs(m.strip(), args.rounds, args.device, Path(tmp)) for m in args.methods.split(",")
+            count(m.strip(), args.rounds, device, Path(tmp), args.set) for m in args.methods.split(",")
         ]
     for row in report["methods"]:
-        top = list(row["by_line"].items())[:5]
+        top = list(row["by_line"].items())[:6]
         print(json.dumps({k: v for k, v in row.items() if k != "by_line"} | {"top": top}), flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")

@@ -182,6 +182,27 @@ def to_device(obj: T, device: torch.device | str) -> T:
     return obj
 
 
+def host_to_device(
+    tensor: torch.Tensor, device: torch.device | str, *, dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """``tensor`` (drawn on the host: a batch order, Beta weights, AugMix parameters) on ``device``, in
+    ``dtype`` if given, without making the host wait for the GPU.
+
+    A copy from ordinary (pageable) host memory to a GPU may first wait for everything already queued on the
+    stream, ``non_blocking`` or not: the CUDA driver stages it through pinned memory. Such a wait every step
+    serialises the host and the GPU, and when runs share a GPU each wait lasts until this run's CUDA context
+    gets its next turn. So on CUDA the tensor is pinned first and copied asynchronously; PyTorch's caching
+    host allocator keeps the pinned block until the copy has run. On a CPU it is ``tensor.to(device, dtype)``
+    (no copy when nothing changes), so CPU runs are unchanged.
+    """
+    target = torch.device(device)
+    if dtype is not None:
+        tensor = tensor.to(dtype)  # on the host: the cast rounds as it would on the device
+    if target.type != "cuda" or tensor.device.type != "cpu":
+        return tensor.to(target)
+    return tensor.pin_memory().to(target, non_blocking=True)
+
+
 def tensor_devices(obj: Any) -> set[torch.device]:
     """The devices of every tensor inside ``obj`` (dicts, lists, tuples, dataclasses, modules)."""
     found: set[torch.device] = set()

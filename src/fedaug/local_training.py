@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from fedaug.api import ClientData, TrainSettings
+from fedaug.device import host_to_device
 from fedaug.errors import ConfigError
 from fedaug.precision import autocast
 from fedaug.types import Metrics, StateDict
@@ -148,10 +149,8 @@ def train_local(
         num_steps = 0
         for _ in range(settings.local_epochs):
             # The batch order is drawn on the CPU (the same on every device) and moved to the data's device
-            # once per epoch, so gathering a batch copies nothing from the host (non_blocking: a copy from
-            # pageable memory to the device is safe without a stream sync).
-            order = torch.randperm(data.num_examples, generator=generator)
-            order = order.to(data.x.device, non_blocking=True)
+            # once per epoch, without waiting for the GPU, so gathering a batch copies nothing from the host.
+            order = host_to_device(torch.randperm(data.num_examples, generator=generator), data.x.device)
             for idx in batch_indices(order, settings.batch_size):
                 x, y = data.x[idx], data.y[idx]
                 if batch_transform is not None:
@@ -168,27 +167,26 @@ def train_local(
                 for name, value in {"loss": out.loss.detach(), **out.logs}.items():
                     sums[name] = sums[name] + value if name in sums else value.clone()
                 num_steps += 1
-    check_finite(step_losses)
     names = list(sums)
-    totals = torch.stack([sums[n].double() for n in names]).tolist() if names else []  # one read
+    read: list[float] = []
+    if num_steps:  # one read from the device per client: every step's loss (for the check) and the sums
+        losses = torch.stack(step_losses).double()
+        read = torch.cat([losses, torch.stack([sums[n].double() for n in names]).flatten()]).tolist()
+    check_finite_values(read[:num_steps])
+    totals = read[num_steps:]
     metrics = {f"train/{n}": total / max(num_steps, 1) for n, total in zip(names, totals, strict=True)}
     metrics["train/steps"] = float(num_steps)
     return metrics
 
 
-def check_finite(step_losses: list[Tensor]) -> None:
-    """Raises FloatingPointError naming the first local step whose loss was NaN or infinite.
+def check_finite_values(step_losses: list[float]) -> None:
+    """Raises FloatingPointError naming the first local step whose loss (read from the device) was NaN or
+    infinite.
 
     Checked once per client, after its training, rather than before every step: reading a loss on the host
     waits for the GPU, which would serialise every step. A non-finite update would silently poison the global
     model for every later round, so the client fails instead of returning it.
     """
-    if step_losses:
-        check_finite_values(torch.stack(step_losses).float().tolist())
-
-
-def check_finite_values(step_losses: list[float]) -> None:
-    """:func:`check_finite` on the losses already read from the device."""
     for step, value in enumerate(step_losses, start=1):
         if not math.isfinite(value):
             raise FloatingPointError(

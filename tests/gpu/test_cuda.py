@@ -8,6 +8,7 @@ Skipped without a GPU (``tests/gpu/conftest.py``). On a GPU machine::
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,12 @@ from torch import Tensor
 
 import fedaug.local_training as local_training
 from fedaug import registry
-from fedaug.device import resolve_device, set_deterministic, tensor_devices
+from fedaug.api import ClientData, TrainSettings
+from fedaug.device import host_to_device, resolve_device, set_deterministic, tensor_devices
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation
 from fedaug.methods.flea import FLea
+from fedaug.models import build_model
 from tests.helpers import bn_model, image_spec, killed_in_round, run_files, run_on_device
 from tests.unit.engine.helpers import assert_same_run, unequal_float64_spec
 
@@ -133,3 +136,40 @@ def test_bf16_autocasts_on_cuda(tmp_path: Path, cuda: torch.device) -> None:
         logits = model(torch.randn(4, 1, 2, 4, device=cuda))
     assert hidden.dtype == torch.bfloat16
     assert logits.dtype == torch.float32  # the classifier's output is cast back
+
+
+def _sync_warnings(block: Any) -> list[str]:
+    """``file:line`` of every synchronising CUDA call PyTorch makes in ``block`` (sync debug mode "warn")."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            block()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return [f"{w.filename}:{w.lineno}" for w in caught if "synchroniz" in str(w.message)]
+
+
+def test_host_to_device_does_not_wait_for_the_gpu(cuda: torch.device) -> None:
+    x = torch.arange(1000)
+    torch.cuda._sleep(10_000_000)  # queued work that a waiting copy would have to wait for
+    moved: list[Tensor] = []
+    assert _sync_warnings(lambda: moved.append(host_to_device(x, cuda, dtype=torch.float32))) == []
+    assert moved[0].device.type == "cuda" and torch.equal(moved[0].cpu(), x.float())
+
+
+def test_local_training_waits_for_the_gpu_once_per_client(cuda: torch.device) -> None:
+    """Five epochs of batches, the batch orders drawn on the CPU: the one wait is the final read of the losses
+    (the non-finite check and the logged means)."""
+    model = build_model("mlp", num_classes=3, input_shape=(8,)).to(cuda)
+    data = ClientData(0, torch.randn(40, 8, device=cuda), torch.randint(0, 3, (40,), device=cuda), 3)
+
+    def train() -> None:
+        settings = TrainSettings(local_epochs=5, batch_size=8)
+        generator = torch.Generator().manual_seed(0)
+        local_training.train_local(
+            model, data, loss_fn=local_training.cross_entropy_loss, settings=settings, generator=generator
+        )
+
+    syncs = _sync_warnings(train)
+    assert len(syncs) == 1, syncs

@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 
 from fedaug.augment.ops import OPS, apply_op
+from fedaug.device import host_to_device
 from fedaug.errors import ConfigError
 from fedaug.validation import check_int, check_number
 
@@ -171,8 +172,8 @@ class AugMix:
     def _stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
         assert self.mean is not None and self.std is not None
         view = (1, -1, 1, 1)
-        mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(view)
-        std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(view)
+        mean = host_to_device(torch.tensor(self.mean, dtype=x.dtype), x.device).view(view)
+        std = host_to_device(torch.tensor(self.std, dtype=x.dtype), x.device).view(view)
         return mean, std
 
     def apply(self, x: Tensor, draw: AugMixDraw) -> Tensor:
@@ -180,19 +181,20 @@ class AugMix:
 
         ``draw`` may live on the CPU (as :meth:`sample` makes it) while ``x`` is on a GPU: the operation codes
         stay where they are (rows are grouped there, :func:`~fedaug.augment.ops.apply_op`), the parameters and
-        weights are moved to ``x``'s device once (non_blocking: safe for a copy from pageable host memory).
+        weights are moved to ``x``'s device once, without the host waiting
+        (:func:`~fedaug.device.host_to_device`).
         """
         num_views, batch, width, depth = draw.ops.shape
-        params = draw.params.to(x.device, non_blocking=True)
+        params = host_to_device(draw.params, x.device)
         unit = self.to_unit(x)
         rows = unit.unsqueeze(0).unsqueeze(2).expand(num_views, -1, width, -1, -1, -1).flatten(0, 2)
         for step in range(depth):
             rows = apply_op(rows, draw.ops[..., step].flatten(), params[..., step].flatten())
         chains = rows.view(num_views, batch, width, *x.shape[1:])
-        chain_weights = draw.chain_weights.to(device=x.device, dtype=x.dtype, non_blocking=True)
+        chain_weights = host_to_device(draw.chain_weights, x.device, dtype=x.dtype)
         weights = chain_weights.view(num_views, batch, width, *([1] * (x.dim() - 1)))
         mixed = (weights * chains).sum(dim=2)
-        blend = draw.blend.to(device=x.device, dtype=x.dtype, non_blocking=True)
+        blend = host_to_device(draw.blend, x.device, dtype=x.dtype)
         blend = blend.view(num_views, batch, *([1] * (x.dim() - 1)))
         return self.from_unit((1 - blend) * unit + blend * mixed)
 

@@ -37,6 +37,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from fedaug.device import host_to_device
+
 OPS = (
     "autocontrast",
     "equalize",
@@ -166,16 +168,15 @@ def apply_op(x: Tensor, op: Tensor, param: Tensor) -> Tensor:
     the row indices, codes and parameters are moved to ``x``'s device to transform it there.
     """
     out = x.clone()  # written in place below (index_put_ is differentiable on a fresh clone)
-    # non_blocking: copies of pageable host memory to the device are safe without a stream sync.
-    param = param.to(x.device, non_blocking=True)
+    param = host_to_device(param, x.device)
     affine_codes = torch.tensor([OPS.index(name) for name in AFFINE_OPS], device=op.device)
     rows = torch.isin(op, affine_codes).nonzero().flatten()
     if rows.numel() > 0:
-        at = rows.to(x.device, non_blocking=True)
-        out[at] = affine(x[at], op[rows].to(x.device, non_blocking=True), param[at])
+        at = host_to_device(rows, x.device)
+        out[at] = affine(x[at], host_to_device(op[rows], x.device), param[at])
     for name, fn in _PIXEL_OPS.items():
         rows = (op == OPS.index(name)).nonzero().flatten()
         if rows.numel() > 0:
-            at = rows.to(x.device, non_blocking=True)
+            at = host_to_device(rows, x.device)
             out[at] = fn(x[at], param[at])
     return out

@@ -52,6 +52,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
 from fedaug.api import ClientContext, ClientData, ClientUpdate, Method, Payload, TrainSettings
+from fedaug.device import host_to_device
 from fedaug.errors import ConfigError
 from fedaug.local_training import (
     BatchableLoss,
@@ -149,8 +150,7 @@ class _Client:
         each epoch, the transform and the loss's draws, all from this client's streams in the same order."""
         data, generator = self.data, self.ctx.generator
         for _ in range(settings.local_epochs):
-            order = torch.randperm(data.num_examples, generator=generator)
-            order = order.to(data.x.device, non_blocking=True)
+            order = host_to_device(torch.randperm(data.num_examples, generator=generator), data.x.device)
             for idx in batch_indices(order, settings.batch_size):
                 x, y = data.x[idx], data.y[idx]
                 if self.transform is not None:
@@ -197,7 +197,7 @@ def train_clients(
         for c, (x, y, _) in batches.items():
             groups[(x.shape, y.shape, x.dtype, y.dtype)].append(c)
         for members in groups.values():
-            index = None if len(members) == count else torch.tensor(members, device=device)
+            index = None if len(members) == count else host_to_device(torch.tensor(members), device)
             p, r = _take(params, index), _take(rest, index)
             x = torch.stack([batches[c][0] for c in members])
             y = torch.stack([batches[c][1] for c in members])
@@ -230,7 +230,7 @@ def train_clients(
 
 
 def _check_finite(recorded: list[tuple[list[int], Tensor]], count: int) -> None:
-    """:func:`~fedaug.local_training.check_finite` for each client, with one read from the device."""
+    """:func:`~fedaug.local_training.check_finite_values` for each client, with one read from the device."""
     if not recorded:
         return
     flat = iter(torch.cat([values for _, values in recorded]).float().tolist())

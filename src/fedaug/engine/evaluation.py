@@ -29,9 +29,10 @@ def evaluate(
         Accuracies are fractions in [0, 1].
     """
     model.eval()
-    # Sums stay on x's device and are read once at the end: no host-device sync per batch on a GPU.
+    # Sums stay on x's device and are read once at the end, together: one host-device sync on a GPU.
     correct = torch.zeros(num_classes, dtype=torch.float64, device=y.device)
-    total_loss = torch.zeros((), dtype=torch.float64, device=y.device)
+    counts = torch.zeros(num_classes, dtype=torch.float64, device=y.device)
+    total_loss = torch.zeros(1, dtype=torch.float64, device=y.device)
     for start in range(0, y.shape[0], batch_size):
         with autocast(model, precision):
             logits = model(x[start : start + batch_size])
@@ -39,8 +40,9 @@ def evaluate(
         total_loss += F.cross_entropy(logits.float(), target, reduction="sum").double()
         hits = (logits.argmax(dim=1) == target).to(torch.float64)
         correct.index_add_(0, target, hits)
-    correct = correct.cpu()
-    counts = torch.bincount(y, minlength=num_classes).to(torch.float64).cpu()
+        counts.index_add_(0, target, torch.ones_like(hits))  # a bincount on a GPU would read max(y) first
+    host = torch.cat([correct, counts, total_loss]).cpu()
+    correct, counts, total_loss = host[:num_classes], host[num_classes:-1], host[-1]
     present = counts > 0
     class_acc = correct[present] / counts[present]
     metrics: Metrics = {

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from fedaug.device import host_to_device
 from fedaug.local_training import batch_indices
 from fedaug.methods.payloads import read_extra
 from fedaug.types import Extra
@@ -166,7 +167,7 @@ def fit_classifier(
     last = torch.zeros((), device=w.device)
     for _ in range(epochs):
         last, steps = torch.zeros((), device=w.device), 0
-        order = torch.randperm(labels.shape[0], generator=generator).to(w.device, non_blocking=True)
+        order = host_to_device(torch.randperm(labels.shape[0], generator=generator), w.device)
         for idx in batch_indices(order, batch_size):
             loss: Tensor = F.cross_entropy(features[idx] @ w.T + b, labels[idx])
             optimizer.zero_grad(set_to_none=True)

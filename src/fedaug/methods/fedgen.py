@@ -46,6 +46,7 @@ from fedaug.api import (
     ServerState,
     TrainSettings,
 )
+from fedaug.device import host_to_device
 from fedaug.errors import IncompatibleModelError
 from fedaug.local_training import LossFn, LossOutput, batchnorm_eval, cross_entropy_loss
 from fedaug.methods.checks import check_at_least, check_nonnegative, check_positive
@@ -148,11 +149,11 @@ def draw_latents(
 ) -> tuple[Tensor, Tensor]:
     """One generator batch's classes ``y [batch]`` (uniform) and noise ``z [batch, noise_dim]`` (N(0, 1)),
     drawn in this order from the CPU generator ``stream`` and then moved to ``device``, so that a run draws
-    the same numbers on every device. The host-to-device copies do not wait for the device's queue
-    (``non_blocking``; safe in this direction), so a training step does not stall on them."""
+    the same numbers on every device. The host-to-device copies do not wait for the GPU
+    (:func:`~fedaug.device.host_to_device`), so a training step does not stall on them."""
     y = torch.randint(num_classes, (batch,), generator=stream)
     z = torch.randn(batch, noise_dim, generator=stream)
-    return y.to(device, non_blocking=True), z.to(device, non_blocking=True)
+    return host_to_device(y, device), host_to_device(z, device)
 
 
 def diversity_loss(samples: Tensor, noise: Tensor) -> Tensor:

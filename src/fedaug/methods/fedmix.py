@@ -41,6 +41,7 @@ from fedaug.api import (
     ShareRequest,
     TrainSettings,
 )
+from fedaug.device import host_to_device
 from fedaug.local_training import (
     BatchableLoss,
     BatchTransform,
@@ -163,7 +164,7 @@ class FedMix(FedAvg):
         def draw(size: int) -> tuple[Tensor, Tensor, Tensor]:
             idx = stream.take(size)
             # The weights are drawn on the CPU (the same on every device) and moved where the pool is.
-            weights = _local_weights(cfg, size, rng).to(pool_x.device, non_blocking=True)
+            weights = host_to_device(_local_weights(cfg, size, rng), pool_x.device)
             return pool_x[idx], pool_y[idx], weights
 
         return draw

@@ -46,6 +46,7 @@ from fedaug.api import (
     ShareRequest,
     TrainSettings,
 )
+from fedaug.device import host_to_device
 from fedaug.errors import IncompatibleModelError
 from fedaug.local_training import ClientTensors, LossFn
 from fedaug.methods.checks import (
@@ -84,7 +85,7 @@ from fedaug.methods.losses import frozen_model
 from fedaug.methods.payloads import SharedSamples
 from fedaug.methods.preset import MethodPreset
 from fedaug.models.base import SplitModel
-from fedaug.privacy.dcor import DECOR_FORMS, distance_correlation, u_distance_correlation_sqr
+from fedaug.privacy.dcor import DECOR_FORMS, distance_correlation_tensor, u_distance_correlation_sqr_tensor
 from fedaug.registry import register
 from fedaug.seeding import numpy_rng, torch_generator
 from fedaug.types import Metrics
@@ -208,7 +209,7 @@ class FLea(FedAvg):
             """One step's partners in the buffer and Beta weights, from this client's own streams (drawn on
             the CPU, the same on every device; moved to the buffer's device)."""
             idx = stream.take(size)
-            return {"idx": idx, "lam": self._mix_weights(size, rng).to(buffer.x.device, non_blocking=True)}
+            return {"idx": idx, "lam": host_to_device(self._mix_weights(size, rng), buffer.x.device)}
 
         return mix_loss(layer, buffer, self._mix_terms(layer, decor, teacher), draws)
 
@@ -265,10 +266,13 @@ class FLea(FedAvg):
         with torch.no_grad():
             features = model.encode(x, layer).contiguous()
         metrics: Metrics = {"num_shared": float(len(idx))}
+        stats: dict[str, Tensor] = {}
         if len(idx) >= 2:
-            metrics["dcor"] = distance_correlation(x, features)
+            stats["dcor"] = distance_correlation_tensor(x, features)
         if len(idx) > 3:
-            metrics["dcor_u"] = u_distance_correlation_sqr(x, features)
+            stats["dcor_u"] = u_distance_correlation_sqr_tensor(x, features)
+        if stats:  # one read from the device for both
+            metrics.update(zip(stats, torch.stack(list(stats.values())).tolist(), strict=True))
         return ClientShare(ctx.client_id, extra=SharedSamples(features, y).to_extra(), metrics=metrics)
 
     def receive_shares(
@@ -278,13 +282,15 @@ class FLea(FedAvg):
         # the clients' features and labels are computed there, so moving them costs nothing.
         device = run.device
         old = FLeaServerState.from_extra(state.extra)
-        keep = old.rounds > state.round_num - self.config.buffer_rounds
+        # the entries still young enough, as indices: one read from the device (a boolean mask would be one
+        # per tensor it selects from)
+        keep = torch.nonzero(old.rounds > state.round_num - self.config.buffer_rounds).flatten()
         parts = [(s.client_id, SharedSamples.from_extra(s.extra)) for s in shares]
         parts = [(client, sent) for client, sent in parts if sent.y.numel() > 0]
         new_x = [sent.x.to(device) for _, sent in parts]
         new_y = [sent.y.to(device) for _, sent in parts]
         feature_shape = new_x[0].shape[1:] if new_x else old.buffer.x.shape[1:]
-        old_x = old.buffer.x[keep] if keep.any() else torch.empty(0, *feature_shape, device=device)
+        old_x = old.buffer.x[keep] if keep.numel() else torch.empty(0, *feature_shape, device=device)
         buffer = FLeaBuffer(torch.cat([old_x, *new_x]), torch.cat([old.buffer.y[keep], *new_y]))
         sources = [torch.full((len(sent.y),), client, device=device) for client, sent in parts]
         rounds = torch.full((sum(len(y) for y in new_y),), state.round_num, device=device)

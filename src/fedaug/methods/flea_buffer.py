@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from fedaug.device import host_to_device
 from fedaug.methods.payloads import read_extra
 from fedaug.types import Extra
 
@@ -116,9 +117,8 @@ class BufferStream:
         parts = []
         while count > 0:
             if self._pos >= self._order.shape[0]:
-                # non_blocking: a host-to-device copy of pageable memory is safe and spares a stream sync.
                 perm = torch.randperm(self.size, generator=self.generator)
-                self._order = perm.to(self.device, non_blocking=True)
+                self._order = host_to_device(perm, self.device)
                 self._pos = 0
             chunk = self._order[self._pos : self._pos + count]
             self._pos += chunk.shape[0]
@@ -162,7 +162,7 @@ def exposure_update(pairs: Tensor, sources: Tensor, receivers: Sequence[int], nu
     if sources.numel() == 0 or not receivers:
         return pairs
     src = torch.unique(sources).to(pairs.device)
-    dst = torch.as_tensor(list(receivers), dtype=torch.long, device=pairs.device)
+    dst = host_to_device(torch.as_tensor(list(receivers), dtype=torch.long), pairs.device)
     grid_s, grid_d = torch.meshgrid(src, dst, indexing="ij")
     new = torch.cat([(grid_s * num_clients + grid_d).flatten(), (grid_d * num_clients + grid_s).flatten()])
     unique: Tensor = torch.unique(torch.cat([pairs, new]))

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from fedaug.api import ClientContext, ClientUpdate, MethodConfig, Payload
+from fedaug.device import host_to_device
 from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
 from fedaug.methods.checks import check_nonnegative, check_positive
 from fedaug.methods.fedavg import FedAvg
@@ -79,7 +80,7 @@ class MOON(FedAvg):
         # on a first participation they are a stand-in (the broadcast weights) and the term is 0.
         state = payload.model_state if ctx.client_state is None else ctx.client_state
         client = {f"model.{k}": v for k, v in state.items()}
-        client["has_previous"] = torch.tensor(ctx.client_state is not None, device=ctx.data.x.device)
+        client["has_previous"] = host_to_device(torch.tensor(ctx.client_state is not None), ctx.data.x.device)
         # Deviation from paper: the paper's models add a 2-layer projection head and contrast its output; we
         # contrast the penultimate features of the unchanged model (``model.penultimate``), so every
         # SplitModel works and MOON trains the same architecture as the other methods.

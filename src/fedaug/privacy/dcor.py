@@ -64,8 +64,13 @@ def distance_correlation_sqr(x: Tensor, f: Tensor, *, clamp: float = 0.0) -> Ten
 @torch.no_grad()
 def distance_correlation(x: Tensor, f: Tensor) -> float:
     """Distance correlation (not squared; = ``dcor.distance_correlation``), exact, in float64."""
-    value = distance_correlation_sqr(x.flatten(1).double(), f.flatten(1).double())
-    return float(value.clamp_min(0).sqrt())
+    return float(distance_correlation_tensor(x, f))
+
+
+@torch.no_grad()
+def distance_correlation_tensor(x: Tensor, f: Tensor) -> Tensor:
+    """:func:`distance_correlation` as a float64 0-dim tensor where ``x`` lives (no read to the host)."""
+    return distance_correlation_sqr(x.flatten(1).double(), f.flatten(1).double()).clamp_min(0).sqrt()
 
 
 def _u_centre(a: Tensor) -> Tensor:
@@ -86,14 +91,20 @@ def u_distance_correlation_sqr(x: Tensor, f: Tensor) -> float:
     Unlike the V-statistic it is about 0 for independent data even in high dimension at small n (it can be
     slightly negative). Returns NaN for n <= 3.
     """
+    return float(u_distance_correlation_sqr_tensor(x, f))
+
+
+@torch.no_grad()
+def u_distance_correlation_sqr_tensor(x: Tensor, f: Tensor) -> Tensor:
+    """:func:`u_distance_correlation_sqr` as a float64 0-dim tensor where ``x`` lives (no host read)."""
     n = x.shape[0]
     if n <= 3:
-        return float("nan")
+        return torch.full((), float("nan"), dtype=torch.float64, device=x.device)
     a = _u_centre(pairwise_distances(x.flatten(1).double()))
     b = _u_centre(pairwise_distances(f.flatten(1).double()))
     xy, xx, yy = (a * b).sum(), (a * a).sum(), (b * b).sum()
     denom = torch.sqrt(xx * yy)
-    return float(xy / denom) if denom > 0 else 0.0
+    return torch.where(denom > 0, xy / denom.clamp_min(torch.finfo(denom.dtype).tiny), torch.zeros_like(xy))
 
 
 def trace_correlation(x: Tensor, f: Tensor) -> Tensor:

@@ -1,0 +1,130 @@
+"""Host reads (GPU synchronisations): the counter itself, and the budget of a FedAvg and a FLea round.
+
+On a GPU each read waits for the queued work, and for the run's turn when runs share the GPU (issue #32), so
+the engine reads once per client and once per evaluation. These budgets are exact: a new read in the round
+loop fails them and says on which line it is.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fedaug.api import ServerState
+from fedaug.device import host_to_device
+from fedaug.engine.evaluation import evaluate
+from fedaug.engine.host_reads import HostReadCounter
+from fedaug.engine.simulation import Simulation
+from fedaug.methods.fedavg import FedAvg
+from fedaug.methods.flea import FLea, FLeaConfig
+from fedaug.models import build_model
+from tests.conftest import make_spec
+
+
+def _count(block: Any) -> Counter[str]:
+    counter = HostReadCounter()
+    with counter.counting():
+        block()
+    return counter.counts
+
+
+def test_counts_each_kind_of_read_once() -> None:
+    x = torch.arange(6.0)
+    assert sum(_count(lambda: x.sum().item()).values()) == 1
+    assert sum(_count(lambda: float(x[0])).values()) == 1
+    assert sum(_count(lambda: bool(x.sum() > 0)).values()) == 1
+    assert sum(_count(lambda: x[x > 2]).values()) == 1  # the mask's size depends on the values
+    assert sum(_count(lambda: torch.nonzero(x)).values()) == 1
+    assert sum(_count(lambda: x.tolist()).values()) == 1
+    assert sum(_count(lambda: x.cpu()).values()) == 1
+    assert sum(_count(lambda: torch.bincount(x.long())).values()) == 1
+    assert sum(_count(lambda: (x * 2 + 1).sum()).values()) == 0  # arithmetic stays on the device
+
+
+def test_a_tensor_read_to_the_host_is_not_counted_again() -> None:
+    x = torch.arange(6.0)
+
+    def block() -> None:
+        host = x.cpu()  # 1
+        a, b = host[:3], host[3:]
+        float(a.sum() / b.sum())
+        a.tolist()
+        x.sum().item()  # 1: x itself still lives "on the device"
+
+    assert sum(_count(block).values()) == 2
+
+
+def test_optimizer_step_counters_are_not_reads() -> None:
+    """Adam reads its step counters with .item(); they stay on the host in a GPU run too."""
+    p = torch.nn.Parameter(torch.ones(3))
+    optimizer = torch.optim.Adam([p])
+    p.sum().backward()
+    assert sum(_count(optimizer.step).values()) == 0
+
+
+def test_patches_are_undone_and_counts_add_up() -> None:
+    original = torch.Tensor.tolist
+    counter = HostReadCounter()
+    x = torch.ones(2)
+    for _ in range(2):
+        with counter.counting():
+            x.tolist()
+    assert torch.Tensor.tolist is original
+    assert counter.total() == 2
+
+
+def test_reads_are_attributed_to_fedaug_source_lines() -> None:
+    model = build_model("mlp", num_classes=3, input_shape=(8,))
+    x, y = torch.randn(10, 8), torch.tensor([0, 1, 2, 0, 1, 2, 0, 1, 2, 0])
+    counts = _count(lambda: evaluate(model, x, y, num_classes=3))
+    assert len(counts) == 1 and sum(counts.values()) == 1  # one read for accuracy, loss and classes
+    (where,) = counts
+    assert where.startswith("fedaug/engine/evaluation.py:")
+
+
+def test_host_to_device_on_the_cpu_is_to() -> None:
+    x = torch.arange(4)
+    assert host_to_device(x, "cpu") is x
+    y = host_to_device(x, torch.device("cpu"), dtype=torch.float32)
+    assert y.dtype == torch.float32 and torch.equal(y, torch.arange(4.0))
+
+
+class _RoundReads(Simulation):
+    """The simulator, noting the counter's total at the start of each round."""
+
+    counter: HostReadCounter
+    marks: list[int]
+
+    def _round(self, state: ServerState, round_num: int) -> Any:
+        self.marks.append(self.counter.total())
+        return super()._round(state, round_num)
+
+
+def _reads_per_round(tmp_path: Path, method: FedAvg, rounds: int) -> tuple[list[int], HostReadCounter]:
+    sim = _RoundReads(make_spec(tmp_path, method=method, rounds=rounds, per_round=3))
+    sim.counter, sim.marks = HostReadCounter(), []
+    with sim.counter.counting():
+        sim.run()
+    marks = [*sim.marks, sim.counter.total()]
+    return [b - a for a, b in pairwise(marks)], sim.counter
+
+
+def test_a_fedavg_round_reads_once_per_client_and_once_to_evaluate(tmp_path: Path) -> None:
+    per_round, counter = _reads_per_round(tmp_path, FedAvg(), rounds=3)
+    assert per_round == [3 + 1] * 3, counter.counts
+    assert {where.partition(":")[0] for where in counter.counts} == {
+        "fedaug/local_training.py",
+        "fedaug/engine/evaluation.py",
+    }
+
+
+def test_a_flea_round_read_budget(tmp_path: Path) -> None:
+    """3 clients: one read each after training and after sharing (both dCors), 1 to evaluate, 1 to keep the
+    buffer's young entries, 2 for the exposure (torch.unique) and 2 for the buffer's class counts."""
+    per_round, counter = _reads_per_round(tmp_path, FLea(FLeaConfig(share_fraction=0.25)), rounds=3)
+    # round 1: the buffer is empty when the exposure is updated, so it reads nothing
+    assert per_round == [3 + 3 + 1 + 1 + 0 + 2, *[3 + 3 + 1 + 1 + 2 + 2] * 2], counter.counts
