@@ -138,7 +138,21 @@ def packed(method: str, args: argparse.Namespace, out_dir: Path) -> dict[str, An
         "wall_s": round(wall, 3),
         "run_s_100": round(per_run, 2),
         "runs_per_hour": round(3600 / per_run, 1),
+        **packed_phases([p.run_dir for p in points]),
     }
+
+
+PHASES = ("train", "aggregate", "share", "eval", "checkpoint", "round_time")
+
+
+def packed_phases(run_dirs: list[Path]) -> dict[str, Any]:
+    """Median seconds per round of each phase over the packed runs' rounds after the first (which includes
+    start-up): how much slower a round gets when runs share the device, and in which phase."""
+    rows = [t for d in run_dirs for t in read_jsonl(d / "timings.jsonl") if t["round"] > 1]
+    if not rows:
+        return {}
+    medians = {p: round(statistics.median(r[p] for r in rows if p in r), 4) for p in PHASES}
+    return {"median_round_s": medians.pop("round_time"), "median_phase_s": medians}
 
 
 def main() -> int:

@@ -4,13 +4,17 @@
 #      CUDA cases of the attack and Flower device tests;
 #   2. FedAvg and FLea on the default preset (UCI-HAR, K = 75, Qua(2), 100 rounds, seed 0) on CUDA;
 #   3. with STAGES including "speed": benchmarks/gpu.py (sequential vs batched clients vs packed runs);
-#   4. with STAGES including "syncs": benchmarks/gpu_syncs.py (host-device synchronisations per round, by line).
+#   4. with STAGES including "syncs": benchmarks/gpu_syncs.py (host reads and CUDA syncs per round, by line);
+#   5. with STAGES including "packed": benchmarks/gpu.py --modes packed, PACKED_WORKERS (default 16) runs of
+#      PACKED_ROUNDS (default 20) rounds sharing the GPU, with each phase's median round time;
+#   6. with STAGES including "mps": the same under NVIDIA MPS (scripts/mps.sh; skipped without it).
 # STAGES (default "tests runs") picks the stages, e.g. STAGES="tests speed"; ROUNDS (default 100) the rounds of
 # the speed stage (fewer are scaled to 100 rounds in its numbers), WORKERS (default 4) its packed runs.
 # The lent machines have pytest; elsewhere build a folder of it and carry it along:
 #   pip install --target .gpu_deps pytest      (then: run with carry [".gpu_deps"])
 # The FedAvg/FLea table grid in one call is scripts/gpu_grid.sh.
-# Results go to $OUT (default gpu_out/): at most 7 files.
+# Results go to $OUT (default gpu_out/): machine.txt, tests_gpu.txt and two files (JSON, log) per other stage;
+# a lent machine returns 8 files, so pick tests and at most three other stages per call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_out}
@@ -34,6 +38,23 @@ if [[ " $STAGES " == *" syncs "* ]]; then
   timeout "${SYNCS_S:-120}" python3 benchmarks/gpu_syncs.py --rounds 3 --out "$OUT/gpu_syncs.json" > "$OUT/gpu_syncs.log" 2>&1
   echo "gpu_syncs exit $?" >> "$OUT/gpu_syncs.log"
   tail -3 "$OUT/gpu_syncs.log"
+fi
+packed() {  # $1: the file name stem under $OUT
+  timeout "${PACKED_S:-240}" python3 benchmarks/gpu.py --device cuda --modes packed \
+      --workers "${PACKED_WORKERS:-16}" --rounds "${PACKED_ROUNDS:-20}" --out "$OUT/$1.json" > "$OUT/$1.log" 2>&1
+  echo "gpu.py packed exit $?" >> "$OUT/$1.log"
+  tail -3 "$OUT/$1.log"
+}
+if [[ " $STAGES " == *" packed "* ]]; then
+  packed packed
+fi
+if [[ " $STAGES " == *" mps "* ]]; then
+  if scripts/mps.sh start >> "$OUT/machine.txt" 2>&1; then
+    packed packed_mps
+    scripts/mps.sh stop >> "$OUT/machine.txt" 2>&1
+  else
+    echo "mps stage skipped: MPS did not start (machine.txt)"
+  fi
 fi
 if [[ " $STAGES " == *" speed "* ]]; then
   timeout "${SPEED_S:-540}" python3 benchmarks/gpu.py --device cuda --workers "${WORKERS:-4}" \

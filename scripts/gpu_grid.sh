@@ -4,6 +4,8 @@
 # WORKERS runs at once sharing the GPU (default 16, as measured on an H200: studies/flea_table1_har), their
 # clients one by one (BATCHED=true batches them: slower there), the longest runs first (ORDER, default
 # longest-first; grid: as listed), then `fedaug archive` and `fedaug report`.
+# MPS=1 runs the sweep under NVIDIA MPS (scripts/mps.sh), where the workers' kernels share the GPU at once
+# instead of taking turns (not measured yet: `STAGES="packed mps" scripts/gpu_check.sh` compares the two).
 # The sweep stops after LIMIT seconds (default 520) so the report and the archive still come back; a sweep cut
 # short resumes where it stopped when run again with the same RUNS.
 #   OUT=gpu_out scripts/gpu_grid.sh                       # on the GPU machine
@@ -14,6 +16,7 @@ OUT=${OUT:-gpu_out}
 RUNS=${RUNS:-/tmp/gpu_grid_runs}
 mkdir -p "$OUT" "$RUNS"
 export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+if [[ "${MPS:-0}" == 1 ]]; then scripts/mps.sh start >> "$OUT/grid.log" 2>&1 || echo "MPS did not start: without it" >> "$OUT/grid.log"; fi
 start=$(date +%s)
 timeout "${LIMIT:-520}" python3 -m fedaug sweep configs/experiments/flea_table1_har.yaml \
     --grid "seed=[${SEEDS:-0, 1, 2}]" --grid "method=[${METHODS:-fedavg, flea}]" \
@@ -21,6 +24,7 @@ timeout "${LIMIT:-520}" python3 -m fedaug sweep configs/experiments/flea_table1_
     --device "${DEVICE:-cuda}" --workers "${WORKERS:-16}" --order "${ORDER:-longest-first}" \
     --heartbeat 60 --out-dir "$RUNS" > "$OUT/grid.log" 2>&1
 echo "sweep exit $? after $(( $(date +%s) - start )) s" >> "$OUT/grid.log"
+if [[ "${MPS:-0}" == 1 ]]; then scripts/mps.sh stop >> "$OUT/grid.log" 2>&1; fi
 python3 -m fedaug archive --include-unfinished "$RUNS/flea_table1_har" --out "$RUNS/archive" >> "$OUT/grid.log" 2>&1
 python3 -m fedaug report "$RUNS/archive" --baseline fedavg --format md,csv --out "$OUT/report" >> "$OUT/grid.log" 2>&1
 tar czf "$OUT/grid_runs.tgz" -C "$RUNS" archive
