@@ -265,15 +265,13 @@ class FLea(FedAvg):
         x, y = ctx.data.x[idx], ctx.data.y[idx]
         with torch.no_grad():
             features = model.encode(x, layer).contiguous()
-        metrics: Metrics = {"num_shared": float(len(idx))}
-        stats: dict[str, Tensor] = {}
+        extra = SharedSamples(features, y).to_extra()
+        # The dCor of what is shared rides along as tensors: the server reads every client's at once.
         if len(idx) >= 2:
-            stats["dcor"] = distance_correlation_tensor(x, features)
+            extra["dcor"] = distance_correlation_tensor(x, features).reshape(1)
         if len(idx) > 3:
-            stats["dcor_u"] = u_distance_correlation_sqr_tensor(x, features)
-        if stats:  # one read from the device for both
-            metrics.update(zip(stats, torch.stack(list(stats.values())).tolist(), strict=True))
-        return ClientShare(ctx.client_id, extra=SharedSamples(features, y).to_extra(), metrics=metrics)
+            extra["dcor_u"] = u_distance_correlation_sqr_tensor(x, features).reshape(1)
+        return ClientShare(ctx.client_id, extra=extra, metrics={"num_shared": float(len(idx))})
 
     def receive_shares(
         self, state: ServerState, shares: Sequence[ClientShare], run: RunContext
@@ -310,7 +308,8 @@ class FLea(FedAvg):
         stats = server.share_stats or {}
         metrics: Metrics = {
             "flea/buffer_size": float(server.buffer.y.numel()),
-            "flea/buffer_classes": torch.bincount(server.buffer.y).tolist(),  # type: ignore[dict-item]
+            # counted on the host: one read (a bincount on a GPU reads max(y) first)
+            "flea/buffer_classes": torch.bincount(server.buffer.y.cpu()).tolist(),  # type: ignore[dict-item]
             "flea/exposure": server.exposure_pairs.numel() / server.num_clients**2,
             "flea/bytes_down": float(model_bytes + buffer_bytes),
             "flea/bytes_up": float(model_bytes + stats.get("bytes_per_client", 0.0)),
@@ -328,8 +327,11 @@ def _nbytes(*tensors: Tensor) -> int:
 def _share_stats(shares: Sequence[ClientShare]) -> dict[str, float]:
     """Means over sharing clients of dCor (plain and bias-corrected), and bytes each client uploaded."""
     stats: dict[str, float] = {}
-    for key in ("dcor", "dcor_u"):
-        values = [s.metrics[key] for s in shares if key in s.metrics and not math.isnan(s.metrics[key])]
+    keys = ("dcor", "dcor_u")
+    sent_stats = [(key, s.extra[key]) for key in keys for s in shares if key in s.extra]
+    read = torch.cat([v.double() for _, v in sent_stats]).tolist() if sent_stats else []  # one read
+    for key in keys:
+        values = [v for (k, _), v in zip(sent_stats, read, strict=True) if k == key and not math.isnan(v)]
         if values:
             stats[key] = sum(values) / len(values)
     sent = [SharedSamples.from_extra(s.extra) for s in shares]

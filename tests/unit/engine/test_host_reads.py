@@ -123,8 +123,8 @@ def test_a_fedavg_round_reads_once_per_client_and_once_to_evaluate(tmp_path: Pat
 
 
 def test_a_flea_round_read_budget(tmp_path: Path) -> None:
-    """3 clients: one read each after training and after sharing (both dCors), 1 to evaluate, 1 to keep the
-    buffer's young entries, 2 for the exposure (torch.unique) and 2 for the buffer's class counts."""
+    """3 clients: one read each after training, 1 for every client's shared dCors, 1 to evaluate, 1 to keep
+    the buffer's young entries, 2 for the exposure (torch.unique) and 1 for the buffer's class counts."""
     per_round, counter = _reads_per_round(tmp_path, FLea(FLeaConfig(share_fraction=0.25)), rounds=3)
     # round 1: the buffer is empty when the exposure is updated, so it reads nothing
-    assert per_round == [3 + 3 + 1 + 1 + 0 + 2, *[3 + 3 + 1 + 1 + 2 + 2] * 2], counter.counts
+    assert per_round == [3 + 1 + 1 + 1 + 0 + 1, *[3 + 1 + 1 + 1 + 2 + 1] * 2], counter.counts
