@@ -7,7 +7,9 @@
 #   4. with STAGES including "syncs": benchmarks/gpu_syncs.py (host reads and CUDA syncs per round, by line);
 #   5. with STAGES including "packed": benchmarks/gpu.py --modes packed, PACKED_WORKERS (default 16) runs of
 #      PACKED_ROUNDS (default 20) rounds sharing the GPU, with each phase's median round time;
-#   6. with STAGES including "mps": the same under NVIDIA MPS (scripts/mps.sh; skipped without it).
+#   6. with STAGES including "mps": the same under NVIDIA MPS (scripts/mps.sh; skipped without it);
+#   7. with STAGES including "floor": benchmarks/engine_vs_floor.py, FedAvg's rounds against the same steps in a
+#      bare forward/backward/Adam loop on the GPU (how much of a run alone is the engine, how much eager PyTorch).
 # STAGES (default "tests runs") picks the stages, e.g. STAGES="tests speed"; ROUNDS (default 100) the rounds of
 # the speed stage (fewer are scaled to 100 rounds in its numbers), WORKERS (default 4) its packed runs.
 # The lent machines have pytest; elsewhere build a folder of it and carry it along:
@@ -38,6 +40,12 @@ if [[ " $STAGES " == *" syncs "* ]]; then
   timeout "${SYNCS_S:-120}" python3 benchmarks/gpu_syncs.py --rounds 3 --out "$OUT/gpu_syncs.json" > "$OUT/gpu_syncs.log" 2>&1
   echo "gpu_syncs exit $?" >> "$OUT/gpu_syncs.log"
   tail -3 "$OUT/gpu_syncs.log"
+fi
+if [[ " $STAGES " == *" floor "* ]]; then
+  timeout "${FLOOR_S:-180}" python3 benchmarks/engine_vs_floor.py --device cuda --rounds 5 \
+      --out "$OUT/floor.json" > "$OUT/floor.log" 2>&1
+  echo "engine_vs_floor exit $?" >> "$OUT/floor.log"
+  tail -3 "$OUT/floor.log"
 fi
 packed() {  # $1: the file name stem under $OUT
   timeout "${PACKED_S:-240}" python3 benchmarks/gpu.py --device cuda --modes packed \
