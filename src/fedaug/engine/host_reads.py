@@ -11,12 +11,13 @@ the GPU. :class:`HostReadCounter` finds them without a GPU: inside its block it 
 * the copies to the host the code asks for (``Tensor.tolist``, ``.cpu()``, ``.numpy()``), patched at the
   Python level for the block, because on a CPU tensor they dispatch nothing.
 
-Each is attributed to the innermost line of fedaug's own source that made it. On a CPU the count is an upper
-bound of a GPU run's synchronisations: a ``.cpu()`` or ``.tolist()`` of a tensor that lives on the host even
-in a GPU run (a CPU-drawn batch order, say) is counted too. Copies from the host to the device, which
-synchronise on a GPU when the host memory is not pinned, cannot be seen on a CPU;
-:func:`fedaug.device.to_device` makes them without a wait, and ``benchmarks/gpu_syncs.py`` counts the real
-synchronisations on a GPU.
+Each is attributed to the innermost line of fedaug's own source that made it. Reads of what was already
+read (the result of a counted ``.cpu()``, and whatever is computed from such results alone) are not counted
+again, nor are the optimizers' reads of their step counters (on the host in a GPU run too). On a CPU the
+count is still an upper bound of a GPU run's synchronisations: a read of a tensor that lives on the host even
+in a GPU run (a CPU-drawn batch order, say) is counted. Copies from the host to the device, which may wait on
+a GPU when the host memory is not pinned, cannot be seen on a CPU; :func:`fedaug.device.host_to_device` makes
+them without a wait, and ``benchmarks/gpu_syncs.py`` counts the real synchronisations on a GPU.
 """
 
 from __future__ import annotations
