@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+import fedaug
 from fedaug.api import ServerState
 from fedaug.device import host_to_device
 from fedaug.engine.evaluation import evaluate
@@ -128,3 +129,18 @@ def test_a_flea_round_read_budget(tmp_path: Path) -> None:
     per_round, counter = _reads_per_round(tmp_path, FLea(FLeaConfig(share_fraction=0.25)), rounds=3)
     # round 1: the buffer is empty when the exposure is updated, so it reads nothing
     assert per_round == [3 + 1 + 1 + 1 + 0 + 1, *[3 + 1 + 1 + 1 + 2 + 1] * 2], counter.counts
+
+
+def test_host_draws_reach_the_device_through_host_to_device() -> None:
+    """`x.to(device, non_blocking=True)` from ordinary host memory may still wait for the GPU's queue; fedaug
+    copies what it draws on the host with `host_to_device`, which pins it first. A new such call elsewhere
+    fails here, naming its file and line."""
+    src = Path(fedaug.__file__).parent
+    found = [
+        f"{path.relative_to(src)}:{number}"
+        for path in sorted(src.rglob("*.py"))
+        if path.name != "device.py"
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if "non_blocking=True" in line and not line.lstrip().startswith("#")
+    ]
+    assert found == []
