@@ -41,6 +41,7 @@ from fedaug.api import ServerState  # noqa: E402
 from fedaug.engine.checkpoint import read_jsonl  # noqa: E402
 from fedaug.engine.host_reads import HostReadCounter  # noqa: E402
 from fedaug.engine.simulation import Simulation  # noqa: E402
+from fedaug.errors import FedaugError  # noqa: E402
 from fedaug.experiments.load import load_config  # noqa: E402
 from fedaug.experiments.runner import run_experiment  # noqa: E402
 from fedaug.reproducibility.identity import run_dir_for  # noqa: E402
@@ -153,9 +154,13 @@ def main() -> int:
         "overrides": args.set,
     }
     with tempfile.TemporaryDirectory() as tmp:
-        report["methods"] = [
-            count(m.strip(), args.rounds, device, Path(tmp), args.set) for m in args.methods.split(",")
-        ]
+        try:
+            report["methods"] = [
+                count(m.strip(), args.rounds, device, Path(tmp), args.set) for m in args.methods.split(",")
+            ]
+        except FedaugError as exc:  # a bad --methods or --set: one line, as fedaug says it
+            print(f"{Path(sys.argv[0]).name}: error: {exc}", file=sys.stderr)
+            return 2
     for row in report["methods"]:
         top = list(row["by_line"].items())[:6]
         print(json.dumps({k: v for k, v in row.items() if k != "by_line"} | {"top": top}), flush=True)
