@@ -11,9 +11,11 @@ the GPU. :class:`HostReadCounter` finds them without a GPU: inside its block it 
 * the copies to the host the code asks for (``Tensor.tolist``, ``.cpu()``, ``.numpy()``), patched at the
   Python level for the block, because on a CPU tensor they dispatch nothing.
 
-Each is attributed to the innermost line of fedaug's own source that made it. Reads of what was already
-read (the result of a counted ``.cpu()``, and whatever is computed from such results alone) are not counted
-again, nor are the optimizers' reads of their step counters (on the host in a GPU run too). On a CPU the
+Each is attributed to the innermost line of fedaug's own source that made it. Reads of host data are not
+counted: the result of a counted ``.cpu()``, what a CPU generator draws (it cannot fill a GPU tensor),
+tensors made from Python values, and whatever is computed from such tensors alone; nor are the optimizers'
+reads of their step counters, or ``F.one_hot``'s range checks with ``num_classes`` given (both happen on a CPU
+only). On a CPU the
 count is still an upper bound of a GPU run's synchronisations: a read of a tensor that lives on the host even
 in a GPU run (a CPU-drawn batch order, say) is counted. Copies from the host to the device, which may wait on
 a GPU when the host memory is not pinned, cannot be seen on a CPU; :func:`fedaug.device.host_to_device` makes
@@ -88,6 +90,10 @@ def _caller() -> str | None:
     return "other"
 
 
+def _cpu_generator(generator: Any) -> bool:
+    return isinstance(generator, torch.Generator) and generator.device.type == "cpu"
+
+
 def _add(counts: Counter[str], where: str | None) -> None:
     if where is not None:
         counts[where] += 1
@@ -120,6 +126,7 @@ class _SyncOpMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         super().__init__()  # type: ignore[no-untyped-call]
         self.counts = counts
         self.host = host
+        self.suspended = 0  # > 0 inside a call whose reads happen on a CPU only (F.one_hot's range checks)
 
     def __torch_dispatch__(
         self,
@@ -131,10 +138,13 @@ class _SyncOpMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         kwargs = kwargs or {}
         inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
         on_host = bool(inputs) and all(t in self.host for t in inputs)
-        if not on_host and (func in SYNCING_OPS or (func in _INDEX_OPS and _bool_index(args))):
+        syncs = func in SYNCING_OPS or (func in _INDEX_OPS and _bool_index(args))
+        if syncs and not on_host and not self.suspended:
             _add(self.counts, _caller())
         out = func(*args, **kwargs)
-        if on_host:
+        # Host data: what a CPU generator draws (it cannot fill a GPU tensor, so it is on the host in a GPU
+        # run too), tensors made from Python values (torch.tensor), and what is computed from host data alone.
+        if on_host or func is _aten.lift_fresh.default or _cpu_generator(kwargs.get("generator")):
             for t in tree_leaves(out):
                 self.host.add(t)
         return out
@@ -173,11 +183,25 @@ class HostReadCounter:
 
             return call
 
+        mode = _SyncOpMode(self.counts, host)
+        one_hot = torch.nn.functional.one_hot
+
+        def one_hot_checked_on_cpu_only(tensor: torch.Tensor, num_classes: int = -1) -> torch.Tensor:
+            # With num_classes given, one_hot reads min and max only on a CPU (a GPU run leaves the range
+            # check to the scatter kernel); without it, it reads max(y) on any device.
+            mode.suspended += num_classes >= 0
+            try:
+                return one_hot(tensor, num_classes)
+            finally:
+                mode.suspended -= num_classes >= 0
+
         for name, original in originals.items():
             setattr(torch.Tensor, name, patched(original))
+        torch.nn.functional.one_hot = one_hot_checked_on_cpu_only
         try:
-            with _SyncOpMode(self.counts, host):
+            with mode:
                 yield self
         finally:
             for name, original in originals.items():
                 setattr(torch.Tensor, name, original)
+            torch.nn.functional.one_hot = one_hot

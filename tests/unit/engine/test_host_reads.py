@@ -8,14 +8,17 @@ loop fails them and says on which line it is.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 
 import fedaug
-from fedaug.api import ServerState
+from fedaug import registry
+from fedaug.api import ServerState, fedavg_rounds_of
 from fedaug.device import host_to_device
 from fedaug.engine.evaluation import evaluate
 from fedaug.engine.host_reads import HostReadCounter
@@ -24,6 +27,7 @@ from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.flea import FLea, FLeaConfig
 from fedaug.models import build_model
 from tests.conftest import make_spec
+from tests.helpers import image_spec
 
 
 def _count(block: Any) -> Counter[str]:
@@ -99,9 +103,11 @@ class _RoundReads(Simulation):
 
     counter: HostReadCounter
     marks: list[int]
+    marks_by_line: list[Counter[str]]
 
     def _round(self, state: ServerState, round_num: int) -> Any:
         self.marks.append(self.counter.total())
+        self.marks_by_line = [*getattr(self, "marks_by_line", []), Counter(self.counter.counts)]
         return super()._round(state, round_num)
 
 
@@ -144,3 +150,41 @@ def test_host_draws_reach_the_device_through_host_to_device() -> None:
         if "non_blocking=True" in line and not line.lstrip().startswith("#")
     ]
     assert found == []
+
+
+# AugMix groups a batch's rows by operation where its draws are, on the host (fedaug.augment.ops.apply_op):
+# reads of CPU tensors even in a GPU run, which a count on a CPU cannot tell from reads of device values.
+HOST_SIDE = ("fedaug/augment/ops.py",)
+
+
+# Methods that are FedAvg in their first rounds start their own at round 2 here.
+OWN_FROM_ROUND_2 = {
+    "fedgen": {"warmup_rounds": 2},
+    "fedzdac": {"start_round": 2},
+    "fedzdas": {"start_round": 2},
+}
+
+
+def _reads_of_a_round(tmp_path: Path, name: str, epochs: int) -> Counter[str]:
+    """Reads of round 2 of method ``name`` on the image blobs, with ``epochs`` local epochs."""
+    spec = image_spec(tmp_path, name, torch.device("cpu"), rounds=2)
+    if name in OWN_FROM_ROUND_2:
+        cls = registry.get("method", name)
+        spec = replace(spec, method=cls(cls.config_cls(**OWN_FROM_ROUND_2[name])))
+    assert fedavg_rounds_of(spec.method, 2) < 2, "round 2 would be FedAvg's"
+    schedule = spec.train_settings
+    spec = replace(spec, train_settings=lambda r: replace(schedule(r), local_epochs=epochs))
+    sim = _RoundReads(spec)
+    sim.counter, sim.marks = HostReadCounter(), []
+    with sim.counter.counting():
+        sim.run()
+    before = Counter(sim.marks_by_line[-1])
+    return Counter({k: v for k, v in (sim.counter.counts - before).items() if not k.startswith(HOST_SIDE)})
+
+
+@pytest.mark.parametrize("name", registry.available("method"))
+def test_no_method_reads_per_step(tmp_path: Path, name: str) -> None:
+    """A round with 2 local epochs reads as often as one with 1: nothing waits for the GPU every step."""
+    one = _reads_of_a_round(tmp_path / "one", name, epochs=1)
+    two = _reads_of_a_round(tmp_path / "two", name, epochs=2)
+    assert two == one, {k: (one[k], two[k]) for k in one.keys() | two.keys() if one[k] != two[k]}
