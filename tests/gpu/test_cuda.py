@@ -173,3 +173,14 @@ def test_local_training_waits_for_the_gpu_once_per_client(cuda: torch.device) ->
 
     syncs = _sync_warnings(train)
     assert len(syncs) == 1, syncs
+
+
+def test_evaluation_waits_for_the_gpu_once(cuda: torch.device) -> None:
+    from fedaug.engine.evaluation import evaluate
+
+    model = build_model("mlp", num_classes=3, input_shape=(8,)).to(cuda)
+    x, y = torch.randn(50, 8, device=cuda), torch.randint(0, 3, (50,), device=cuda)
+    results: list[dict[str, float]] = []
+    syncs = _sync_warnings(lambda: results.append(evaluate(model, x, y, num_classes=3, batch_size=16)))
+    assert len(syncs) == 1, syncs
+    assert 0.0 <= results[0]["acc"] <= 1.0
