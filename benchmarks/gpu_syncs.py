@@ -37,29 +37,15 @@ from machine import add_device_argument, benchmark_device, machine_facts  # benc
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from fedaug.api import ServerState  # noqa: E402
 from fedaug.engine.checkpoint import read_jsonl  # noqa: E402
-from fedaug.engine.host_reads import HostReadCounter  # noqa: E402
-from fedaug.engine.simulation import Simulation  # noqa: E402
+from fedaug.engine.host_reads import HostReadCounter, RoundReads  # noqa: E402
+from fedaug.engine.simulation import SimulationSpec  # noqa: E402
 from fedaug.errors import FedaugError  # noqa: E402
 from fedaug.experiments.load import load_config  # noqa: E402
 from fedaug.experiments.runner import run_experiment  # noqa: E402
 from fedaug.reproducibility.identity import run_dir_for  # noqa: E402
 
 DEFAULT = REPO / "configs" / "default.yaml"
-
-
-class RoundMarks(Simulation):
-    """The simulator, noting the counts at the start of every round: the difference of two marks is one whole
-    round (train, aggregate, share, eval, logs and its checkpoint)."""
-
-    marks: list[tuple[int, Counter[str]]]
-    reads: HostReadCounter
-    syncs: list[warnings.WarningMessage]
-
-    def _round(self, state: ServerState, round_num: int) -> Any:
-        self.marks.append((round_num, Counter(self.reads.counts) + Counter(_where(self.syncs))))
-        return super()._round(state, round_num)
 
 
 def _where(caught: list[warnings.WarningMessage]) -> list[str]:
@@ -87,15 +73,14 @@ def count(method: str, rounds: int, device: torch.device, out_dir: Path, extra: 
     ]
     config = load_config([DEFAULT], overrides)
     reads = HostReadCounter()
-    marks: list[tuple[int, Counter[str]]] = []
+    sims: list[RoundReads] = []
     cuda = device.type == "cuda"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
 
-        def engine(spec: Any) -> Simulation:
-            sim = RoundMarks(spec)
-            sim.marks, sim.reads, sim.syncs = marks, reads, caught
-            return sim
+        def engine(spec: SimulationSpec) -> RoundReads:
+            sims.append(RoundReads(spec, lambda: Counter(reads.counts) + Counter(_where(caught))))
+            return sims[-1]
 
         if cuda:
             torch.cuda.set_sync_debug_mode("warn")
@@ -105,9 +90,7 @@ def count(method: str, rounds: int, device: torch.device, out_dir: Path, extra: 
         finally:
             if cuda:
                 torch.cuda.set_sync_debug_mode("default")
-        end = Counter(reads.counts) + Counter(_where(caught))
-    marks.append((rounds + 1, end))
-    per_round = {marks[i][0]: marks[i + 1][1] - marks[i][1] for i in range(len(marks) - 1)}
+        per_round = sims[-1].per_round()
     # the rounds after the first (FLea's first has no buffer yet), the last without its final checkpoint
     steady = [r for r in per_round if 1 < r < rounds] or list(per_round)
     reads_per_round = [sum(v for k, v in per_round[r].items() if not k.startswith("sync:")) for r in steady]

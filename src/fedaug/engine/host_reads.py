@@ -36,6 +36,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from fedaug.api import ServerState
+from fedaug.engine.simulation import Simulation, SimulationSpec
+from fedaug.types import Metrics
+
 _aten = torch.ops.aten
 SYNCING_OPS = frozenset(
     {
@@ -205,3 +209,24 @@ class HostReadCounter:
             for name, original in originals.items():
                 setattr(torch.Tensor, name, original)
             torch.nn.functional.one_hot = one_hot
+
+
+class RoundReads(Simulation):
+    """The in-process simulator, noting ``snapshot()`` (counts by source line, e.g. a
+    :class:`HostReadCounter`'s) at the start of every round, so that :meth:`per_round` gives each whole
+    round's counts: train, aggregate, share, eval, logs and its checkpoint (the last round's also the
+    summary)."""
+
+    def __init__(self, spec: SimulationSpec, snapshot: Callable[[], Counter[str]]) -> None:
+        super().__init__(spec)
+        self._snapshot = snapshot
+        self._marks: list[tuple[int, Counter[str]]] = []
+
+    def _round(self, state: ServerState, round_num: int) -> tuple[ServerState, dict[str, Any], Metrics]:
+        self._marks.append((round_num, self._snapshot()))
+        return super()._round(state, round_num)
+
+    def per_round(self) -> dict[int, Counter[str]]:
+        """Each round's counts by line, after the run (the last round ends at the counts now)."""
+        ends = [*(marks for _, marks in self._marks[1:]), self._snapshot()]
+        return {r: end - start for (r, start), end in zip(self._marks, ends, strict=True)}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +17,11 @@ import torch
 
 import fedaug
 from fedaug import registry
-from fedaug.api import ServerState, fedavg_rounds_of
+from fedaug.api import fedavg_rounds_of
 from fedaug.device import host_to_device
 from fedaug.engine.evaluation import evaluate
-from fedaug.engine.host_reads import HostReadCounter
-from fedaug.engine.simulation import Simulation
+from fedaug.engine.host_reads import HostReadCounter, RoundReads
+from fedaug.engine.simulation import SimulationSpec
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.flea import FLea, FLeaConfig
 from fedaug.models import build_model
@@ -98,31 +97,18 @@ def test_host_to_device_on_the_cpu_is_to() -> None:
     assert y.dtype == torch.float32 and torch.equal(y, torch.arange(4.0))
 
 
-class _RoundReads(Simulation):
-    """The simulator, noting the counter's total at the start of each round."""
-
-    counter: HostReadCounter
-    marks: list[int]
-    marks_by_line: list[Counter[str]]
-
-    def _round(self, state: ServerState, round_num: int) -> Any:
-        self.marks.append(self.counter.total())
-        self.marks_by_line = [*getattr(self, "marks_by_line", []), Counter(self.counter.counts)]
-        return super()._round(state, round_num)
-
-
-def _reads_per_round(tmp_path: Path, method: FedAvg, rounds: int) -> tuple[list[int], HostReadCounter]:
-    sim = _RoundReads(make_spec(tmp_path, method=method, rounds=rounds, per_round=3))
-    sim.counter, sim.marks = HostReadCounter(), []
-    with sim.counter.counting():
+def _reads_per_round(spec: SimulationSpec) -> tuple[list[Counter[str]], HostReadCounter]:
+    """Each round's reads by line, and the counter (its counts: the whole run's)."""
+    counter = HostReadCounter()
+    sim = RoundReads(spec, lambda: Counter(counter.counts))
+    with counter.counting():
         sim.run()
-    marks = [*sim.marks, sim.counter.total()]
-    return [b - a for a, b in pairwise(marks)], sim.counter
+    return list(sim.per_round().values()), counter
 
 
 def test_a_fedavg_round_reads_once_per_client_and_once_to_evaluate(tmp_path: Path) -> None:
-    per_round, counter = _reads_per_round(tmp_path, FedAvg(), rounds=3)
-    assert per_round == [3 + 1] * 3, counter.counts
+    per_round, counter = _reads_per_round(make_spec(tmp_path, method=FedAvg(), rounds=3, per_round=3))
+    assert [reads.total() for reads in per_round] == [3 + 1] * 3, counter.counts
     assert {where.partition(":")[0] for where in counter.counts} == {
         "fedaug/local_training.py",
         "fedaug/engine/evaluation.py",
@@ -132,9 +118,11 @@ def test_a_fedavg_round_reads_once_per_client_and_once_to_evaluate(tmp_path: Pat
 def test_a_flea_round_read_budget(tmp_path: Path) -> None:
     """3 clients: one read each after training, 1 for every client's shared dCors, 1 to evaluate, 1 to keep
     the buffer's young entries, 2 for the exposure (torch.unique) and 1 for the buffer's class counts."""
-    per_round, counter = _reads_per_round(tmp_path, FLea(FLeaConfig(share_fraction=0.25)), rounds=3)
+    flea = FLea(FLeaConfig(share_fraction=0.25))
+    per_round, counter = _reads_per_round(make_spec(tmp_path, method=flea, rounds=3, per_round=3))
     # round 1: the buffer is empty when the exposure is updated, so it reads nothing
-    assert per_round == [3 + 1 + 1 + 1 + 0 + 1, *[3 + 1 + 1 + 1 + 2 + 1] * 2], counter.counts
+    expected = [3 + 1 + 1 + 1 + 0 + 1, *[3 + 1 + 1 + 1 + 2 + 1] * 2]
+    assert [reads.total() for reads in per_round] == expected, counter.counts
 
 
 def test_host_draws_reach_the_device_through_host_to_device() -> None:
@@ -174,12 +162,8 @@ def _reads_of_a_round(tmp_path: Path, name: str, epochs: int) -> Counter[str]:
     assert fedavg_rounds_of(spec.method, 2) < 2, "round 2 would be FedAvg's"
     schedule = spec.train_settings
     spec = replace(spec, train_settings=lambda r: replace(schedule(r), local_epochs=epochs))
-    sim = _RoundReads(spec)
-    sim.counter, sim.marks = HostReadCounter(), []
-    with sim.counter.counting():
-        sim.run()
-    before = Counter(sim.marks_by_line[-1])
-    return Counter({k: v for k, v in (sim.counter.counts - before).items() if not k.startswith(HOST_SIDE)})
+    last = _reads_per_round(spec)[0][-1]
+    return Counter({k: v for k, v in last.items() if not k.startswith(HOST_SIDE)})
 
 
 @pytest.mark.parametrize("name", registry.available("method"))
