@@ -4,8 +4,11 @@ For FedAvg and FLea on the default preset (UCI-HAR, HARNet, Qua(2), K = 75, seed
 
 * ``sequential``: one run, clients one after the other (``engine.batched_clients: false``);
 * ``batched``: one run, a round's clients stacked into one vmapped step (``engine.batched_clients: true``);
+* ``graphs``: one run, clients one after the other, each local step replayed as a CUDA graph
+  (``engine.cuda_graphs: true``; :mod:`fedaug.step_graphs`);
 * ``packed``: ``--workers`` runs of seeds 0..W-1 at once, one worker process each, sharing the device
-  (``fedaug sweep --workers W``), measured as wall time for all of them.
+  (``fedaug sweep --workers W``), measured as wall time for all of them;
+* ``packed_graphs``: the same with ``engine.cuda_graphs: true``.
 
 Each mode runs ``--rounds`` rounds (default 100; fewer are scaled to 100 in ``run_s_100``). Reported per mode:
 time per round (median), time per run, runs per hour, peak GPU memory of the process (sequential and batched;
@@ -20,6 +23,7 @@ Usage::
 
     python benchmarks/gpu.py --device cuda --out benchmarks/results/gpu_h200.json
     python benchmarks/gpu.py --device cpu --rounds 2 --workers 2 --out /tmp/gpu.json     # a quick check
+    python benchmarks/gpu.py --device cuda --modes sequential,graphs,packed,packed_graphs --out gpu.json
 """
 
 from __future__ import annotations
@@ -73,15 +77,25 @@ def model_flops(batch: int = 32) -> tuple[float, float, int, list[int]]:
     return train, counter.get_total_flops() / batch, int(spec.test_y.shape[0]), sizes
 
 
+MODES = {  # engine overrides of each mode
+    "sequential": [],
+    "batched": ["engine.batched_clients=true"],
+    "graphs": ["engine.cuda_graphs=true"],
+    "packed": [],
+    "packed_graphs": ["engine.cuda_graphs=true"],
+}
+
+
 def one_run(
     method: str, mode: str, args: argparse.Namespace, out_dir: Path, sizes: list[int]
 ) -> dict[str, Any]:
-    """One run of ``method`` (``mode``: sequential or batched); its times, accuracy and sample passes."""
+    """One run of ``method`` (``mode``: sequential, batched or graphs); its times, accuracy and sample
+    passes."""
     overrides = [
         f"method={method}",
         "compare=[]",
         f"engine.device={args.device}",
-        f"engine.batched_clients={'true' if mode == 'batched' else 'false'}",
+        *MODES[mode],
         f"out_dir={out_dir / mode}",
         f"train.rounds={args.rounds}",
         "engine.progress=false",
@@ -113,7 +127,7 @@ def one_run(
     return result
 
 
-def packed(method: str, args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
+def packed(method: str, mode: str, args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
     """``args.workers`` runs (seeds 0..W-1) at once in worker processes sharing the device."""
     sweep = out_dir / f"packed_{method}.yaml"
     seeds = ", ".join(str(s) for s in range(args.workers))
@@ -123,7 +137,12 @@ def packed(method: str, args: argparse.Namespace, out_dir: Path) -> dict[str, An
     )
     points = expand_sweep(
         sweep,
-        [f"out_dir={out_dir / 'packed'}", f"engine.device={args.device}", f"train.rounds={args.rounds}"],
+        [
+            f"out_dir={out_dir / mode}",
+            f"engine.device={args.device}",
+            f"train.rounds={args.rounds}",
+            *MODES[mode],
+        ],
     )
     start = time.perf_counter()
     result = run_sweep(points, workers=args.workers, heartbeat=0)
@@ -132,7 +151,7 @@ def packed(method: str, args: argparse.Namespace, out_dir: Path) -> dict[str, An
         raise RuntimeError(f"packed runs failed: {result.failures}")
     per_run = wall / len(points) * (100 / args.rounds)
     return {
-        "mode": "packed",
+        "mode": mode,
         "workers": args.workers,
         "runs": len(points),
         "wall_s": round(wall, 3),
@@ -181,15 +200,19 @@ def main() -> int:
         "methods": {},
     }
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if bad := [m for m in modes if m not in MODES]:
+        parser.error(f"unknown --modes {', '.join(bad)}; valid choices: {', '.join(MODES)}")
     with tempfile.TemporaryDirectory() as tmp:
         for method in [m.strip() for m in args.methods.split(",") if m.strip()]:
             rows = []
             for mode in modes:
-                if mode == "packed":
-                    row = packed(method, args, Path(tmp))
-                else:
-                    row = one_run(method, mode, args, Path(tmp), sizes)
-                if mode != "packed":
+                packs = mode.startswith("packed")
+                row = (
+                    packed(method, mode, args, Path(tmp))
+                    if packs
+                    else one_run(method, mode, args, Path(tmp), sizes)
+                )
+                if not packs:
                     flops = row["train_sample_passes"] * train_flops + row["rounds"] * test_size * test_flops
                     row["achieved_tflops"] = round(flops / row["wall_s"] / 1e12, 4)
                     row["runs_per_hour"] = round(3600 / row["run_s_100"], 1)

@@ -9,7 +9,9 @@
 #      PACKED_ROUNDS (default 20) rounds sharing the GPU, with each phase's median round time;
 #   6. with STAGES including "mps": the same under NVIDIA MPS (scripts/mps.sh; skipped without it);
 #   7. with STAGES including "floor": benchmarks/engine_vs_floor.py, FedAvg's rounds against the same steps in a
-#      bare forward/backward/Adam loop on the GPU (how much of a run alone is the engine, how much eager PyTorch).
+#      bare forward/backward/Adam loop on the GPU (how much of a run alone is the engine, how much eager PyTorch);
+#   8. with STAGES including "graphs": benchmarks/gpu.py --modes sequential,graphs,packed_graphs, one run without
+#      and with engine.cuda_graphs, then PACKED_WORKERS runs with it, GRAPHS_ROUNDS (default 20) rounds each.
 # STAGES (default "tests runs") picks the stages, e.g. STAGES="tests speed"; ROUNDS (default 100) the rounds of
 # the speed stage (fewer are scaled to 100 rounds in its numbers), WORKERS (default 4) its packed runs.
 # The lent machines have pytest; elsewhere build a folder of it and carry it along:
@@ -63,6 +65,12 @@ if [[ " $STAGES " == *" mps "* ]]; then
   else
     echo "mps stage skipped: MPS did not start (machine.txt)"
   fi
+fi
+if [[ " $STAGES " == *" graphs "* ]]; then
+  timeout "${GRAPHS_S:-300}" python3 benchmarks/gpu.py --device cuda --modes sequential,graphs,packed_graphs \
+      --workers "${PACKED_WORKERS:-16}" --rounds "${GRAPHS_ROUNDS:-20}" --out "$OUT/graphs.json" > "$OUT/graphs.log" 2>&1
+  echo "gpu.py graphs exit $?" >> "$OUT/graphs.log"
+  tail -7 "$OUT/graphs.log"
 fi
 if [[ " $STAGES " == *" speed "* ]]; then
   timeout "${SPEED_S:-540}" python3 benchmarks/gpu.py --device cuda --workers "${WORKERS:-4}" \

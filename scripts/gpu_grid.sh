@@ -4,6 +4,7 @@
 # WORKERS runs at once sharing the GPU (default 16, as measured on an H200: studies/flea_table1_har), their
 # clients one by one (BATCHED=true batches them: slower there), the longest runs first (ORDER, default
 # longest-first; grid: as listed), then `fedaug archive` and `fedaug report`.
+# GRAPHS=true replays each local step as a CUDA graph (engine.cuda_graphs; not measured on a GPU yet).
 # MPS=1 runs the sweep under NVIDIA MPS (scripts/mps.sh), where the workers' kernels share the GPU at once
 # instead of taking turns (not measured yet: `STAGES="packed mps" scripts/gpu_check.sh` compares the two).
 # The sweep stops after LIMIT seconds (default 520) so the report and the archive still come back; a sweep cut
@@ -20,7 +21,8 @@ if [[ "${MPS:-0}" == 1 ]]; then scripts/mps.sh start >> "$OUT/grid.log" 2>&1 || 
 start=$(date +%s)
 timeout "${LIMIT:-520}" python3 -m fedaug sweep configs/experiments/flea_table1_har.yaml \
     --grid "seed=[${SEEDS:-0, 1, 2}]" --grid "method=[${METHODS:-fedavg, flea}]" \
-    --set "engine.batched_clients=${BATCHED:-false}" --set engine.progress=false \
+    --set "engine.batched_clients=${BATCHED:-false}" --set "engine.cuda_graphs=${GRAPHS:-false}" \
+    --set engine.progress=false \
     --device "${DEVICE:-cuda}" --workers "${WORKERS:-16}" --order "${ORDER:-longest-first}" \
     --heartbeat 60 --out-dir "$RUNS" > "$OUT/grid.log" 2>&1
 echo "sweep exit $? after $(( $(date +%s) - start )) s" >> "$OUT/grid.log"

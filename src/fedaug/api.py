@@ -55,6 +55,9 @@ class TrainSettings:
         batchnorm_eval: keep BatchNorm layers in eval mode while training (they normalise with their running
             statistics and do not update them); off by default. Fed-ZDAS's server step on synthetic data
             can use it (``server_batchnorm: frozen``).
+        cuda_graphs: record each local step as a CUDA graph and replay it (:mod:`fedaug.step_graphs`); set
+            by the engine from ``engine.cuda_graphs``, like ``precision``. On a CPU the same code runs
+            unrecorded.
     """
 
     local_epochs: int = 5
@@ -66,6 +69,7 @@ class TrainSettings:
     reset_optimizer_every_step: bool = False
     precision: str = "float32"
     batchnorm_eval: bool = False
+    cuda_graphs: bool = False
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ The loop itself is the nanoGPT shape: batch, (transform), loss, zero_grad, backw
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -25,46 +25,17 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from fedaug.api import ClientData, TrainSettings
 from fedaug.device import host_to_device
 from fedaug.errors import ConfigError
+from fedaug.objective import BatchableLoss as BatchableLoss
+from fedaug.objective import BatchTransform as BatchTransform
+from fedaug.objective import ClientTensors as ClientTensors
+from fedaug.objective import LossFn as LossFn
+from fedaug.objective import LossOutput as LossOutput
+from fedaug.objective import ObjectiveFn as ObjectiveFn
 from fedaug.precision import autocast
+from fedaug.step_graphs import StepGraphs, graph_refusal, graphs_for
 from fedaug.types import Metrics, StateDict
 
-
-@dataclass
-class LossOutput:
-    """A mini-batch objective and its detached scalar parts to log (e.g. ``{"ce": ..., "dcor": ...}``)."""
-
-    loss: Tensor
-    logs: dict[str, Tensor] = field(default_factory=dict)
-
-
-LossFn = Callable[[nn.Module, Tensor, Tensor], LossOutput]
-BatchTransform = Callable[[Tensor, Tensor, torch.Generator], tuple[Tensor, Tensor]]
-ClientTensors = dict[str, Tensor]
-ObjectiveFn = Callable[[nn.Module, Tensor, Tensor, ClientTensors, ClientTensors], LossOutput]
-
-
-@dataclass(frozen=True)
-class BatchableLoss:
-    """A loss hook written so that the engine can also train a round's clients at once (``engine.batched_
-    clients``, :mod:`fedaug.engine.batched`); called as a :data:`LossFn`, it is the same objective.
-
-    ``fn(model, x, y, client, step)`` is the mini-batch objective. Everything that differs between the
-    clients of a round reaches it as tensors: ``client`` (this client's constants, e.g. FedLC's logit shift;
-    the same keys and shapes for every client) and ``step`` (the random numbers of one step, made by
-    ``draws(batch_size)`` on the CPU from the client's own streams, in the order the sequential loop makes
-    them, e.g. FLea's buffer indices and Beta weights). Whatever else ``fn`` uses (the broadcast weights, a
-    frozen teacher model, config numbers) must be the same for every client of the round: the batched engine
-    stacks ``client`` and ``step`` over the clients and calls the first client's ``fn`` for all of them.
-    """
-
-    fn: ObjectiveFn
-    client: ClientTensors = field(default_factory=dict)
-    draws: Callable[[int], ClientTensors] | None = None
-
-    def __call__(self, model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
-        step = self.draws(x.shape[0]) if self.draws is not None else {}
-        return self.fn(model, x, y, self.client, step)
-
+logger = logging.getLogger(__name__)
 
 OPTIMIZERS = ("adam", "sgd")
 
@@ -143,7 +114,8 @@ def train_local(
     frozen = batchnorm_eval(model) if settings.batchnorm_eval else nullcontext()
     with frozen:
         params = [p for p in model.parameters() if p.requires_grad]
-        optimizer = make_optimizer(params, settings)
+        graphed = recorded_steps(model, params, loss_fn, settings) if settings.cuda_graphs else None
+        optimizer = make_optimizer(params, settings) if graphed is None else None
         sums: dict[str, Tensor] = {}
         step_losses: list[Tensor] = []
         num_steps = 0
@@ -155,15 +127,22 @@ def train_local(
                 x, y = data.x[idx], data.y[idx]
                 if batch_transform is not None:
                     x, y = batch_transform(x, y, generator)
-                if settings.reset_optimizer_every_step:
-                    optimizer = make_optimizer(params, settings)  # official FLea code: Adam without memory
-                with autocast(model, settings.precision):  # float32: no context at all
-                    out = loss_fn(model, x, y)
-                loss = out.loss if settings.precision == "float32" else out.loss.float()
-                step_losses.append(loss.detach())
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()  # type: ignore[no-untyped-call]
-                optimizer.step()
+                if graphed is not None:  # engine.cuda_graphs: its outputs are overwritten by the next replay
+                    graphs, batchable = graphed
+                    out = graphs.step(batchable, x, y)
+                    step_losses.append(out.loss.detach().clone())
+                else:
+                    if settings.reset_optimizer_every_step or optimizer is None:
+                        optimizer = make_optimizer(
+                            params, settings
+                        )  # official FLea code: Adam without memory
+                    with autocast(model, settings.precision):  # float32: no context at all
+                        out = loss_fn(model, x, y)
+                    loss = out.loss if settings.precision == "float32" else out.loss.float()
+                    step_losses.append(loss.detach())
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()  # type: ignore[no-untyped-call]
+                    optimizer.step()
                 for name, value in {"loss": out.loss.detach(), **out.logs}.items():
                     sums[name] = sums[name] + value if name in sums else value.clone()
                 num_steps += 1
@@ -177,6 +156,26 @@ def train_local(
     metrics = {f"train/{n}": total / max(num_steps, 1) for n, total in zip(names, totals, strict=True)}
     metrics["train/steps"] = float(num_steps)
     return metrics
+
+
+_graph_refusals: set[str] = set()  # reasons already logged, once per process
+
+
+def recorded_steps(
+    model: nn.Module, params: list[nn.Parameter], loss_fn: LossFn, settings: TrainSettings
+) -> tuple[StepGraphs, BatchableLoss] | None:
+    """``engine.cuda_graphs``: the model's :class:`~fedaug.step_graphs.StepGraphs`, set up for this client,
+    and the loss as a BatchableLoss; None (and the reason logged once) when the steps cannot be recorded."""
+    batchable = as_batchable(loss_fn)
+    reason = graph_refusal(model, batchable, settings)
+    if reason is not None or batchable is None:
+        if reason not in _graph_refusals:
+            _graph_refusals.add(str(reason))
+            logger.warning("engine.cuda_graphs: training without CUDA graphs (%s)", reason)
+        return None
+    graphs = graphs_for(model, params, settings)
+    graphs.start_client(batchable, settings)
+    return graphs, batchable
 
 
 def check_finite_values(step_losses: list[float]) -> None:

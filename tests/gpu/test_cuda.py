@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 import fedaug.local_training as local_training
-from fedaug import registry
+from fedaug import registry, step_graphs
 from fedaug.api import ClientData, TrainSettings
 from fedaug.device import host_to_device, resolve_device, set_deterministic, tensor_devices
 from fedaug.engine.checkpoint import read_jsonl
@@ -184,3 +184,82 @@ def test_evaluation_waits_for_the_gpu_once(cuda: torch.device) -> None:
     syncs = _sync_warnings(lambda: results.append(evaluate(model, x, y, num_classes=3, batch_size=16)))
     assert len(syncs) == 1, syncs
     assert 0.0 <= results[0]["acc"] <= 1.0
+
+
+@pytest.mark.parametrize("name", ["fedavg", "flea"])
+def test_cuda_graphs_train_as_the_eager_loop_on_cuda(tmp_path: Path, name: str, cuda: torch.device) -> None:
+    # engine.cuda_graphs on the CPU test's three float64 rounds of unequal clients: recorded steps (FedAvg
+    # once per run, FLea's closures once per round) equal the eager loop up to the fused Adam's rounding.
+    def spec(run_dir: Path, graphs: bool) -> Any:
+        base = unequal_float64_spec(run_dir, registry.get("method", name)())
+        return dataclasses.replace(base, run=dataclasses.replace(base.run, device=cuda), cuda_graphs=graphs)
+
+    Simulation(spec(tmp_path / "eager", False)).run()
+    sim = Simulation(spec(tmp_path / "graphs", True))
+    sim.run()
+    counts = step_graphs._GRAPHS[sim.workspace("client")].counts
+    assert counts["captured"] > 0 and counts["replayed"] > 0 and counts["eager"] == 0, counts
+    eager = read_jsonl(tmp_path / "eager" / "metrics.jsonl")
+    graphed = read_jsonl(tmp_path / "graphs" / "metrics.jsonl")
+    for e, g in zip(eager, graphed, strict=True):
+        assert g["clients"] == e["clients"] and g["train/steps"] == e["train/steps"]
+        for key in e:
+            if key.startswith(("train/", "test/acc", "test/loss")):
+                assert g[key] == pytest.approx(e[key], rel=1e-6, abs=1e-6), key
+    final = {
+        d: torch.load(tmp_path / d / "ckpt" / "latest.pt", weights_only=True)["state"]["model_state"]
+        for d in ("eager", "graphs")
+    }
+    for key, value in final["eager"].items():
+        torch.testing.assert_close(final["graphs"][key], value, rtol=1e-6, atol=1e-6)
+
+
+def test_recorded_local_training_waits_for_the_gpu_once_per_client(cuda: torch.device) -> None:
+    """With engine.cuda_graphs: the client that records (warm-up, capture) and the one that replays each wait
+    once, for the final read; recording must not stall runs that share the GPU."""
+    model = bn_model().to(cuda)
+    data = ClientData(0, torch.randn(40, 1, 2, 4, device=cuda), torch.randint(0, 3, (40,), device=cuda), 3)
+    settings = TrainSettings(local_epochs=5, batch_size=8, cuda_graphs=True)
+
+    def train() -> None:
+        generator = torch.Generator().manual_seed(0)
+        local_training.train_local(
+            model, data, loss_fn=local_training.cross_entropy_loss, settings=settings, generator=generator
+        )
+
+    recording, replaying = _sync_warnings(train), _sync_warnings(train)
+    assert step_graphs._GRAPHS[model].counts["captured"] == 1
+    assert len(recording) == 1, recording
+    assert len(replaying) == 1, replaying
+
+
+def test_a_hook_that_reads_on_the_host_falls_back_to_eager_on_cuda(
+    cuda: torch.device, caplog: pytest.LogCaptureFixture
+) -> None:
+    # .item() inside a capture is an error on the GPU: the hook trains eagerly instead, with a warning, and
+    # the weights the warm-up steps changed are put back (the same result as the eager loop, to rounding).
+    def reads(model: torch.nn.Module, x: Tensor, y: Tensor, client: Any, step: Any) -> Any:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        if loss.item() > 1e9:  # a host read of a device value
+            raise AssertionError("unreachable")
+        return local_training.LossOutput(loss, {})
+
+    results = {}
+    for graphs in (False, True):
+        torch.manual_seed(0)
+        model = bn_model().to(cuda)
+        data = ClientData(
+            0, torch.randn(40, 1, 2, 4, device=cuda), torch.randint(0, 3, (40,), device=cuda), 3
+        )
+        with caplog.at_level("WARNING", logger="fedaug.step_graphs"):
+            local_training.train_local(
+                model,
+                data,
+                loss_fn=local_training.BatchableLoss(reads),
+                settings=TrainSettings(local_epochs=2, batch_size=8, cuda_graphs=graphs),
+                generator=torch.Generator().manual_seed(0),
+            )
+        results[graphs] = torch.cat([v.flatten().double() for v in model.state_dict().values()])
+    assert step_graphs._GRAPHS[model].counts["captured"] == 0
+    assert any("could not be recorded" in r.getMessage() for r in caplog.records)
+    torch.testing.assert_close(results[True], results[False], rtol=1e-5, atol=1e-5)

@@ -62,6 +62,7 @@ from fedaug.local_training import (
     batch_indices,
     check_finite_values,
 )
+from fedaug.step_graphs import unrepeated_settings
 from fedaug.types import Metrics, StateDict
 
 Stacked = dict[str, Tensor]
@@ -79,15 +80,7 @@ def batching_refusal(method: Method, payload: Payload, ctx: ClientContext) -> st
         problems.append(f"method {method.name!r} has a loss hook that is not a BatchableLoss")
     if settings.optimizer not in ("adam", "sgd"):
         problems.append(f"optimizer {settings.optimizer!r}")
-    if settings.reset_optimizer_every_step:
-        problems.append("train.reset_optimizer_every_step")
-    if settings.batchnorm_eval:
-        problems.append("BatchNorm in eval mode while training")
-    if settings.precision != "float32":
-        problems.append(f"engine.precision={settings.precision}")
-    if any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in ctx.model.modules()):
-        problems.append("a model with dropout (randomness in the forward pass)")
-    return "; ".join(problems) or None
+    return "; ".join(problems + unrepeated_settings(ctx.model, settings)) or None
 
 
 def conv_model_note(model: nn.Module) -> str | None:

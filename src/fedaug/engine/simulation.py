@@ -77,6 +77,7 @@ class SimulationSpec:
     keep_checkpoints: tuple[int, ...] = ()
     precision: str = "float32"
     batched_clients: bool = False
+    cuda_graphs: bool = False  # engine.cuda_graphs, resolved: only on a CUDA device
     channels_last: str = "none"  # resolved engine.channels_last: none, eval or all (engine/memory_format.py)
     # Per-client local test sets (indices into train_x) for client-level fairness, evaluated every
     # local_eval_every rounds and at the last round (engine/fairness.py).
@@ -183,7 +184,9 @@ class Simulation:
     def _round(self, state: ServerState, round_num: int) -> tuple[ServerState, dict[str, Any], Metrics]:
         spec, method = self.spec, self.spec.method
         participants = sample_clients(spec.run.seed, round_num, spec.run.num_clients, spec.clients_per_round)
-        train = round_train_settings(spec.train_settings, spec.precision, round_num)
+        train = round_train_settings(
+            spec.train_settings, spec.precision, round_num, cuda_graphs=spec.cuda_graphs
+        )
         timing: Metrics = {}
         clock = _PhaseClock(self._now)  # one sync per phase boundary on a GPU
         payload = method.payload(state, round_num, train)
@@ -361,10 +364,11 @@ class _PhaseClock:
 
 
 def round_train_settings(
-    schedule: Callable[[int], TrainSettings], precision: str, round_num: int
+    schedule: Callable[[int], TrainSettings], precision: str, round_num: int, *, cuda_graphs: bool = False
 ) -> TrainSettings:
-    """The settings the method gets for ``round_num``: the schedule's, in the run's ``precision``."""
-    return replace(schedule(round_num), precision=precision)
+    """The settings the method gets for ``round_num``: the schedule's, in the run's ``precision`` and with its
+    ``engine.cuda_graphs``."""
+    return replace(schedule(round_num), precision=precision, cuda_graphs=cuda_graphs)
 
 
 def on_device(spec: SimulationSpec) -> SimulationSpec:

@@ -189,6 +189,11 @@ class EngineConfig:
         batched_clients: train all of a round's clients at once with stacked weights (torch.func.vmap; plain
             cross-entropy methods with adam/sgd in float32 only, see :mod:`fedaug.engine.batched`); equal to
             the sequential loop up to float rounding.
+        cuda_graphs: on a GPU, record each local training step as a CUDA graph and replay it
+            (:mod:`fedaug.step_graphs`): one launch per step instead of about a hundred. Every BatchableLoss
+            hook is recorded (plain CE once per run, per-client closures once per round); the rest train
+            eagerly with a warning. Results equal training without graphs to float rounding. Off by default;
+            ignored on a CPU (with a warning).
         channels_last: channels-last memory format for conv models: ``auto`` (default: the evaluation model of
             HARNet and the BN CNNs, where it was measured faster), ``none``, ``eval`` or ``all`` (training
             too; see :mod:`fedaug.engine.memory_format`).
@@ -219,6 +224,7 @@ class EngineConfig:
     progress: bool = True
     precision: str = "float32"
     batched_clients: bool = False
+    cuda_graphs: bool = False
     channels_last: str = "auto"
     keep_checkpoints: list[int] = field(default_factory=list)
     local_eval_every: int = 1

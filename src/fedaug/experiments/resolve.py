@@ -197,6 +197,13 @@ def resolve_run(
     engine, on_cpu = config.engine, settings.device.type == "cpu"
     if engine.batched_clients and on_cpu and (note := conv_model_note(parts.model_fn())):
         logger.warning(note)
+    if engine.cuda_graphs and on_cpu:
+        logger.warning("engine.cuda_graphs needs a CUDA device; this run trains on the CPU without graphs")
+    elif engine.cuda_graphs and engine.batched_clients:
+        logger.warning(
+            "engine.cuda_graphs and engine.batched_clients: batched rounds do not record graphs; "
+            "rounds the batched engine refuses train client by client with graphs"
+        )
     spec = SimulationSpec(
         method=parts.method,
         model_fn=parts.model_fn,
@@ -213,6 +220,7 @@ def resolve_run(
         progress=engine.progress,
         precision=settings.precision,
         batched_clients=engine.batched_clients,
+        cuda_graphs=engine.cuda_graphs and not on_cpu,
         channels_last=resolve_channels_last(engine.channels_last, config.model.name),
         keep_checkpoints=tuple(engine.keep_checkpoints),
         local_test_indices=None

@@ -56,7 +56,10 @@ def check_run_dir_path(run_dir: Path) -> None:
 
 def round_settings(config: ExperimentConfig, round_num: int) -> TrainSettings:
     """The local training settings the engine gives the method in ``round_num`` of ``config``'s run."""
-    return round_train_settings(config.train.settings, config.engine.precision, round_num)
+    engine = config.engine
+    return round_train_settings(
+        config.train.settings, engine.precision, round_num, cuda_graphs=engine.cuda_graphs
+    )
 
 
 def prepare(config: ExperimentConfig, run_dir: Path) -> ResolvedRun:

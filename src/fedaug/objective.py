@@ -1,0 +1,50 @@
+"""What a loss hook is: the objective of one mini-batch, as :func:`fedaug.local_training.train_local`, batched
+clients (:mod:`fedaug.engine.batched`) and recorded steps (:mod:`fedaug.step_graphs`) call it.
+
+:mod:`fedaug.local_training` re-exports every name here, which is where methods import them from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+
+@dataclass
+class LossOutput:
+    """A mini-batch objective and its detached scalar parts to log (e.g. ``{"ce": ..., "dcor": ...}``)."""
+
+    loss: Tensor
+    logs: dict[str, Tensor] = field(default_factory=dict)
+
+
+LossFn = Callable[[nn.Module, Tensor, Tensor], LossOutput]
+BatchTransform = Callable[[Tensor, Tensor, torch.Generator], tuple[Tensor, Tensor]]
+ClientTensors = dict[str, Tensor]
+ObjectiveFn = Callable[[nn.Module, Tensor, Tensor, ClientTensors, ClientTensors], LossOutput]
+
+
+@dataclass(frozen=True)
+class BatchableLoss:
+    """A loss hook written so that the engine can also train a round's clients at once (``engine.batched_
+    clients``, :mod:`fedaug.engine.batched`); called as a :data:`LossFn`, it is the same objective.
+
+    ``fn(model, x, y, client, step)`` is the mini-batch objective. Everything that differs between the
+    clients of a round reaches it as tensors: ``client`` (this client's constants, e.g. FedLC's logit shift;
+    the same keys and shapes for every client) and ``step`` (the random numbers of one step, made by
+    ``draws(batch_size)`` on the CPU from the client's own streams, in the order the sequential loop makes
+    them, e.g. FLea's buffer indices and Beta weights). Whatever else ``fn`` uses (the broadcast weights, a
+    frozen teacher model, config numbers) must be the same for every client of the round: the batched engine
+    stacks ``client`` and ``step`` over the clients and calls the first client's ``fn`` for all of them.
+    """
+
+    fn: ObjectiveFn
+    client: ClientTensors = field(default_factory=dict)
+    draws: Callable[[int], ClientTensors] | None = None
+
+    def __call__(self, model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
+        step = self.draws(x.shape[0]) if self.draws is not None else {}
+        return self.fn(model, x, y, self.client, step)

@@ -1,0 +1,313 @@
+"""Local training steps replayed as CUDA graphs (``engine.cuda_graphs``).
+
+A HARNet step on a GPU is about a hundred kernel launches of a few microseconds of arithmetic each, and eager
+PyTorch spends longer issuing them than the GPU spends running them (an H200 took 3.8 ms per FedAvg step,
+``benchmarks/results/gpu_h200.json``). A CUDA graph records a step's kernels once and replays them with one
+launch (``torch.cuda.CUDAGraph``, PyTorch's whole-network capture recipe). In graph mode
+:func:`fedaug.local_training.train_local` still gathers each batch, applies the batch transform and draws the
+loss's random numbers eagerly, exactly as the eager loop does; it then copies them into the static inputs of
+the graph recorded for that batch shape and replays it: ``zero_grad``, the loss hook, ``backward`` and the
+Adam step.
+
+What a step needs to be recorded (:func:`graph_refusal`; otherwise the client trains eagerly and the reason is
+logged once):
+
+* the loss hook is plain cross-entropy or a :class:`~fedaug.local_training.BatchableLoss`, so whatever changes
+  from step to step reaches it as tensors (the batch, ``step`` draws, per-client ``client`` constants);
+* Adam (the papers' optimizer), float32, no ``reset_optimizer_every_step``, BatchNorm not frozen, no dropout.
+
+A graph keeps reading the tensors it was recorded with, so the steps are recorded per loss hook: once per
+run for a hook that is one object for every client (FedAvg's cross-entropy, FedMix's soft-label loss), once
+per round for the closures most methods build per client (over the round's anchors, teacher or FLea's feature
+buffer). A closure of the same code made in the same round is served by the first client's recording: by the
+:class:`~fedaug.local_training.BatchableLoss` contract (which batched clients rely on too) everything that
+differs between a round's clients reaches the hook as tensors, which are copied into the recorded ones. A hook
+must therefore keep no Python state from step to step: recorded steps do not run Python.
+
+The optimizer is one Adam per workspace model with a tensor learning rate, fused and capturable on a GPU; at
+the start of every client its state is zeroed (which is what a fresh ``torch.optim.Adam`` holds) and the
+round's lr written into it. The first time a hook's code is recorded on a shape, warm-up steps run on a side
+stream (cuDNN and cuBLAS set themselves up lazily) and the weights, buffers and optimizer state are restored
+after them; a recording itself computes nothing, and costs about one eager step. A capture that fails (a hook
+that reads a device value on the host, say) leaves the hook eager for the rest of the run, with a warning.
+
+On a CPU the same code runs without capture: the static inputs are filled and the step function is called. The
+results then equal the eager loop bit for bit (``tests/unit/test_step_graphs.py``), which is how CI checks the
+bookkeeping; on a GPU the fused Adam rounds differently from the eager (foreach) one, so a run with graphs is
+equal to one without to float rounding (``tests/gpu/``).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor, nn
+
+from fedaug.api import TrainSettings
+
+if TYPE_CHECKING:
+    from fedaug.objective import BatchableLoss, ClientTensors, LossOutput, ObjectiveFn
+
+logger = logging.getLogger(__name__)
+
+WARMUP_STEPS = 3
+"""Eager steps on a side stream before a shape is recorded (PyTorch's recipe uses a few)."""
+
+ShapeKey = tuple[object, ...]
+
+
+def graph_refusal(model: nn.Module, batchable: BatchableLoss | None, settings: TrainSettings) -> str | None:
+    """Why this client's steps cannot be recorded as CUDA graphs (None: they can)."""
+    problems = []
+    if batchable is None:
+        problems.append("the loss hook is not a BatchableLoss (it may hide per-step state from the graph)")
+    if settings.optimizer != "adam":
+        problems.append(f"optimizer {settings.optimizer!r} (graphs implement adam)")
+    return "; ".join(problems + unrepeated_settings(model, settings)) or None
+
+
+def unrepeated_settings(model: nn.Module, settings: TrainSettings) -> list[str]:
+    """What neither a recorded step nor a batched-clients step repeats (each refuses these clients)."""
+    problems = []
+    if settings.reset_optimizer_every_step:
+        problems.append("train.reset_optimizer_every_step")
+    if settings.batchnorm_eval:
+        problems.append("BatchNorm in eval mode while training")
+    if settings.precision != "float32":
+        problems.append(f"engine.precision={settings.precision}")
+    if any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()):
+        problems.append("a model with dropout (randomness in the forward pass)")
+    return problems
+
+
+@dataclass
+class _Recorded:
+    """One recorded step: its static inputs and what replaying it computes."""
+
+    x: Tensor
+    y: Tensor
+    step: ClientTensors
+    run: Callable[[], LossOutput]
+
+
+@dataclass
+class StepGraphs:
+    """One workspace model's optimizer and recorded training steps, kept across clients and rounds.
+
+    It holds the model by weak reference: :data:`_GRAPHS` keys on the model, and a strong one would keep every
+    model (and its graphs' GPU memory) alive for as long as the process.
+    """
+
+    model_ref: weakref.ref[nn.Module]
+    params: list[nn.Parameter]
+    weight_decay: float
+    lr: Tensor = field(init=False)
+    optimizer: torch.optim.Adam = field(init=False)
+    capture: bool = field(init=False)
+    fn: ObjectiveFn | None = None  # the hook whose steps are recorded
+    settings: TrainSettings | None = None  # the round's settings that hook came with
+    reuse: bool = False  # whether this client's steps are recorded (False: the hook's capture failed)
+    client: ClientTensors = field(default_factory=dict)
+    recorded: dict[ShapeKey, _Recorded] = field(default_factory=dict)
+    warmed: set[tuple[object, ShapeKey]] = field(default_factory=set)  # (hook code, shapes) warmed up
+    failed: set[object] = field(default_factory=set)  # hooks (their code) whose capture failed
+    counts: dict[str, int] = field(default_factory=lambda: {"captured": 0, "replayed": 0, "eager": 0})
+    stream: torch.cuda.Stream | None = None  # where warm-ups and captures run (made at the first)
+
+    @property
+    def model(self) -> nn.Module:
+        model = self.model_ref()
+        if model is None:
+            raise RuntimeError("the model of these recorded steps no longer exists")
+        return model
+
+    def __post_init__(self) -> None:
+        device = self.params[0].device
+        self.capture = device.type == "cuda"
+        if self.capture:  # fused and capturable: one kernel per step, recordable
+            self.lr = torch.zeros((), device=device)
+            self.optimizer = torch.optim.Adam(
+                self.params, lr=self.lr, weight_decay=self.weight_decay, fused=True, capturable=True
+            )
+        else:  # float64 lr and the single-tensor path: the eager CPU Adam's arithmetic exactly
+            self.lr = torch.zeros((), dtype=torch.float64)
+            self.optimizer = torch.optim.Adam(
+                self.params, lr=self.lr, weight_decay=self.weight_decay, foreach=False
+            )
+
+    def matches(self, model: nn.Module, params: list[nn.Parameter], settings: TrainSettings) -> bool:
+        """Whether these graphs serve ``model`` trained with ``settings`` (same tensors, same decay)."""
+        same = len(params) == len(self.params) and all(
+            p is q for p, q in zip(params, self.params, strict=False)
+        )
+        return model is self.model_ref() and same and settings.weight_decay == self.weight_decay
+
+    def start_client(self, loss: BatchableLoss, settings: TrainSettings) -> None:
+        """A fresh optimizer (zero state, this round's lr) and ``loss``'s constants for the next client."""
+        self.lr.fill_(settings.lr)
+        state = [t for s in self.optimizer.state.values() for t in s.values() if isinstance(t, Tensor)]
+        if state:
+            torch._foreach_zero_(state)
+        if self._same_hook(loss, settings):
+            for key, value in loss.client.items():
+                self.client[key].copy_(value)
+        else:  # what was recorded reads the old hook's tensors: drop it and record this hook
+            self.recorded.clear()
+            self.fn, self.settings = loss.fn, settings
+            self.client = {key: value.clone() for key, value in loss.client.items()}
+        self.reuse = _code(self.fn) not in self.failed
+
+    def _same_hook(self, loss: BatchableLoss, settings: TrainSettings) -> bool:
+        """Whether the recorded steps serve ``loss``: its ``fn`` is the recorded one, or another closure of
+        the same code made in the same round (the engine gives every client of a round one settings object).
+
+        The second case rests on the BatchableLoss contract, which batched clients rely on too: everything
+        that differs between the clients of a round reaches ``fn`` as ``client`` and ``step`` tensors, so the
+        first client's ``fn`` computes every other client's objective (tested for every method).
+        """
+        if _shapes(loss.client) != _shapes(self.client) or self.fn is None:
+            return False
+        if loss.fn is self.fn:
+            return True
+        same_code = _code(loss.fn) is _code(self.fn) and _code(loss.fn) is not loss.fn
+        return settings is self.settings and same_code
+
+    def step(self, loss: BatchableLoss, x: Tensor, y: Tensor) -> LossOutput:
+        """One local step on ``(x, y)``: replayed when its shape is recorded, else recorded or run eagerly."""
+        draws = loss.draws(x.shape[0]) if loss.draws is not None else {}
+        if not self.reuse:
+            self.counts["eager"] += 1
+            return self._body(x, y, draws)()
+        key = (_shapes({"x": x, "y": y}), _shapes(draws))
+        recorded = self.recorded.get(key) or self._record(key, x, y, draws)
+        if recorded is None:
+            self.counts["eager"] += 1
+            return self._body(x, y, draws)()
+        recorded.x.copy_(x)
+        recorded.y.copy_(y)
+        for name, value in draws.items():
+            recorded.step[name].copy_(value)
+        self.counts["replayed"] += 1
+        return recorded.run()
+
+    def _body(self, x: Tensor, y: Tensor, draws: ClientTensors) -> Callable[[], LossOutput]:
+        """The step on these tensors: what is recorded, and what runs when nothing is."""
+        fn, client, optimizer = self.fn, self.client, self.optimizer
+        assert fn is not None
+
+        def body() -> LossOutput:
+            # no gradients: backward writes them (into the graph's memory when recorded), as on a fresh start
+            optimizer.zero_grad(set_to_none=True)
+            out = fn(self.model, x, y, client, draws)
+            out.loss.backward()  # type: ignore[no-untyped-call]
+            with warnings.catch_warnings():  # a capturable Adam stepped outside a capture warns once
+                warnings.filterwarnings("ignore", message=".*capturable.*")
+                optimizer.step()
+            return out
+
+        return body
+
+    def _record(self, key: ShapeKey, x: Tensor, y: Tensor, draws: ClientTensors) -> _Recorded | None:
+        """Records the step for ``key``'s shapes (None, and the hook eager from now on, if capture fails)."""
+        sx, sy, sstep = x.clone(), y.clone(), {k: v.clone() for k, v in draws.items()}
+        body = self._body(sx, sy, sstep)
+        warm = (_code(self.fn), key)  # the hook's operations on these shapes have run on the side stream
+        saved = self._save()
+        try:
+            run = self._capture(body, warm_up=warm not in self.warmed) if self.capture else body
+        except RuntimeError as err:
+            self._restore(saved)
+            self.failed.add(_code(self.fn))
+            self.reuse = False
+            logger.warning(
+                "engine.cuda_graphs: this loss hook could not be recorded, so it runs eagerly (%s)", err
+            )
+            return None
+        self._restore(saved)
+        self.warmed.add(warm)
+        self.recorded[key] = recorded = _Recorded(sx, sy, sstep, run)
+        self.counts["captured"] += 1
+        return recorded
+
+    def _capture(self, body: Callable[[], LossOutput], *, warm_up: bool) -> Callable[[], LossOutput]:
+        """``body`` recorded as a CUDA graph on a side stream (after warm-up steps there the first time its
+        shapes are recorded); returns its replay.
+
+        ``torch.cuda.graph`` is not used: it waits for the whole device and empties the allocator's cache
+        before every capture, which a run that records once per round per shape cannot afford (and which
+        would stall every run sharing the GPU). Ordering the side stream after the current one is enough:
+        capturing executes nothing.
+        """
+        device = self.params[0].device
+        main = torch.cuda.current_stream(device)
+        if self.stream is None:
+            self.stream = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
+        side = self.stream
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            for _ in range(WARMUP_STEPS if warm_up else 0):
+                body()
+            graph = torch.cuda.CUDAGraph()
+            self.optimizer.zero_grad(set_to_none=True)
+            graph.capture_begin()
+            try:
+                out = body()
+            finally:
+                graph.capture_end()  # raises too when the capture was invalidated
+        main.wait_stream(side)
+
+        def replay() -> LossOutput:
+            graph.replay()
+            return out
+
+        return replay
+
+    def _save(self) -> list[Tensor]:
+        """Copies of everything a warm-up step changes: weights, buffers, optimizer state."""
+        with torch.no_grad():
+            return [t.detach().clone() for t in self._mutable()]
+
+    def _restore(self, saved: list[Tensor]) -> None:
+        """Puts back what :meth:`_save` copied; optimizer state created since (a first step) is zeroed."""
+        current = self._mutable()
+        with torch.no_grad():
+            for target, value in zip(current, saved, strict=False):
+                target.copy_(value)
+            if len(current) > len(saved):  # state the warm-up created: what a fresh optimizer holds
+                torch._foreach_zero_(current[len(saved) :])
+
+    def _mutable(self) -> list[Tensor]:
+        """Weights, buffers, then optimizer state tensors (made at the first step), in a fixed order."""
+        state = [
+            t for p in self.params for t in self.optimizer.state.get(p, {}).values() if isinstance(t, Tensor)
+        ]
+        return [*self.model.parameters(), *self.model.buffers(), *state]
+
+
+def _code(fn: object) -> object:
+    """What a hook runs: a function's code object (the same for every closure made by one ``def``), else the
+    callable itself."""
+    return getattr(fn, "__code__", fn)
+
+
+def _shapes(tensors: ClientTensors) -> ShapeKey:
+    """Names, shapes and dtypes of ``tensors``: what a recorded step's static inputs must match."""
+    return tuple((name, tuple(t.shape), t.dtype, t.device) for name, t in tensors.items())
+
+
+_GRAPHS: weakref.WeakKeyDictionary[nn.Module, StepGraphs] = weakref.WeakKeyDictionary()
+
+
+def graphs_for(model: nn.Module, params: list[nn.Parameter], settings: TrainSettings) -> StepGraphs:
+    """The :class:`StepGraphs` of ``model`` (kept with the model, so they last as long as the workspace)."""
+    graphs = _GRAPHS.get(model)
+    if graphs is None or not graphs.matches(model, params, settings):
+        graphs = StepGraphs(weakref.ref(model), params, settings.weight_decay)
+        _GRAPHS[model] = graphs
+    return graphs
