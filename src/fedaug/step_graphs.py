@@ -218,9 +218,10 @@ class StepGraphs:
         sx, sy, sstep = x.clone(), y.clone(), {k: v.clone() for k, v in draws.items()}
         body = self._body(sx, sy, sstep)
         warm = (_code(self.fn), key)  # the hook's operations on these shapes have run on the side stream
-        saved = self._save()
+        warm_up = self.capture and warm not in self.warmed
+        saved = self._save() if warm_up else None  # a capture alone computes nothing
         try:
-            run = self._capture(body, warm_up=warm not in self.warmed) if self.capture else body
+            run = self._capture(body, warm_up=warm_up) if self.capture else body
         except RuntimeError as err:
             self._restore(saved)
             self.failed.add(_code(self.fn))
@@ -273,8 +274,11 @@ class StepGraphs:
         with torch.no_grad():
             return [t.detach().clone() for t in self._mutable()]
 
-    def _restore(self, saved: list[Tensor]) -> None:
-        """Puts back what :meth:`_save` copied; optimizer state created since (a first step) is zeroed."""
+    def _restore(self, saved: list[Tensor] | None) -> None:
+        """Puts back what :meth:`_save` copied (None: nothing was); optimizer state created since (a first
+        step) is zeroed."""
+        if saved is None:
+            return
         current = self._mutable()
         with torch.no_grad():
             for target, value in zip(current, saved, strict=False):

@@ -106,8 +106,10 @@ def _reads_per_round(spec: SimulationSpec) -> tuple[list[Counter[str]], HostRead
     return list(sim.per_round().values()), counter
 
 
-def test_a_fedavg_round_reads_once_per_client_and_once_to_evaluate(tmp_path: Path) -> None:
-    per_round, counter = _reads_per_round(make_spec(tmp_path, method=FedAvg(), rounds=3, per_round=3))
+@pytest.mark.parametrize("graphs", [False, True])  # engine.cuda_graphs: recording adds no read
+def test_a_fedavg_round_reads_once_per_client_and_once_to_evaluate(tmp_path: Path, graphs: bool) -> None:
+    spec = replace(make_spec(tmp_path, method=FedAvg(), rounds=3, per_round=3), cuda_graphs=graphs)
+    per_round, counter = _reads_per_round(spec)
     assert [reads.total() for reads in per_round] == [3 + 1] * 3, counter.counts
     assert {where.partition(":")[0] for where in counter.counts} == {
         "fedaug/local_training.py",
@@ -115,11 +117,13 @@ def test_a_fedavg_round_reads_once_per_client_and_once_to_evaluate(tmp_path: Pat
     }
 
 
-def test_a_flea_round_read_budget(tmp_path: Path) -> None:
+@pytest.mark.parametrize("graphs", [False, True])
+def test_a_flea_round_read_budget(tmp_path: Path, graphs: bool) -> None:
     """3 clients: one read each after training, 1 for every client's shared dCors, 1 to evaluate, 1 to keep
     the buffer's young entries, 2 for the exposure (torch.unique) and 1 for the buffer's class counts."""
     flea = FLea(FLeaConfig(share_fraction=0.25))
-    per_round, counter = _reads_per_round(make_spec(tmp_path, method=flea, rounds=3, per_round=3))
+    spec = replace(make_spec(tmp_path, method=flea, rounds=3, per_round=3), cuda_graphs=graphs)
+    per_round, counter = _reads_per_round(spec)
     # round 1: the buffer is empty when the exposure is updated, so it reads nothing
     expected = [3 + 1 + 1 + 1 + 0 + 1, *[3 + 1 + 1 + 1 + 2 + 1] * 2]
     assert [reads.total() for reads in per_round] == expected, counter.counts
