@@ -15,6 +15,7 @@ from fedaug.local_training import (
     batch_indices,
     batchnorm_eval,
     cross_entropy_loss,
+    load_weights,
     snapshot_state,
     train_local,
 )
@@ -153,3 +154,29 @@ def test_batchnorm_eval_setting_trains_weights_but_keeps_running_statistics() ->
     assert not torch.equal(frozen[0].weight, plain[0].weight)
     assert int(plain[1].num_batches_tracked) == 4
     assert not torch.equal(plain[1].running_mean, torch.full((16,), 0.5))
+
+
+def test_snapshot_state_is_an_independent_copy_of_every_entry() -> None:
+    model = build_model("harnet", num_classes=6, input_shape=(1, 64, 3))
+    before = {key: value.clone() for key, value in model.state_dict().items()}
+    snap = snapshot_state(model)
+    assert list(snap) == list(before)
+    assert all(snap[k].dtype == v.dtype and torch.equal(snap[k], v) for k, v in before.items())
+    with torch.no_grad():  # training (or anything else) changing the model leaves the snapshot alone
+        for value in model.state_dict().values():
+            value.add_(1)
+    assert all(torch.equal(snap[k], v) for k, v in before.items())
+    snap["blocks.0.0.weight"].zero_()  # entries are views of one copy, but of separate parts of it
+    assert torch.equal(snap["blocks.0.0.bias"], before["blocks.0.0.bias"])
+
+
+def test_load_weights_is_load_state_dict() -> None:
+    torch.manual_seed(0)
+    source, target = (build_model("harnet", num_classes=6, input_shape=(1, 64, 3)) for _ in range(2))
+    load_weights(target, snapshot_state(source))
+    for key, value in source.state_dict().items():
+        assert torch.equal(target.state_dict()[key], value), key
+    state = snapshot_state(source)
+    del state["classifier.bias"]
+    with pytest.raises(RuntimeError, match=r"Missing key\(s\) in state_dict: \"classifier.bias\""):
+        load_weights(target, state)

@@ -61,6 +61,7 @@ from fedaug.local_training import (
     as_batchable,
     batch_indices,
     check_finite_values,
+    load_weights,
 )
 from fedaug.step_graphs import unrepeated_settings
 from fedaug.types import Metrics, StateDict
@@ -120,7 +121,7 @@ def train_round_batched(
         assert loss is not None
         data = method.training_data(payload, ctx)
         clients.append(_Client(ctx, data, loss, method.batch_transform(payload, ctx)))
-    model.load_state_dict(payload.model_state)
+    load_weights(model, payload.model_state)
     states, metrics = train_clients(model, clients, payload.train)
     updates = []
     for c, state, metric in zip(clients, states, metrics, strict=True):

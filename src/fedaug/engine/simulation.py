@@ -43,7 +43,7 @@ from fedaug.engine.memory_format import apply_channels_last
 from fedaug.engine.progress import RoundClock, format_duration
 from fedaug.engine.sampling import sample_clients
 from fedaug.errors import ClientError, FedaugError
-from fedaug.local_training import snapshot_state
+from fedaug.local_training import load_weights, snapshot_state
 from fedaug.models.base import SplitModel
 from fedaug.seeding import seed_for, torch_generator
 from fedaug.types import ClientId, Metrics
@@ -281,7 +281,7 @@ class Simulation:
 
     def _evaluate(self, state: ServerState) -> Metrics:
         model = self.workspace("eval")
-        model.load_state_dict(self.spec.method.eval_state(state))
+        load_weights(model, self.spec.method.eval_state(state))
         return evaluate(
             model,
             self.spec.test_x,

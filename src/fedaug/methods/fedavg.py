@@ -33,6 +33,7 @@ from fedaug.local_training import (
     BatchTransform,
     LossFn,
     cross_entropy_loss,
+    load_weights,
     snapshot_state,
     train_local,
 )
@@ -78,7 +79,7 @@ class FedAvg(Method):
         return None
 
     def client_update(self, payload: Payload, ctx: ClientContext) -> ClientUpdate:
-        ctx.model.load_state_dict(payload.model_state)
+        load_weights(ctx.model, payload.model_state)
         metrics = train_local(
             ctx.model,
             self.training_data(payload, ctx),

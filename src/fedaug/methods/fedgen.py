@@ -48,7 +48,7 @@ from fedaug.api import (
 )
 from fedaug.device import host_to_device
 from fedaug.errors import IncompatibleModelError
-from fedaug.local_training import LossFn, LossOutput, batchnorm_eval, cross_entropy_loss
+from fedaug.local_training import LossFn, LossOutput, batchnorm_eval, cross_entropy_loss, load_weights
 from fedaug.methods.checks import check_at_least, check_nonnegative, check_positive
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.payloads import read_extra
@@ -269,7 +269,7 @@ class FedGen(FedAvg):
                 "fedgen trains its generator on the server; this engine gives no server model"
             )
         teacher = run.workspace("server/fedgen-global")
-        teacher.load_state_dict(state.model_state)
+        load_weights(teacher, state.model_state)
         teacher.eval()
         teacher.requires_grad_(False)
         weights, metrics = self._train_generator(state, teacher, run)

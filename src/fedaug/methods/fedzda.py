@@ -47,7 +47,7 @@ from fedaug.api import (
     TrainSettings,
 )
 from fedaug.errors import IncompatibleModelError
-from fedaug.local_training import OPTIMIZERS, cross_entropy_loss, snapshot_state, train_local
+from fedaug.local_training import OPTIMIZERS, cross_entropy_loss, load_weights, snapshot_state, train_local
 from fedaug.methods.checks import check_at_least, check_choice, check_nonnegative, check_positive
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.zsdg import BN_NORMS, Synthetic, ZSDGSettings, bn_layers, generate
@@ -157,7 +157,7 @@ class FedZDAC(_ZDA):
     def client_update(self, payload: Payload, ctx: ClientContext) -> ClientUpdate:
         if not self.config.augments(payload.round_num):
             return super().client_update(payload, ctx)
-        ctx.model.load_state_dict(payload.model_state)
+        load_weights(ctx.model, payload.model_state)
         synthetic = _synthesize(self.config, ctx.model, ctx.run, ctx.generator)
         real = ctx.data
         data = ClientData(
@@ -262,7 +262,7 @@ class FedZDAS(_ZDA):
             raise IncompatibleModelError("fedzdas trains on the server; this engine gives no server model")
         model = run.workspace("server/fedzdas")
         parts = self.synthesize(model, updates, run, state.round_num)
-        model.load_state_dict(state.model_state)
+        load_weights(model, state.model_state)
         metrics = self.train_server(model, parts, run, state.round_num)
         extra = {**extra, **ZDASMetrics(metrics).to_extra()}
         return replace(state, model_state=snapshot_state(model), extra=extra)
@@ -273,7 +273,7 @@ class FedZDAS(_ZDA):
         """ZSDG from every received client model (Algorithm 3, line 8), loaded in turn into ``model``."""
         parts: list[Synthetic] = []
         for update in updates:
-            model.load_state_dict(update.model_state)
+            load_weights(model, update.model_state)
             generator = torch_generator(run.seed, "zdas-generate", round_num, update.client_id)
             parts.append(_synthesize(self.config, model, run, generator))
         return parts

@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 from fedaug.api import ClientContext
 from fedaug.errors import IncompatibleModelError
+from fedaug.local_training import load_weights
 from fedaug.models.base import SplitModel
 
 
@@ -181,7 +182,7 @@ def frozen_model(ctx: ClientContext, key: str, state: Mapping[str, Tensor]) -> S
     if ctx.workspace is None:
         raise RuntimeError(f"this method needs a workspace model {key!r}, but the client context has none")
     model = ctx.workspace(key)
-    model.load_state_dict(state)
+    load_weights(model, state)
     model.eval()
     return model
 

@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from fedaug.api import ClientContext, ClientUpdate, MethodConfig, Payload, RunContext, ServerState
+from fedaug.local_training import load_weights
 from fedaug.methods.checks import check_in_range, check_nonnegative
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.payloads import read_extra
@@ -156,7 +157,7 @@ class QFFL(FedAvg):
     config: QFFLConfig
 
     def client_update(self, payload: Payload, ctx: ClientContext) -> ClientUpdate:
-        ctx.model.load_state_dict(payload.model_state)
+        load_weights(ctx.model, payload.model_state)
         loss = mean_loss(ctx.model, ctx.data.x, ctx.data.y)
         update = super().client_update(payload, ctx)
         sq_distance = squared_distance(payload.model_state, ctx.model)
