@@ -11,7 +11,8 @@
 #   7. with STAGES including "floor": benchmarks/engine_vs_floor.py, FedAvg's rounds against the same steps in a
 #      bare forward/backward/Adam loop on the GPU (how much of a run alone is the engine, how much eager PyTorch);
 #   8. with STAGES including "graphs": benchmarks/gpu.py --modes sequential,graphs,packed_graphs, one run without
-#      and with engine.cuda_graphs, then PACKED_WORKERS runs with it, GRAPHS_ROUNDS (default 20) rounds each.
+#      and with engine.cuda_graphs, then PACKED_WORKERS runs with it, GRAPHS_ROUNDS (default 20) rounds each,
+#      and benchmarks/gpu_syncs.py with engine.cuda_graphs (recording must not add syncs).
 # STAGES (default "tests runs") picks the stages, e.g. STAGES="tests speed"; ROUNDS (default 100) the rounds of
 # the speed stage (fewer are scaled to 100 rounds in its numbers), WORKERS (default 4) its packed runs.
 # The lent machines have pytest; elsewhere build a folder of it and carry it along:
@@ -71,6 +72,10 @@ if [[ " $STAGES " == *" graphs "* ]]; then
       --workers "${PACKED_WORKERS:-16}" --rounds "${GRAPHS_ROUNDS:-20}" --out "$OUT/graphs.json" > "$OUT/graphs.log" 2>&1
   echo "gpu.py graphs exit $?" >> "$OUT/graphs.log"
   tail -7 "$OUT/graphs.log"
+  timeout "${SYNCS_S:-120}" python3 benchmarks/gpu_syncs.py --rounds 3 --set engine.cuda_graphs=true \
+      --out "$OUT/gpu_syncs_graphs.json" > "$OUT/gpu_syncs_graphs.log" 2>&1
+  echo "gpu_syncs graphs exit $?" >> "$OUT/gpu_syncs_graphs.log"
+  tail -3 "$OUT/gpu_syncs_graphs.log"
 fi
 if [[ " $STAGES " == *" speed "* ]]; then
   timeout "${SPEED_S:-540}" python3 benchmarks/gpu.py --device cuda --workers "${WORKERS:-4}" \
