@@ -7,7 +7,9 @@ A method customises local training with two hooks:
 * ``batch_transform(x, y, generator) -> (x, y)``: an optional change of the batch before the loss
   (augmentation, mixing with shared averages).
 
-The loop itself is the nanoGPT shape: batch, (transform), loss, zero_grad, backward, step.
+The loop itself is the nanoGPT shape: batch, (transform), loss, zero_grad, backward, step. With
+``engine.cuda_graphs`` (``TrainSettings.cuda_graphs``) the last four are one recorded step, replayed
+(:mod:`fedaug.step_graphs`); the batch, its transform and the loss's draws stay here.
 """
 
 from __future__ import annotations
@@ -132,10 +134,8 @@ def train_local(
                     out = graphs.step(batchable, x, y)
                     step_losses.append(out.loss.detach().clone())
                 else:
-                    if settings.reset_optimizer_every_step or optimizer is None:
-                        optimizer = make_optimizer(
-                            params, settings
-                        )  # official FLea code: Adam without memory
+                    if settings.reset_optimizer_every_step or optimizer is None:  # official FLea code
+                        optimizer = make_optimizer(params, settings)  # Adam without memory
                     with autocast(model, settings.precision):  # float32: no context at all
                         out = loss_fn(model, x, y)
                     loss = out.loss if settings.precision == "float32" else out.loss.float()

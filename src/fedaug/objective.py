@@ -38,7 +38,10 @@ class BatchableLoss:
     ``draws(batch_size)`` on the CPU from the client's own streams, in the order the sequential loop makes
     them, e.g. FLea's buffer indices and Beta weights). Whatever else ``fn`` uses (the broadcast weights, a
     frozen teacher model, config numbers) must be the same for every client of the round: the batched engine
-    stacks ``client`` and ``step`` over the clients and calls the first client's ``fn`` for all of them.
+    stacks ``client`` and ``step`` over the clients and calls the first client's ``fn`` for all of them, and
+    recorded steps (``engine.cuda_graphs``, :mod:`fedaug.step_graphs`) replay the first client's ``fn`` with
+    each client's ``client`` and ``step`` copied in. ``fn`` must keep no Python state between calls: a
+    replayed step runs none of its Python.
     """
 
     fn: ObjectiveFn
