@@ -262,8 +262,8 @@ def test_every_method_trains_with_the_setting_exactly_as_without(
     ]
     for key, value in eager_state.items():
         assert torch.equal(graph_state[key], value), key
-    # Every method's local steps are recorded here: each client's 20 samples make batches of 8, 8 and 4, so two
-    # shapes, recorded once per run (plain cross-entropy) or once per round (closures, the first client's
+    # Every method's local steps are recorded here: each client's 20 samples make batches of 8, 8 and 4, so
+    # two shapes, recorded once per run (plain cross-entropy) or once per round (closures, the first client's
     # recording serving the round's other two); FedBR and FedGen are plain CE in these rounds (later their
     # hooks are not BatchableLoss and train eagerly).
     assert recorded is not None and recorded.counts["eager"] == 0
