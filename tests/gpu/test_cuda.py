@@ -263,3 +263,18 @@ def test_a_hook_that_reads_on_the_host_falls_back_to_eager_on_cuda(
     assert step_graphs._GRAPHS[model].counts["captured"] == 0
     assert any("could not be recorded" in r.getMessage() for r in caplog.records)
     torch.testing.assert_close(results[True], results[False], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", registry.available("method"))
+def test_every_method_records_its_steps_on_cuda(
+    tmp_path: Path, name: str, cuda: torch.device, caplog: pytest.LogCaptureFixture
+) -> None:
+    # tests/unit/test_step_graphs.py runs the recording code unrecorded on the CPU; here every method's hook is
+    # really captured (no host read, no copy from host memory, no CPU tensor inside a step) and replayed.
+    spec = dataclasses.replace(image_spec(tmp_path, name, cuda, rounds=2), cuda_graphs=True)
+    with caplog.at_level("WARNING", logger="fedaug.step_graphs"):
+        sim = Simulation(spec)
+        sim.run()
+    assert [r.getMessage() for r in caplog.records] == []
+    counts = step_graphs._GRAPHS[sim.workspace("client")].counts
+    assert counts["captured"] > 0 and counts["eager"] == 0, counts
