@@ -269,8 +269,8 @@ def test_a_hook_that_reads_on_the_host_falls_back_to_eager_on_cuda(
 def test_every_method_records_its_steps_on_cuda(
     tmp_path: Path, name: str, cuda: torch.device, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # tests/unit/test_step_graphs.py runs the recording code unrecorded on the CPU; here every method's hook is
-    # really captured (no host read, no copy from host memory, no CPU tensor inside a step) and replayed.
+    # tests/unit/test_step_graphs.py runs the recording code unrecorded on the CPU; here every method's hook
+    # is really captured (no host read, no copy from host memory, no CPU tensor inside a step) and replayed.
     spec = dataclasses.replace(image_spec(tmp_path, name, cuda, rounds=2), cuda_graphs=True)
     with caplog.at_level("WARNING", logger="fedaug.step_graphs"):
         sim = Simulation(spec)
