@@ -28,7 +28,7 @@ STAGES=${STAGES:-tests runs}
 export PYTHONPATH="src:.:.gpu_deps${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())'; } > "$OUT/machine.txt" 2>&1
 if [[ " $STAGES " == *" tests "* ]]; then
-  timeout "${TESTS_S:-240}" python3 -m pytest -q -p no:cacheprovider -o addopts="--import-mode=importlib" tests/gpu \
+  timeout "${TESTS_S:-300}" python3 -m pytest -q -p no:cacheprovider -o addopts="--import-mode=importlib" tests/gpu \
       tests/unit/attacks/test_device_attacks.py tests/unit/test_device_flower.py -k cuda \
       > "$OUT/tests_gpu.txt" 2>&1
   echo "tests/gpu exit $?" >> "$OUT/tests_gpu.txt"
