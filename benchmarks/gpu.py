@@ -34,6 +34,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +48,13 @@ from machine import add_device_argument, benchmark_device, machine_facts  # benc
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+import fedaug.local_training as local_training  # noqa: E402
 from fedaug.engine.checkpoint import read_jsonl  # noqa: E402
 from fedaug.experiments.load import load_config  # noqa: E402
 from fedaug.experiments.runner import prepare, run_experiment  # noqa: E402
 from fedaug.experiments.sweep import expand_sweep, run_sweep  # noqa: E402
 from fedaug.reproducibility.identity import run_dir_for  # noqa: E402
+from fedaug.step_graphs import StepGraphs  # noqa: E402
 
 DEFAULT = REPO / "configs" / "default.yaml"
 OFFICIAL_ROUND_S_H200 = {"fedavg": 1.3, "flea": 8.0}  # the FLea authors' code, one process (issue #32)
@@ -104,8 +109,10 @@ def one_run(
     device = benchmark_device(args.device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+    graphs: list[StepGraphs] = []
     start = time.perf_counter()
-    summary = run_experiment(config, fresh=True)
+    with recorded_into(graphs):
+        summary = run_experiment(config, fresh=True)
     wall = time.perf_counter() - start
     run_dir = run_dir_for(config)
     rounds = [r["round_time"] for r in read_jsonl(run_dir / "timings.jsonl")]
@@ -122,9 +129,29 @@ def one_run(
         "best_acc": summary.get("best_acc"),
         "last10_acc": summary.get("last10_acc"),
     }
+    if graphs:  # recorded shapes, replayed and eager steps (eager: a hook whose capture failed)
+        result["step_graphs"] = dict(sum((Counter(g.counts) for g in graphs), Counter()))
     if device.type == "cuda":
         result["peak_gpu_memory_mib"] = round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
     return result
+
+
+@contextmanager
+def recorded_into(found: list[StepGraphs]) -> Iterator[None]:
+    """Collects the :class:`StepGraphs` local training makes inside the block (to report their counts)."""
+    original = local_training.graphs_for
+
+    def graphs_for(*args: Any, **kwargs: Any) -> StepGraphs:
+        graphs = original(*args, **kwargs)
+        if not any(g is graphs for g in found):
+            found.append(graphs)
+        return graphs
+
+    local_training.graphs_for = graphs_for
+    try:
+        yield
+    finally:
+        local_training.graphs_for = original
 
 
 def packed(method: str, mode: str, args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
