@@ -39,7 +39,8 @@ SETTINGS = TrainSettings(local_epochs=2, batch_size=8, lr=1e-3, weight_decay=1e-
 
 
 def _clients() -> list[ClientData]:
-    # 20, 13 and 9 samples: batches of 8, 4 / 8, 5 / 9 (a trailing single sample joins its batch)
+    # 20, 13, 9 and 20 samples: batches of 8, 8, 4 / 8, 5 / 9 / 8, 8, 4 (a trailing single sample joins its
+    # batch)
     gen = torch.Generator().manual_seed(0)
     data = []
     for cid, size in enumerate([20, 13, 9, 20]):
