@@ -27,6 +27,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from fedaug.api import ClientData, TrainSettings
 from fedaug.device import host_to_device
 from fedaug.errors import ConfigError
+from fedaug.flat_state import dtype_groups, flatten, unflatten
 from fedaug.objective import BatchableLoss as BatchableLoss
 from fedaug.objective import BatchTransform as BatchTransform
 from fedaug.objective import ClientTensors as ClientTensors
@@ -134,8 +135,9 @@ def train_local(
                     out = graphs.step(batchable, x, y)
                     step_losses.append(out.loss.detach().clone())
                 else:
-                    if settings.reset_optimizer_every_step or optimizer is None:  # official FLea code
-                        optimizer = make_optimizer(params, settings)  # Adam without memory
+                    assert optimizer is not None  # made above whenever the steps are not recorded
+                    if settings.reset_optimizer_every_step:  # official FLea code: Adam without memory
+                        optimizer = make_optimizer(params, settings)
                     with autocast(model, settings.precision):  # float32: no context at all
                         out = loss_fn(model, x, y)
                     loss = out.loss if settings.precision == "float32" else out.loss.float()
@@ -216,14 +218,9 @@ def snapshot_state(model: nn.Module) -> StateDict:
     a GPU one launch) instead of one per tensor.
     """
     state = model.state_dict()
-    groups: dict[tuple[torch.dtype, torch.device], list[str]] = {}
-    for key, value in state.items():
-        groups.setdefault((value.dtype, value.device), []).append(key)
     copy: StateDict = {}
-    for keys in groups.values():
-        flat = torch.cat([state[k].detach().reshape(-1) for k in keys])
-        for key, part in zip(keys, flat.split_with_sizes([state[k].numel() for k in keys]), strict=True):
-            copy[key] = part.view(state[key].shape)
+    for keys in dtype_groups(state):
+        copy.update(unflatten(flatten(state, keys), keys, state))
     return {key: copy[key] for key in state}
 
 

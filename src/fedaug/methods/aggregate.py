@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
+from fedaug.flat_state import dtype_groups, flatten, unflatten
 from fedaug.types import StateDict
 
 
@@ -27,28 +28,17 @@ def weighted_average(states: Sequence[StateDict], weights: Sequence[float]) -> S
     if total <= 0:
         raise ValueError(f"weights must sum to > 0, got {list(weights)}")
     result: StateDict = {}
-    for keys in _float_groups(states[0]):  # one flat float64 accumulator per dtype and device
-        first = [states[0][k] for k in keys]
-        acc = torch.zeros(sum(t.numel() for t in first), dtype=torch.float64, device=first[0].device)
+    first = states[0]
+    for keys in dtype_groups(first):  # one flat float64 accumulator per floating dtype and device
+        if not first[keys[0]].is_floating_point():
+            continue
+        acc = torch.zeros(
+            sum(first[k].numel() for k in keys), dtype=torch.float64, device=first[keys[0]].device
+        )
         for state, weight in zip(states, weights, strict=True):
-            flat = torch.cat([state[k].reshape(-1) for k in keys]).to(torch.float64)
-            acc.add_(flat, alpha=float(weight))
-        mean = (acc / total).to(first[0].dtype)
-        for key, part, like in zip(
-            keys, mean.split_with_sizes([t.numel() for t in first]), first, strict=True
-        ):
-            result[key] = part.view(like.shape)
-    for key, first_value in states[0].items():
-        if not first_value.is_floating_point():
+            acc.add_(flatten(state, keys).to(torch.float64), alpha=float(weight))
+        result.update(unflatten((acc / total).to(first[keys[0]].dtype), keys, first))
+    for key, value in first.items():
+        if not value.is_floating_point():
             result[key] = torch.stack([state[key] for state in states]).amax(dim=0)
-    return {key: result[key] for key in states[0]}
-
-
-def _float_groups(state: StateDict) -> list[list[str]]:
-    """The floating keys of ``state`` grouped by dtype and device, in order: each group is averaged as one
-    flat vector (a few operations per client instead of a few per tensor; on a GPU each is a launch)."""
-    groups: dict[tuple[torch.dtype, torch.device], list[str]] = {}
-    for key, value in state.items():
-        if value.is_floating_point():
-            groups.setdefault((value.dtype, value.device), []).append(key)
-    return list(groups.values())
+    return {key: result[key] for key in first}
