@@ -34,6 +34,7 @@ from fedaug.step_graphs import StepGraphs, graph_refusal, graphs_for
 from tests.conftest import SMOKE
 from tests.helpers import image_spec
 from tests.unit.engine.helpers import bn_mlp_float64, unequal_float64_spec
+from tests.unit.replay_check import record_on_cpu
 
 SETTINGS = TrainSettings(local_epochs=2, batch_size=8, lr=1e-3, weight_decay=1e-3, cuda_graphs=True)
 
@@ -238,13 +239,24 @@ def _final_state(run_dir: Path) -> dict[str, Tensor]:
     return torch.load(run_dir / "ckpt" / "latest.pt", weights_only=True)["state"]["model_state"]  # type: ignore[no-any-return]
 
 
+@pytest.mark.parametrize("gpu_path", [False, True], ids=["unrecorded", "checked-replays"])
 @pytest.mark.parametrize("name", registry.available("method"))
 def test_every_method_trains_with_the_setting_exactly_as_without(
-    tmp_path: Path, name: str, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    name: str,
+    gpu_path: bool,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # On a CPU, recorded or not, a run with engine.cuda_graphs must be the run without it, to the last bit.
+    # gpu_path: the GPU's code path (warm-ups undone, capture, replays) with tests/unit/replay_check.py's
+    # stand-in for capture, which fails if any replay would not issue the captured step's operations on the
+    # captured memory, or if the step reads the device on the host, draws, or makes tensors from host values.
     runs = {}
+    replays: list[int] = []
     for graphs in (False, True):
+        if graphs and gpu_path:
+            record_on_cpu(monkeypatch, replays)
         spec = replace(
             image_spec(tmp_path / str(graphs), name, torch.device("cpu"), rounds=2), cuda_graphs=graphs
         )
@@ -269,6 +281,8 @@ def test_every_method_trains_with_the_setting_exactly_as_without(
     # hooks are not BatchableLoss and train eagerly).
     assert recorded is not None and recorded.counts["eager"] == 0
     assert recorded.counts["captured"] in (2, 2 * 2), recorded.counts
+    if gpu_path:  # every step was a checked replay
+        assert len(replays) == recorded.counts["captured"] and sum(replays) == recorded.counts["replayed"] > 0
 
 
 def test_recorded_steps_do_not_keep_their_model_alive() -> None:
