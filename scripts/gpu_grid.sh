@@ -17,6 +17,7 @@ OUT=${OUT:-gpu_out}
 RUNS=${RUNS:-/tmp/gpu_grid_runs}
 mkdir -p "$OUT" "$RUNS"
 export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+: > "$OUT/grid.log"  # then appended to: worker processes that outlive the sweep must not overwrite lines
 if [[ "${MPS:-0}" == 1 ]]; then scripts/mps.sh start >> "$OUT/grid.log" 2>&1 || echo "MPS did not start: without it" >> "$OUT/grid.log"; fi
 start=$(date +%s)
 timeout "${LIMIT:-520}" python3 -m fedaug sweep configs/experiments/flea_table1_har.yaml \
@@ -24,10 +25,11 @@ timeout "${LIMIT:-520}" python3 -m fedaug sweep configs/experiments/flea_table1_
     --set "engine.batched_clients=${BATCHED:-false}" --set "engine.cuda_graphs=${GRAPHS:-false}" \
     --set engine.progress=false \
     --device "${DEVICE:-cuda}" --workers "${WORKERS:-16}" --order "${ORDER:-longest-first}" \
-    --heartbeat 60 --out-dir "$RUNS" > "$OUT/grid.log" 2>&1
+    --heartbeat 60 --out-dir "$RUNS" >> "$OUT/grid.log" 2>&1
 echo "sweep exit $? after $(( $(date +%s) - start )) s" >> "$OUT/grid.log"
 if [[ "${MPS:-0}" == 1 ]]; then scripts/mps.sh stop >> "$OUT/grid.log" 2>&1; fi
 python3 -m fedaug archive --include-unfinished "$RUNS/flea_table1_har" --out "$RUNS/archive" >> "$OUT/grid.log" 2>&1
-python3 -m fedaug report "$RUNS/archive" --baseline fedavg --format md,csv --out "$OUT/report" >> "$OUT/grid.log" 2>&1
+python3 -m fedaug report "$RUNS/archive" --include-unfinished --baseline fedavg --format md,csv --out "$OUT/report" \
+    >> "$OUT/grid.log" 2>&1
 tar czf "$OUT/grid_runs.tgz" -C "$RUNS" archive
 tail -5 "$OUT/grid.log"

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Issue #32's GPU measurements in ONE call of a lent GPU (15 minutes of device time a task, starts included,
+# leave room for one command of about 9 minutes), in three stages that share BUDGET seconds (default 550):
+#   1. the CUDA graph tests of tests/gpu (recorded steps against the eager loop in float64 for FedAvg and FLea,
+#      one wait for the GPU per client, the host-read fallback, every registered method recorded), at most
+#      TESTS_S seconds (default 110);
+#   2. a probe: benchmarks/gpu.py --modes sequential,graphs, PROBE_ROUNDS (default 4) rounds of FedAvg and
+#      FLea on the default preset, median time per round without and with engine.cuda_graphs (PROBE_S, 100);
+#   3. scripts/gpu_grid.sh, FLea Table 1's FedAvg and FLea rows (36 runs, WORKERS packed, default 16), with
+#      engine.cuda_graphs on when stage 1 passed and stage 2 measured graphs faster for both methods (GRAPHS
+#      forces it: true or false), until BUDGET runs out (a grid cut short is archived and reported as far as it
+#      got, and resumes with the same RUNS folder).
+# Files (8, what a lent machine returns): machine.txt (the card, torch, the graphs decision), tests_graphs.txt,
+# probe.json, probe.log, grid.log, report/report.md, report/report.csv, grid_runs.tgz.
+#   OUT=$OUT scripts/gpu_session.sh                                           # on the GPU machine
+#   OUT=/tmp/s DEVICE=cpu BUDGET=150 PROBE_ROUNDS=2 WORKERS=2 SEEDS=0 scripts/gpu_session.sh   # a dry run
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu_out}
+mkdir -p "$OUT"
+BUDGET=${BUDGET:-550}
+DEVICE=${DEVICE:-cuda}
+start=$(date +%s)
+left() { echo $((BUDGET - ($(date +%s) - start))); }
+export PYTHONPATH="src:.:.gpu_deps${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())'; } > "$OUT/machine.txt" 2>&1
+
+timeout "${TESTS_S:-110}" python3 -m pytest -q -p no:cacheprovider -o addopts="--import-mode=importlib" tests/gpu \
+    -k "graphs or records or falls_back" > "$OUT/tests_graphs.txt" 2>&1
+tests_rc=$?
+echo "tests exit $tests_rc after $(($(date +%s) - start)) s" | tee -a "$OUT/tests_graphs.txt"
+
+timeout "${PROBE_S:-100}" python3 benchmarks/gpu.py --device "$DEVICE" --modes sequential,graphs \
+    --rounds "${PROBE_ROUNDS:-4}" --out "$OUT/probe.json" > "$OUT/probe.log" 2>&1
+echo "probe exit $? after $(($(date +%s) - start)) s" | tee -a "$OUT/probe.log"
+
+if [[ -z "${GRAPHS:-}" ]]; then
+  # graphs when the tests passed and every method's median round was faster with them
+  GRAPHS=$(python3 - "$OUT/probe.json" "$tests_rc" <<'EOF'
+import json, sys
+try:
+    methods = json.load(open(sys.argv[1]))["methods"]
+    faster = [
+        {r["mode"]: r["median_round_s"] for r in rows}.get("graphs", 1e9)
+        < {r["mode"]: r["median_round_s"] for r in rows}.get("sequential", 0)
+        for rows in methods.values()
+    ]
+    print(str(sys.argv[2] == "0" and bool(faster) and all(faster)).lower())
+except (OSError, KeyError, ValueError, TypeError):
+    print("false")
+EOF
+)
+fi
+grid_s=$(($(left) - 30))  # the archive, the report and the tarball take about 20 s
+echo "grid: engine.cuda_graphs=$GRAPHS, ${grid_s} s left for the sweep" | tee -a "$OUT/machine.txt"
+if ((grid_s > 30)); then
+  OUT=$OUT GRAPHS=$GRAPHS LIMIT=$grid_s DEVICE=$DEVICE scripts/gpu_grid.sh
+else
+  echo "no time left for the grid"
+fi
+echo "session done after $(($(date +%s) - start)) s" | tee -a "$OUT/machine.txt"
