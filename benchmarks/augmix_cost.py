@@ -20,7 +20,6 @@ import argparse
 import json
 import statistics
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
@@ -33,6 +32,7 @@ from machine import (  # benchmarks/ is the script's directory
     benchmark_device,
     clock,
     machine_facts,
+    write_report,
 )
 
 
@@ -91,9 +91,10 @@ def main() -> None:
         "fedaugmix_over_fedavg": result["fedaugmix_step"] / result["fedavg_step"],
         **machine_facts(device),
     }
-    print(json.dumps(report, indent=2))
     if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+        write_report(args.out, report, echo=True)
+    else:
+        print(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from batched_clients import round_one  # benchmarks/ is the script's directory
 from fedaug.api import ClientContext
 from fedaug.engine.batched import train_round_batched
 from fedaug.types import StateDict
-from machine import add_device_argument, benchmark_device, machine_facts
+from machine import add_device_argument, benchmark_device, machine_facts, write_report
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -101,9 +100,7 @@ def main() -> None:
         **machine_facts(device),
         "runs": [drift(args.configs, [*base, f"train.local_epochs={e}"], args.clients) for e in args.epochs],
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_report(args.out, result, echo=True)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from machine import (  # benchmarks/ is the script's directory
     benchmark_device,
     clock,
     machine_facts,
+    write_report,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -110,9 +110,7 @@ def main() -> None:
         **machine_facts(device),
         "models": {name: bench(name, args.repeats, args.steps, device) for name in args.models},
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_report(args.out, result, echo=True)
 
 
 if __name__ == "__main__":

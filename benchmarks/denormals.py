@@ -22,7 +22,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from dataclasses import replace
 from pathlib import Path
@@ -40,6 +39,7 @@ from machine import (  # benchmarks/ is the script's directory
     benchmark_device,
     clock,
     machine_facts,
+    write_report,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -139,9 +139,7 @@ def main() -> None:
         "step_s": step,
         "speedup_flushed": round(step["off"] / step["on"], 2),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_report(args.out, result, echo=True)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from fedaug.errors import FedaugError  # noqa: E402
 from fedaug.experiments.load import load_config  # noqa: E402
 from fedaug.experiments.runner import run_experiment  # noqa: E402
 from fedaug.reproducibility.identity import run_dir_for  # noqa: E402
+from machine import write_report  # noqa: E402  (benchmarks/ is the script's directory)
 
 CPU_REFERENCE = {
     "source": "studies/uci_har_qua2_k75/README.md (2 shared CPU cores, 1 thread, seed 0, 100 rounds)",
@@ -109,9 +110,7 @@ def main() -> int:
         "cpu_reference": CPU_REFERENCE,
         "official_code_h200": OFFICIAL_CODE_H200,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_report(args.out, report)
     return 0
 
 

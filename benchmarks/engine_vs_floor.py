@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import resource
 import statistics
 import tempfile
@@ -53,6 +52,7 @@ from machine import (  # benchmarks/ is the script's directory
     benchmark_device,
     clock,
     device_facts,
+    write_report,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -231,9 +231,7 @@ def main() -> None:
     add_device_argument(parser)
     args = parser.parse_args()
     result = measure(args.configs, args.overrides, args.rounds, benchmark_device(args.device))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_report(args.out, result, echo=True)
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ from machine import (  # benchmarks/ is the script's directory
     add_device_argument,
     benchmark_device,
     device_facts,
+    write_report,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -155,11 +156,10 @@ def main() -> None:
                         ],
                     }
                 )
-    text = json.dumps(results, indent=2)
-    print(text)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+        write_report(args.out, results, echo=True)
+    else:
+        print(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

@@ -43,7 +43,12 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from machine import add_device_argument, benchmark_device, machine_facts  # benchmarks/ is on sys.path
+from machine import (  # benchmarks/ is on sys.path
+    add_device_argument,
+    benchmark_device,
+    machine_facts,
+    write_report,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
@@ -250,11 +255,7 @@ def main() -> int:
                 print(json.dumps({"method": method, **row}), flush=True)
                 rows.append(row)
             report["methods"][method] = rows
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.out).write_text(
-                json.dumps(report, indent=2) + "\n"
-            )  # after each method: partial results
-    print(f"wrote {args.out}")
+            write_report(args.out, report)  # after each method: partial results
     return 0
 
 

@@ -32,7 +32,12 @@ from typing import Any
 
 import torch
 
-from machine import add_device_argument, benchmark_device, machine_facts  # benchmarks/ is on sys.path
+from machine import (  # benchmarks/ is on sys.path
+    add_device_argument,
+    benchmark_device,
+    machine_facts,
+    write_report,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
@@ -147,9 +152,7 @@ def main() -> int:
     for row in report["methods"]:
         top = list(row["by_line"].items())[:6]
         print(json.dumps({k: v for k, v in row.items() if k != "by_line"} | {"top": top}), flush=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_report(args.out, report)
     return 0
 
 

@@ -11,6 +11,7 @@ queued work first (on the CPU it is ``time.perf_counter``).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -30,6 +31,7 @@ __all__ = [
     "device_facts",
     "machine_facts",
     "synchronize",
+    "write_report",
 ]
 
 
@@ -68,3 +70,13 @@ def clock(device: torch.device) -> float:
     """``time.perf_counter()`` once ``device`` has finished the work queued so far."""
     synchronize(device)
     return time.perf_counter()
+
+
+def write_report(path: str | Path, report: object, *, echo: bool = False) -> None:
+    """Writes ``report`` as indented JSON to ``path`` (making its folder), then prints it (``echo``) or
+    ``wrote <path>``."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(report, indent=2)
+    out.write_text(text + "\n")
+    print(text if echo else f"wrote {out}")

@@ -15,7 +15,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -29,6 +28,7 @@ from machine import (  # benchmarks/ is the script's directory
     add_device_argument,
     benchmark_device,
     device_facts,
+    write_report,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,9 +98,7 @@ def main() -> None:
             "rounds_per_hour": rounds_per_hour,
             "runs_per_hour_100_rounds": rounds_per_hour / 100,
         }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_report(args.out, result, echo=True)
 
 
 if __name__ == "__main__":

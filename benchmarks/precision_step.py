@@ -14,7 +14,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from machine import (  # benchmarks/ is the script's directory
     benchmark_device,
     clock,
     machine_facts,
+    write_report,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,9 +98,7 @@ def main() -> None:
         "note": "medians of interleaved repeats in one process; the machine may be shared (see loadavg)",
         **machine_facts(device),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_report(args.out, result, echo=True)
 
 
 if __name__ == "__main__":

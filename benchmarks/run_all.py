@@ -43,6 +43,7 @@ from machine import (  # benchmarks/ is the script's directory
     benchmark_device,
     cpu_facts,
     device_facts,
+    write_report,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -181,14 +182,13 @@ def main() -> None:
             continue
         print(f"running {case['name']} ...", file=sys.stderr, flush=True)
         results[case["name"]] = run_case(case, args.rounds, args.threads, args.timeout, str(device))
-        write_report(
-            args, load_before, cpu, results, complete=False
-        )  # a later failure loses no finished case
-    write_report(args, load_before, cpu, results, complete=True)
+        # a later failure loses no finished case
+        write_suite_report(args, load_before, cpu, results, complete=False)
+    write_suite_report(args, load_before, cpu, results, complete=True)
     print(table(results))
 
 
-def write_report(
+def write_suite_report(
     args: argparse.Namespace,
     load_before: tuple[float, float, float],
     cpu: dict[str, Any],
@@ -211,8 +211,7 @@ def write_report(
         "complete": complete,
         "cases": results,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    write_report(args.out, report)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from machine import (  # benchmarks/ is the script's directory
     add_device_argument,
     benchmark_device,
     machine_facts,
+    write_report,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -132,9 +133,7 @@ def main() -> None:
         **machine_facts(device),
         "cases": cases,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_report(args.out, result, echo=True)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,12 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from machine import add_device_argument, benchmark_device, machine_facts  # benchmarks/ is on sys.path
+from machine import (  # benchmarks/ is on sys.path
+    add_device_argument,
+    benchmark_device,
+    machine_facts,
+    write_report,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
@@ -176,9 +181,7 @@ def main() -> int:
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     report["rows"] = rows
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_report(args.out, report)
     return 0
 
 

@@ -43,6 +43,7 @@ from machine import (  # benchmarks/ is the script's directory
     benchmark_device,
     clock,
     machine_facts,
+    write_report,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -136,8 +137,7 @@ def main() -> None:
         **machine_facts(device),
         "models": {name: bench(name, args.repeats, args.steps, device) for name in MODELS},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_report(args.out, result)
     print(json.dumps(result["models"], indent=2))
 
 
