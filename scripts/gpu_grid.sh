@@ -3,7 +3,9 @@
 # Qua(2) / Dir(0.3) / Dir(0.1), seeds 0-2, 100 rounds: 36 runs of configs/experiments/flea_table1_har.yaml,
 # WORKERS runs at once sharing the GPU (default 16, as measured on an H200: studies/flea_table1_har), their
 # clients one by one (BATCHED=true batches them: slower there), the longest runs first (ORDER, default
-# longest-first; grid: as listed), then `fedaug archive` and `fedaug report`.
+# longest-first; grid: as listed), then `fedaug archive` and `fedaug report`. A fresh RUNS folder has no round
+# times to estimate from, so the grid lists FLea before FedAvg and K = 150 before 75 (METHODS, KS): the first
+# runs handed out are the long ones, and the rest go longest-first once their siblings have logged rounds.
 # GRAPHS=true replays each local step as a CUDA graph (engine.cuda_graphs; not measured on a GPU yet).
 # MPS=1 runs the sweep under NVIDIA MPS (scripts/mps.sh), where the workers' kernels share the GPU at once
 # instead of taking turns (not measured yet: `STAGES="packed mps" scripts/gpu_check.sh` compares the two).
@@ -21,7 +23,8 @@ export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 if [[ "${MPS:-0}" == 1 ]]; then scripts/mps.sh start >> "$OUT/grid.log" 2>&1 || echo "MPS did not start: without it" >> "$OUT/grid.log"; fi
 start=$(date +%s)
 timeout "${LIMIT:-520}" python3 -m fedaug sweep configs/experiments/flea_table1_har.yaml \
-    --grid "seed=[${SEEDS:-0, 1, 2}]" --grid "method=[${METHODS:-fedavg, flea}]" \
+    --grid "seed=[${SEEDS:-0, 1, 2}]" --grid "method=[${METHODS:-flea, fedavg}]" \
+    --grid "partition.num_clients=[${KS:-150, 75}]" \
     --set "engine.batched_clients=${BATCHED:-false}" --set "engine.cuda_graphs=${GRAPHS:-false}" \
     --set engine.progress=false \
     --device "${DEVICE:-cuda}" --workers "${WORKERS:-16}" --order "${ORDER:-longest-first}" \
