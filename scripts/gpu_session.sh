@@ -8,12 +8,13 @@
 #      FLea on the default preset, median time per round without and with engine.cuda_graphs (PROBE_S, 80);
 #   3. scripts/gpu_grid.sh, FLea Table 1's FedAvg and FLea rows (36 runs, WORKERS packed, default 16), with
 #      engine.cuda_graphs on when stage 1 passed and stage 2 measured graphs faster for both methods (GRAPHS
-#      forces it: true or false), until BUDGET runs out (a grid cut short is archived and reported as far as it
-#      got, and resumes with the same RUNS folder).
-# Files (8, what a lent machine returns): machine.txt (the card, torch, the graphs decision), tests_graphs.txt,
-# probe.json, probe.log, grid.log, report/report.md, report/report.csv, grid_runs.tgz.
+#      forces it: true or false), under NVIDIA MPS when it starts and a CUDA process gets through it (MPS=0:
+#      never; without MPS the 16 workers' tiny kernels take turns on the GPU), until BUDGET runs out (a grid
+#      cut short is archived and reported as far as it got, and resumes with the same RUNS folder).
+# Files (8, what a lent machine returns): machine.txt (the card, torch, the graphs and MPS decisions),
+# tests_graphs.txt, probe.json, probe.log, grid.log, report/report.md, report/report.csv, grid_runs.tgz.
 #   OUT=$OUT scripts/gpu_session.sh                                           # on the GPU machine
-#   OUT=/tmp/s DEVICE=cpu BUDGET=150 PROBE_ROUNDS=2 WORKERS=2 SEEDS=0 scripts/gpu_session.sh   # a dry run
+#   OUT=/tmp/s DEVICE=cpu MPS=0 BUDGET=150 PROBE_ROUNDS=2 WORKERS=2 SEEDS=0 scripts/gpu_session.sh  # dry run
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_out}
@@ -53,11 +54,21 @@ except (OSError, KeyError, ValueError, TypeError):
 EOF
 )
 fi
+mps=off
+if [[ "${MPS:-1}" == 1 ]] && scripts/mps.sh start >> "$OUT/machine.txt" 2>&1; then
+  # a CUDA process must get through the MPS server, else the whole grid would fail: without MPS then
+  if timeout 60 python3 -c "import torch; print(float(torch.ones(8, device='cuda').sum()))" >> "$OUT/machine.txt" 2>&1; then
+    mps=on
+  else
+    scripts/mps.sh stop >> "$OUT/machine.txt" 2>&1
+  fi
+fi
 grid_s=$(($(left) - 30))  # the archive, the report and the tarball take about 20 s
-echo "grid: engine.cuda_graphs=$GRAPHS, ${grid_s} s left for the sweep" | tee -a "$OUT/machine.txt"
+echo "grid: engine.cuda_graphs=$GRAPHS, MPS $mps, ${grid_s} s left for the sweep" | tee -a "$OUT/machine.txt"
 if ((grid_s > 30)); then
-  OUT=$OUT GRAPHS=$GRAPHS LIMIT=$grid_s DEVICE=$DEVICE scripts/gpu_grid.sh
+  OUT=$OUT GRAPHS=$GRAPHS MPS=0 LIMIT=$grid_s DEVICE=$DEVICE scripts/gpu_grid.sh
 else
   echo "no time left for the grid"
 fi
+if [[ $mps == on ]]; then scripts/mps.sh stop >> "$OUT/machine.txt" 2>&1; fi
 echo "session done after $(($(date +%s) - start)) s" | tee -a "$OUT/machine.txt"
