@@ -10,6 +10,10 @@ For FedAvg and FLea on the default preset (UCI-HAR, HARNet, Qua(2), K = 75, seed
   (``fedaug sweep --workers W``), measured as wall time for all of them;
 * ``packed_graphs``: the same with ``engine.cuda_graphs: true``.
 
+A ``graphs`` run also reports ``step_graphs``: the shapes recorded, the steps replayed, those run eagerly (a
+hook whose capture failed) and ``record_s``, the host seconds spent recording (warm-ups included), which says
+how much of the run re-recording per round costs.
+
 Each mode runs ``--rounds`` rounds (default 100; fewer are scaled to 100 in ``run_s_100``). Reported per mode:
 time per round (median), time per run, runs per hour, peak GPU memory of the process (sequential and batched;
 packed workers are other processes), and the achieved model arithmetic in TFLOP/s against the
@@ -135,7 +139,10 @@ def one_run(
         "last10_acc": summary.get("last10_acc"),
     }
     if graphs:  # recorded shapes, replayed and eager steps (eager: a hook whose capture failed)
-        result["step_graphs"] = dict(sum((Counter(g.counts) for g in graphs), Counter()))
+        result["step_graphs"] = {
+            **sum((Counter(g.counts) for g in graphs), Counter()),
+            "record_s": round(sum(g.record_seconds for g in graphs), 3),  # host time, warm-ups included
+        }
     if device.type == "cuda":
         result["peak_gpu_memory_mib"] = round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
     return result

@@ -40,6 +40,7 @@ equal to one without to float rounding (``tests/gpu/``).
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 import weakref
 from collections.abc import Callable
@@ -118,6 +119,7 @@ class StepGraphs:
     warmed: set[tuple[object, ShapeKey]] = field(default_factory=set)  # (hook code, shapes) warmed up
     failed: set[object] = field(default_factory=set)  # hooks (their code) whose capture failed
     counts: dict[str, int] = field(default_factory=lambda: {"captured": 0, "replayed": 0, "eager": 0})
+    record_seconds: float = 0.0  # host time spent recording (warm-ups included), for benchmarks/gpu.py
     stream: torch.cuda.Stream | None = None  # where warm-ups and captures run (made at the first)
 
     @property
@@ -185,7 +187,11 @@ class StepGraphs:
             self.counts["eager"] += 1
             return self._body(x, y, draws)()
         key = (_shapes({"x": x, "y": y}), _shapes(draws))
-        recorded = self.recorded.get(key) or self._record(key, x, y, draws)
+        recorded = self.recorded.get(key)
+        if recorded is None:
+            start = time.perf_counter()
+            recorded = self._record(key, x, y, draws)
+            self.record_seconds += time.perf_counter() - start
         if recorded is None:
             self.counts["eager"] += 1
             return self._body(x, y, draws)()
