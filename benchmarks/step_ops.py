@@ -15,9 +15,14 @@ buffer), without and with ``engine.cuda_graphs``, split by where they run:
 View operations (``detach``, ``view``, slicing) are not counted: they launch nothing. On a CPU the recorded
 step runs unrecorded, with the same operations, so the counts are the GPU's (up to the optimizer, above).
 
+With ``--batched`` it counts instead a whole round's local training (round 2, the preset's 5 epochs),
+sequential against ``engine.batched_clients`` (:func:`count_batched`): why batched clients launch about as
+many kernels as the sequential loop.
+
 Usage::
 
     python benchmarks/step_ops.py --device cpu --out benchmarks/results/step_ops_cpu.json
+    python benchmarks/step_ops.py --device cpu --batched --out benchmarks/results/batched_ops_cpu.json
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from machine import (  # benchmarks/ is on sys.path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+import fedaug.engine.batched as batched_module  # noqa: E402
 import fedaug.methods.fedavg as fedavg_module  # noqa: E402
 from fedaug.engine.simulation import Simulation  # noqa: E402
 from fedaug.experiments.load import load_config  # noqa: E402
@@ -64,10 +70,13 @@ class OpCounter(TorchDispatchMode):
         self.regions: list[str] = []
         self.counts: Counter[str] = Counter()
         self.active = False
+        self.by_name: set[str] = set()  # operations counted as "gather" outside other regions
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if self.active and not func.is_view:
             where = "recorded" if "recorded" in self.regions else self.regions[-1] if self.regions else "loop"
+            if func._opname in self.by_name and where == "loop":
+                where = "gather"
             self.counts[where] += 1
         return func(*args, **(kwargs or {}))
 
@@ -160,11 +169,95 @@ def count(method: str, graphs: bool, rounds: int, device: str, out_dir: Path) ->
     }
 
 
+def count_batched(method: str, batched: bool, rounds: int, device: str, out_dir: Path) -> dict[str, Any]:
+    """Operations of the last round's local training with the preset's epochs, sequential or with
+    ``engine.batched_clients``, by region: ``gather`` (a batched call's gathers and scatters of clients'
+    rows), ``optimizer`` (Adam; the batched one is functional, one tensor at a time, its state's gathers
+    included) and ``loss`` (the rest: batches, forward, backward, sums); batched, also its stacked calls (one
+    per group of clients whose batches share a shape)."""
+    overrides = [
+        f"method={method}",
+        "compare=[]",
+        f"train.rounds={rounds}",
+        f"engine.device={device}",
+        f"engine.batched_clients={str(batched).lower()}",
+        "engine.progress=false",
+        f"out_dir={out_dir}",
+    ]
+    spec = prepare(load_config([DEFAULT], overrides), out_dir / "run").spec
+    counter = OpCounter()
+    last = {"on": False, "calls": 0, "steps": 0}
+    gathers = {"index_select", "index_copy_"}
+    originals = (
+        batched_module.train_clients,
+        fedavg_module.train_local,
+        torch.optim.Adam.step,
+        batched_module.FunctionalOptimizer.step,
+    )
+
+    def payload(*args: Any, **kwargs: Any) -> Any:
+        last["on"] = args[2] == rounds  # (self, state, round_num, train)
+        return original_payload(*args, **kwargs)
+
+    def in_round(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            counter.active = last["on"]
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                counter.active = False
+
+        return wrapped
+
+    def train_local(*args: Any, **kwargs: Any) -> Any:
+        metrics = in_round(originals[1])(*args, **kwargs)
+        last["steps"] += int(metrics["train/steps"]) if last["on"] else 0
+        return metrics
+
+    def adam(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with counter.region("optimizer"):
+            return originals[2](self, *args, **kwargs)
+
+    def functional(self: Any, *args: Any, **kwargs: Any) -> Any:
+        last["calls"] += 1 if last["on"] else 0
+        with counter.region("optimizer"):
+            return originals[3](self, *args, **kwargs)
+
+    method_cls = type(spec.method)
+    original_payload = method_cls.payload
+    method_cls.payload = payload  # type: ignore[method-assign]
+    batched_module.train_clients = in_round(originals[0])
+    fedavg_module.train_local = train_local  # type: ignore[assignment]
+    torch.optim.Adam.step = adam  # type: ignore[method-assign]
+    batched_module.FunctionalOptimizer.step = functional  # type: ignore[method-assign]
+    counter.by_name = gathers
+    try:
+        with counter:
+            Simulation(spec).run()
+    finally:
+        method_cls.payload = original_payload  # type: ignore[method-assign]
+        batched_module.train_clients = originals[0]
+        fedavg_module.train_local = originals[1]
+        torch.optim.Adam.step = originals[2]  # type: ignore[method-assign]
+        batched_module.FunctionalOptimizer.step = originals[3]  # type: ignore[method-assign]
+    ops = dict(counter.counts)
+    ops["loss"] = ops.pop("loop", 0)
+    row: dict[str, Any] = {"method": method, "mode": "batched" if batched else "sequential", "round_ops": ops}
+    row["total"] = sum(ops.values())
+    row["stacked_calls" if batched else "client_steps"] = last["calls" if batched else "steps"]
+    return row
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_device_argument(parser)
     parser.add_argument("--methods", default="fedavg,flea")
     parser.add_argument("--rounds", type=int, default=2, help="counted: the last round (default 2)")
+    parser.add_argument(
+        "--batched",
+        action="store_true",
+        help="instead: a whole round's operations, sequential vs engine.batched_clients",
+    )
     parser.add_argument("--out", required=True, help="JSON file to write")
     args = parser.parse_args()
     device = benchmark_device(args.device)
@@ -176,8 +269,12 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for method in [m.strip() for m in args.methods.split(",") if m.strip()]:
-            for graphs in (False, True):
-                row = count(method, graphs, args.rounds, str(device), Path(tmp) / f"{method}_{graphs}")
+            for variant in (False, True):
+                out_dir = Path(tmp) / f"{method}_{variant}"
+                if args.batched:
+                    row = count_batched(method, variant, args.rounds, str(device), out_dir)
+                else:
+                    row = count(method, variant, args.rounds, str(device), out_dir)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     report["rows"] = rows
