@@ -14,6 +14,7 @@
 # Files (8, what a lent machine returns): machine.txt (the card, torch, the graphs and MPS decisions),
 # tests_graphs.txt, probe.json, probe.log, grid.log, report/report.md, report/report.csv, grid_runs.tgz.
 #   OUT=$OUT scripts/gpu_session.sh                                           # on the GPU machine
+#   python benchmarks/gpu_session_summary.py FILES_AT     # back here: the numbers against #32's targets
 #   OUT=/tmp/s DEVICE=cpu MPS=0 BUDGET=150 PROBE_ROUNDS=2 WORKERS=2 SEEDS=0 scripts/gpu_session.sh  # dry run
 set -uo pipefail
 cd "$(dirname "$0")/.."

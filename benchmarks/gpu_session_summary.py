@@ -1,0 +1,209 @@
+"""What one ``scripts/gpu_session.sh`` call measured, against issue #32's targets -> Markdown (and JSON).
+
+Reads the folder the call's files came back to (``machine.txt``, ``tests_graphs.txt``, ``probe.json``,
+``grid.log``, ``grid_runs.tgz``) and prints:
+
+* the card and the decisions the script took (graphs, MPS);
+* the graph tests' last line;
+* the probe: median seconds per round of FedAvg and FLea without and with ``engine.cuda_graphs``, a 100-round
+  run's time from it, and the recordings (shapes recorded, replays, host seconds spent recording);
+* the grid: rounds done of the 36 runs' 3,600, the sweep's wall time, each finished run's time, and the
+  whole grid's time projected from the rounds done (the rate so far; a grid cut short has its long runs'
+  ends still to come, so the projection is a lower bound);
+* the targets: FedAvg <= 15 s a run, FLea <= 60 s a run (a run alone, from the probe, and amortised over the
+  packed grid: the sweep's wall time shared out by run time, per 100 rounds of the K = 75 runs), the 36-run
+  grid <= 600 s.
+
+Usage::
+
+    python benchmarks/gpu_session_summary.py /path/to/files_at [--json summary.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import re
+import statistics
+import sys
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TARGET_RUN_S = {"fedavg": 15.0, "flea": 60.0}
+TARGET_GRID_S = 600.0
+GRID_ROUNDS = 36 * 100
+
+
+@dataclass
+class GridRun:
+    """One run of the grid, from its archived ``timings.jsonl`` and ``metrics.jsonl``."""
+
+    setting: str  # e.g. uci_har-quantity2-K75
+    method: str
+    seed: str
+    rounds: int
+    seconds: float  # sum of its rounds' wall time
+    best_acc: float | None
+
+
+def read_grid(tgz: Path) -> list[GridRun]:
+    """The runs in ``grid_runs.tgz`` (``archive/<setting>/<method>/<seed>/``)."""
+    timings: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    metrics: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    with tarfile.open(tgz) as tar:
+        for member in tar.getmembers():
+            parts = Path(member.name).parts
+            if len(parts) != 5 or parts[-1] not in ("timings.jsonl", "metrics.jsonl") or not member.isfile():
+                continue
+            handle = tar.extractfile(member)
+            assert handle is not None
+            rows = [json.loads(line) for line in io.TextIOWrapper(handle) if line.strip()]
+            target = timings if parts[-1] == "timings.jsonl" else metrics
+            target[(parts[1], parts[2], parts[3])] = rows
+    runs = []
+    for key, rows in sorted(timings.items()):
+        accs = [r["test/acc"] for r in metrics.get(key, []) if "test/acc" in r]
+        runs.append(
+            GridRun(
+                *key,
+                rounds=len(rows),
+                seconds=sum(r.get("round_time", 0.0) for r in rows),
+                best_acc=max(accs) if accs else None,
+            )
+        )
+    return runs
+
+
+def sweep_seconds(grid_log: Path) -> float | None:
+    """The sweep's wall time from ``grid.log``'s ``sweep exit N after S s`` line."""
+    if not grid_log.exists():
+        return None
+    found = re.findall(r"sweep exit \d+ after (\d+) s", grid_log.read_text())
+    return float(found[-1]) if found else None
+
+
+def probe_rows(probe: Path) -> list[dict[str, Any]]:
+    """One row per method and mode of ``probe.json``."""
+    if not probe.exists():
+        return []
+    report = json.loads(probe.read_text())
+    rows = []
+    for method, modes in report.get("methods", {}).items():
+        for row in modes:
+            graphs = row.get("step_graphs", {})
+            rows.append(
+                {
+                    "method": method,
+                    "mode": row["mode"],
+                    "median_round_s": row.get("median_round_s"),
+                    "run_s": round(row["median_round_s"] * 100, 1) if row.get("median_round_s") else None,
+                    "captured": graphs.get("captured"),
+                    "replayed": graphs.get("replayed"),
+                    "eager": graphs.get("eager"),
+                    "record_s": graphs.get("record_s"),
+                }
+            )
+    return rows
+
+
+def summarise(folder: Path) -> dict[str, Any]:
+    """Everything :func:`render` prints, as a dict."""
+    machine = (folder / "machine.txt").read_text() if (folder / "machine.txt").exists() else ""
+    tests_file = folder / "tests_graphs.txt"
+    tests = tests_file.read_text().strip().splitlines() if tests_file.exists() else []
+    probe = probe_rows(folder / "probe.json")
+    runs = read_grid(folder / "grid_runs.tgz") if (folder / "grid_runs.tgz").exists() else []
+    wall = sweep_seconds(folder / "grid.log")
+    done = sum(r.rounds for r in runs)
+    summary: dict[str, Any] = {
+        "machine": [line for line in machine.splitlines() if line.strip()],
+        "tests": [line for line in tests if re.search(r"passed|failed|error|exit", line)][-2:],
+        "probe": probe,
+        "grid": {
+            "runs": [r.__dict__ for r in runs],
+            "finished": sum(r.rounds >= 100 for r in runs),
+            "rounds_done": done,
+            "sweep_s": wall,
+            "projected_s": round(wall * GRID_ROUNDS / done, 1) if wall and done else None,
+        },
+    }
+    targets = {}
+    for method, limit in TARGET_RUN_S.items():
+        alone = [r["run_s"] for r in probe if r["method"] == method and r["run_s"] is not None]
+        # the sweep's wall time shared out by run time, per 100 rounds of the default preset's K = 75 runs
+        mine = [r for r in runs if r.method == method and r.setting.endswith("-K75")]
+        rounds = sum(r.rounds for r in mine)
+        share = sum(r.seconds for r in mine) / max(sum(r.seconds for r in runs), 1e-9)
+        packed = wall * share / (rounds / 100) if wall and rounds else None
+        targets[method] = {
+            "limit_s": limit,
+            "alone_best_s": min(alone) if alone else None,
+            "packed_amortised_s": round(packed, 1) if packed else None,
+        }
+    targets["grid"] = {"limit_s": TARGET_GRID_S, "projected_s": summary["grid"]["projected_s"]}
+    summary["targets"] = targets
+    return summary
+
+
+def _fmt(value: object) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def render(summary: dict[str, Any]) -> str:
+    """Markdown of :func:`summarise`'s dict."""
+    lines = ["## GPU session", "", *[f"    {line}" for line in summary["machine"]], ""]
+    lines += ["Graph tests: " + (" / ".join(summary["tests"]) or "no output"), ""]
+    if summary["probe"]:
+        lines += [
+            "| method | mode | median s/round | s per 100 rounds | recorded | replayed | eager | record s |",
+            "|---|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in summary["probe"]:
+            cells = [r["median_round_s"], r["run_s"], r["captured"], r["replayed"], r["eager"], r["record_s"]]
+            lines.append(f"| {r['method']} | {r['mode']} | " + " | ".join(_fmt(c) for c in cells) + " |")
+        lines.append("")
+    grid = summary["grid"]
+    lines.append(
+        f"Grid: {grid['finished']} of 36 runs finished, {grid['rounds_done']} of {GRID_ROUNDS} rounds in "
+        f"{_fmt(grid['sweep_s'])} s; at that rate the whole grid takes {_fmt(grid['projected_s'])} s "
+        "(a lower bound when it was cut short)."
+    )
+    finished = [r for r in grid["runs"] if r["rounds"] >= 100]
+    for method in sorted({r["method"] for r in finished}):
+        times = [r["seconds"] for r in finished if r["method"] == method]
+        lines.append(
+            f"  {method}: {len(times)} finished runs, {min(times):.0f}-{max(times):.0f} s each "
+            f"(median {statistics.median(times):.0f} s, packed)"
+        )
+    lines += ["", "| target | limit | measured |", "|---|---:|---|"]
+    for name, t in summary["targets"].items():
+        if name == "grid":
+            measured = f"projected {_fmt(t['projected_s'])} s"
+        else:
+            measured = f"alone {_fmt(t['alone_best_s'])} s, packed {_fmt(t['packed_amortised_s'])} s a run"
+        lines.append(f"| {name} | {t['limit_s']:.0f} s | {measured} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", type=Path, help="where the session's files came back to")
+    parser.add_argument("--json", type=Path, help="also write the summary as JSON here")
+    args = parser.parse_args()
+    if not args.folder.is_dir():
+        print(f"gpu_session_summary.py: error: no folder {args.folder}", file=sys.stderr)
+        return 2
+    summary = summarise(args.folder)
+    print(render(summary), end="")
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

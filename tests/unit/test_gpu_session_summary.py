@@ -1,0 +1,87 @@
+"""benchmarks/gpu_session_summary.py turns a GPU session's files into the numbers issue #32 asks for."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import sys
+import tarfile
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_session_summary.py"
+
+
+def _module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gpu_session_summary", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _add(tar: tarfile.TarFile, name: str, rows: list[dict[str, float]]) -> None:
+    data = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Path:
+    (tmp_path / "machine.txt").write_text("name, memory.total\nNVIDIA H100 80GB HBM3, 81559 MiB\n")
+    (tmp_path / "tests_graphs.txt").write_text("....\n28 passed in 80.1s\ntests exit 0 after 85 s\n")
+    probe = {
+        "methods": {
+            "fedavg": [
+                {"mode": "sequential", "median_round_s": 0.5},
+                {"mode": "graphs", "median_round_s": 0.1, "step_graphs": {"captured": 20, "record_s": 0.4}},
+            ]
+        }
+    }
+    (tmp_path / "probe.json").write_text(json.dumps(probe))
+    (tmp_path / "grid.log").write_text("INFO 36 runs\nsweep exit 124 after 400 s\n")
+    with tarfile.open(tmp_path / "grid_runs.tgz", "w:gz") as tar:
+        # a finished FedAvg run (100 rounds of 1 s) and FLea cut short (50 rounds of 3 s), both K = 75
+        _add(tar, "archive/uci_har-quantity2-K75/fedavg/seed0/timings.jsonl", [{"round_time": 1.0}] * 100)
+        _add(
+            tar,
+            "archive/uci_har-quantity2-K75/fedavg/seed0/metrics.jsonl",
+            [{"test/acc": 0.5}, {"test/acc": 0.7}],
+        )
+        _add(tar, "archive/uci_har-quantity2-K75/flea/seed0/timings.jsonl", [{"round_time": 3.0}] * 50)
+    return tmp_path
+
+
+def test_the_summary_gives_each_target_its_measured_number(session: Path) -> None:
+    module = _module()
+    summary = module.summarise(session)
+    grid = summary["grid"]
+    assert (grid["finished"], grid["rounds_done"], grid["sweep_s"]) == (1, 150, 400.0)
+    assert grid["projected_s"] == 400.0 * 3600 / 150
+    assert grid["runs"][0]["best_acc"] == 0.7 and grid["runs"][0]["seconds"] == 100.0
+    targets = summary["targets"]
+    assert targets["fedavg"]["alone_best_s"] == 10.0  # the graphs mode's 0.1 s a round x 100
+    # the sweep's 400 s shared by run time: FedAvg 100 of 250 s, for 1 run of 100 rounds; FLea 150 of 250 s,
+    # for half a run
+    assert targets["fedavg"]["packed_amortised_s"] == 160.0
+    assert targets["flea"]["packed_amortised_s"] == 480.0
+    text = module.render(summary)
+    assert "| fedavg | graphs | 0.10 | 10.00 | 20 | - | - | 0.40 |" in text
+    assert "1 of 36 runs finished, 150 of 3600 rounds in 400.00 s" in text
+    assert "| grid | 600 s | projected 9600.00 s |" in text
+
+
+def test_a_missing_folder_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    module = _module()
+    argv = sys.argv
+    sys.argv = ["gpu_session_summary.py", str(tmp_path / "nope")]
+    try:
+        assert module.main() == 2
+    finally:
+        sys.argv = argv
+    assert capsys.readouterr().err == f"gpu_session_summary.py: error: no folder {tmp_path / 'nope'}\n"
