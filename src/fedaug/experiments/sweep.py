@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import logging
 import multiprocessing
+import os
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -46,6 +47,7 @@ from fedaug.experiments.load import (
 )
 from fedaug.experiments.runner import run_experiment
 from fedaug.experiments.sweep_order import ORDERS, Schedule, SweepPoint
+from fedaug.experiments.workers import exit_with_parent, sigterm_as_interrupt, terminate_workers
 from fedaug.reproducibility.identity import format_suffix, result_config, run_dir_for
 from fedaug.validation import check_choice, check_int, check_number
 from fedaug.yamlio import parse_yaml
@@ -310,28 +312,49 @@ def run_sweep(
             _record(result, point, execute(point.config), done, len(points))
             schedule.ended(point)
         return result
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=exit_with_parent,  # workers end with the sweep, also when it is killed
+        initargs=(os.getpid(),),
+    )
     running: dict[Future[Outcome], SweepPoint] = {}
     try:
-        while True:
-            while len(running) < workers and (point := schedule.next()) is not None:
-                # worker processes log no rounds: their lines would interleave
-                running[pool.submit(execute, point.config, quiet=True)] = point
-            if not running:
-                break
-            ended, _ = wait(running, timeout=heartbeat or None, return_when=FIRST_COMPLETED)
-            if not ended:
-                logger.info(running_line(list(running.values())))
-            for future in ended:
-                point = running.pop(future)
-                done += 1
-                _record(result, point, _outcome_of(future), done, len(points))
-                schedule.ended(point)
+        with sigterm_as_interrupt():
+            _run_pool(pool, running, schedule, result, workers, heartbeat, len(points))
     except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
+        stopped = terminate_workers(pool)  # their runs resume from their last round's checkpoint
+        logger.warning("sweep stopped: %d worker(s) terminated, %d run(s) unfinished", stopped, len(running))
         raise
     pool.shutdown()
     return result
+
+
+def _run_pool(
+    pool: ProcessPoolExecutor,
+    running: dict[Future[Outcome], SweepPoint],
+    schedule: Schedule,
+    result: SweepResult,
+    workers: int,
+    heartbeat: float,
+    total: int,
+) -> None:
+    """Hands the schedule's points to ``pool``'s workers until every point has ended."""
+    done = 0
+    while True:
+        while len(running) < workers and (point := schedule.next()) is not None:
+            # worker processes log no rounds: their lines would interleave
+            running[pool.submit(execute, point.config, quiet=True)] = point
+        if not running:
+            return
+        ended, _ = wait(running, timeout=heartbeat or None, return_when=FIRST_COMPLETED)
+        if not ended:
+            logger.info(running_line(list(running.values())))
+        for future in ended:
+            point = running.pop(future)
+            done += 1
+            _record(result, point, _outcome_of(future), done, total)
+            schedule.ended(point)
 
 
 def _outcome_of(future: Future[Outcome]) -> Outcome:

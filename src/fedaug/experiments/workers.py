@@ -1,0 +1,77 @@
+"""A sweep's worker processes stop with the sweep.
+
+``fedaug sweep --workers N`` runs its runs in N spawned worker processes (``ProcessPoolExecutor``). Left to
+themselves, workers whose sweep was stopped (``kill``, a scheduler ending the job, the terminal closing) would
+train on in the background until their current run ends, holding its run dir's lock, so that running the
+sweep again reports those runs BUSY instead of resuming them. So:
+
+* while a multi-worker sweep waits for its workers, SIGTERM raises KeyboardInterrupt in it, as Ctrl-C does
+  (:func:`sigterm_as_interrupt`), and on any interruption the sweep terminates its workers
+  (:func:`terminate_workers`) before the CLI says "run the same command again to resume";
+* every worker watches the process that started it (:func:`exit_with_parent`, the pool's initializer) and
+  ends itself within a second of that process's death, also an abrupt one (SIGKILL, out of memory).
+
+A run stopped mid-round resumes from its last checkpoint, with the results of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from types import FrameType
+
+PARENT_POLL_SECONDS = 0.5
+"""How often a worker checks that its sweep still runs."""
+
+
+def interrupt(signum: int, frame: FrameType | None) -> None:
+    """A signal handler that raises KeyboardInterrupt (so ``finally`` blocks and cleanup run)."""
+    del signum, frame
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Inside: SIGTERM raises KeyboardInterrupt; the previous handler is put back after. Only the main thread
+    can set handlers: elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def exit_with_parent(parent: int) -> None:
+    """Pool initializer: ends this worker (SIGTERM to itself) once ``parent`` is no longer its parent."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_SECONDS)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def terminate_workers(pool: ProcessPoolExecutor, timeout: float = 10.0) -> int:
+    """Terminates ``pool``'s worker processes (SIGTERM, then SIGKILL after ``timeout`` s) and shuts it down
+    without waiting for their futures; returns how many were alive."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    alive = [p for p in processes if p.is_alive()]
+    for process in alive:
+        process.terminate()
+    deadline = time.monotonic() + timeout
+    for process in alive:
+        process.join(max(deadline - time.monotonic(), 0.0))
+        if process.is_alive():
+            process.kill()
+            process.join()
+    pool.shutdown(wait=False, cancel_futures=True)
+    return len(alive)
