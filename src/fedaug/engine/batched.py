@@ -26,8 +26,11 @@ tensor arithmetic on stacked state, so the step itself cannot be shared. Everyth
 batch schedule (:func:`~fedaug.local_training.batch_indices`, one ``randperm`` per epoch from each client's
 own generator, then the batch transform and the loss's draws in the same order, so every client sees the same
 batches and random numbers as sequentially), the objective, the finiteness check and the metrics. The
-functional optimizers repeat ``torch.optim.Adam`` / ``SGD`` (single-tensor path) operation by operation;
-results equal the sequential loop to float rounding (tested to 1e-10 in float64).
+functional optimizers repeat ``torch.optim.Adam`` / ``SGD`` (single-tensor path) operation by operation, on
+all weights at once: the stacked weights and optimizer state are one ``[clients, P]`` tensor
+(:class:`FlatRows`), which the model reads through per-tensor views, so gathering a group's rows, scattering
+them back and the update are one operation each, not one per tensor; results equal the sequential loop to
+float rounding (tested to 1e-10 in float64).
 
 Clients of unequal size: every client runs its own number of steps. At each step the clients that still have
 a batch take it; those whose batches have the same shape are stacked into one vmapped call, and a client that
@@ -43,7 +46,7 @@ for the BN CNN, whose convs vmap turns into grouped convs of the same arithmetic
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -164,7 +167,8 @@ def train_clients(
     model.train()
     count = len(clients)
     device = clients[0].data.x.device
-    params = {k: _stack(v, count) for k, v in model.named_parameters() if v.requires_grad}
+    trainable = {k: v for k, v in model.named_parameters() if v.requires_grad}
+    params = FlatRows(trainable, count)
     rest = {k: _stack(v, count) for k, v in model.named_parameters() if not v.requires_grad}
     rest.update({k: _stack(v, count) for k, v in model.named_buffers()})
     client_inputs = {k: torch.stack([c.loss.client[k] for c in clients]) for k in clients[0].loss.client}
@@ -192,14 +196,15 @@ def train_clients(
             groups[(x.shape, y.shape, x.dtype, y.dtype)].append(c)
         for members in groups.values():
             index = None if len(members) == count else host_to_device(torch.tensor(members), device)
-            p, r = _take(params, index), _take(rest, index)
+            flat = params.take(index)
+            r = _take(rest, index)
             x = torch.stack([batches[c][0] for c in members])
             y = torch.stack([batches[c][1] for c in members])
             step = {k: torch.stack([batches[c][2][k] for c in members]) for k in batches[members[0]][2]}
-            grads, (value, logs) = step_fn(p, r, x, y, _take(client_inputs, index), step)
-            optimizer.step(p, grads, index)
+            grads, (value, logs) = step_fn(params.views(flat), r, x, y, _take(client_inputs, index), step)
+            optimizer.step(flat, params.flatten(grads), index)
             if index is not None:  # the gathered copies were updated: write them back
-                _put(params, p, index)
+                params.put(flat, index)
                 _put(rest, r, index)
             for name, part in {"loss": value, **logs}.items():
                 total = sums.setdefault(name, torch.zeros(count, dtype=part.dtype, device=device))
@@ -211,7 +216,7 @@ def train_clients(
             for c in members:
                 num_steps[c] += 1
     _check_finite(recorded, count)
-    stacked = {**params, **rest}
+    stacked = {**params.views(params.rows), **rest}
     states = [{k: stacked[k][c].clone() for k in model.state_dict()} for c in range(count)]
     names = list(sums)
     table = torch.stack([sums[n].double() for n in names]).T.tolist() if names else [[]] * count
@@ -268,40 +273,73 @@ def _put(stacked: Stacked, rows: Stacked, index: Tensor) -> None:
         stacked[key].index_copy_(0, index, value)
 
 
-class FunctionalOptimizer:
-    """``torch.optim.Adam`` / ``SGD`` (single-tensor path, fresh state) on stacked parameters.
+class FlatRows:
+    """Stacked trainable weights as one ``[clients, P]`` tensor (``rows``): gathering, scattering and the
+    optimizer's update then cost one operation each for all weights, not one per tensor (on a GPU each is a
+    launch), while the model sees per-tensor views shaped ``[clients, *shape]``."""
 
+    def __init__(self, named: Mapping[str, Tensor], count: int) -> None:
+        dtypes = {v.dtype for v in named.values()}
+        if len(dtypes) > 1:
+            raise ConfigError(
+                f"engine.batched_clients needs trainable weights of one dtype, got {sorted(map(str, dtypes))}"
+            )
+        self.shapes = {k: v.shape for k, v in named.items()}
+        flat = torch.cat([v.detach().reshape(-1) for v in named.values()])
+        self.rows = flat.unsqueeze(0).repeat(count, 1)
+
+    def take(self, index: Tensor | None) -> Tensor:
+        """The rows of ``index`` (a copy), or all rows themselves when every client takes part."""
+        return self.rows if index is None else self.rows.index_select(0, index)
+
+    def put(self, rows: Tensor, index: Tensor) -> None:
+        self.rows.index_copy_(0, index, rows)
+
+    def views(self, rows: Tensor) -> Stacked:
+        """Per-tensor views of ``rows`` (``[k, P]``), each ``[k, *shape]``."""
+        parts = rows.split_with_sizes([s.numel() for s in self.shapes.values()], dim=1)
+        shapes = self.shapes.items()
+        return {k: part.view(rows.shape[0], *shape) for (k, shape), part in zip(shapes, parts, strict=True)}
+
+    def flatten(self, tensors: Stacked) -> Tensor:
+        """Per-tensor ``[k, *shape]`` (gradients) laid out as :meth:`views` reads them: ``[k, P]``."""
+        return torch.cat([tensors[k].reshape(tensors[k].shape[0], -1) for k in self.shapes], dim=1)
+
+
+class FunctionalOptimizer:
+    """``torch.optim.Adam`` / ``SGD`` (single-tensor path, fresh state) on the flat rows of :class:`FlatRows`.
+
+    Elementwise, so one update of all weights computes what ``torch.optim`` computes tensor by tensor.
     ``step_num`` is advanced by the caller once per step of the round (every client taking part in a step is
     at that step); :meth:`step` updates the rows ``index`` of the state (all rows when None).
     """
 
-    def __init__(self, settings: TrainSettings, params: Stacked) -> None:
+    def __init__(self, settings: TrainSettings, params: FlatRows) -> None:
         self.settings = settings
         self.step_num = 0
-        self.state = {k: (torch.zeros_like(v), torch.zeros_like(v)) for k, v in params.items()}
+        self.first = torch.zeros_like(params.rows)
+        self.second = torch.zeros_like(params.rows)
 
     @torch.no_grad()
-    def step(self, params: Stacked, grads: Stacked, index: Tensor | None = None) -> None:
+    def step(self, param: Tensor, grad: Tensor, index: Tensor | None = None) -> None:
+        """Updates ``param`` (the rows ``index`` of the weights, ``[k, P]``) in place with ``grad``."""
         s = self.settings
-        for key, param in params.items():
-            g = grads[key]
-            if s.weight_decay != 0:
-                g = g.add(param, alpha=s.weight_decay)
-            first, second = self.state[key]
-            if index is not None:
-                first, second = first.index_select(0, index), second.index_select(0, index)
-            if s.optimizer == "adam":
-                beta1, beta2, eps = 0.9, 0.999, 1e-8  # torch.optim.Adam defaults, as make_optimizer uses
-                first.lerp_(g, 1 - beta1)
-                second.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-                step_size = s.lr / (1 - beta1**self.step_num)
-                denom = (second.sqrt() / (1 - beta2**self.step_num) ** 0.5).add_(eps)
-                param.addcdiv_(first, denom, value=-step_size)
-            elif s.momentum != 0:
-                first.copy_(g) if self.step_num == 1 else first.mul_(s.momentum).add_(g)
-                param.add_(first, alpha=-s.lr)
-            else:
-                param.add_(g, alpha=-s.lr)
-            if index is not None:
-                self.state[key][0].index_copy_(0, index, first)
-                self.state[key][1].index_copy_(0, index, second)
+        g = grad.add(param, alpha=s.weight_decay) if s.weight_decay != 0 else grad
+        first, second = self.first, self.second
+        if index is not None:
+            first, second = first.index_select(0, index), second.index_select(0, index)
+        if s.optimizer == "adam":
+            beta1, beta2, eps = 0.9, 0.999, 1e-8  # torch.optim.Adam defaults, as make_optimizer uses
+            first.lerp_(g, 1 - beta1)
+            second.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+            step_size = s.lr / (1 - beta1**self.step_num)
+            denom = (second.sqrt() / (1 - beta2**self.step_num) ** 0.5).add_(eps)
+            param.addcdiv_(first, denom, value=-step_size)
+        elif s.momentum != 0:
+            first.copy_(g) if self.step_num == 1 else first.mul_(s.momentum).add_(g)
+            param.add_(first, alpha=-s.lr)
+        else:
+            param.add_(g, alpha=-s.lr)
+        if index is not None:
+            self.first.index_copy_(0, index, first)
+            self.second.index_copy_(0, index, second)
