@@ -4,8 +4,9 @@
 #   1. the CUDA graph tests of tests/gpu (recorded steps against the eager loop in float64 for FedAvg and FLea,
 #      one wait for the GPU per client, the host-read fallback, every registered method recorded), at most
 #      TESTS_S seconds (default 100; cut short with no failure counts as passed);
-#   2. a probe: benchmarks/gpu.py --modes sequential,graphs, PROBE_ROUNDS (default 3) rounds of FedAvg and
-#      FLea on the default preset, median time per round without and with engine.cuda_graphs (PROBE_S, 80);
+#   2. a probe: benchmarks/gpu.py --modes sequential,graphs,batched, PROBE_ROUNDS (default 3) rounds of FedAvg
+#      and FLea on the default preset, median time per round without and with engine.cuda_graphs, and with
+#      engine.batched_clients (PROBE_S, 110);
 #   3. scripts/gpu_grid.sh, FLea Table 1's FedAvg and FLea rows (36 runs, WORKERS packed, default 16), with
 #      engine.cuda_graphs on when stage 1 passed and stage 2 measured graphs faster for both methods (GRAPHS
 #      forces it: true or false), under NVIDIA MPS when it starts and a CUDA process gets through it (MPS=0:
@@ -34,7 +35,7 @@ echo "tests exit $tests_rc after $(($(date +%s) - start)) s" | tee -a "$OUT/test
 # cut short by the timeout counts as passed when no test failed before it (pytest -q's progress lines)
 if ((tests_rc == 124)) && ! grep -E '^[.sxXFE]+( |$)' "$OUT/tests_graphs.txt" | grep -q '[FE]'; then tests_rc=0; fi
 
-timeout "${PROBE_S:-80}" python3 benchmarks/gpu.py --device "$DEVICE" --modes sequential,graphs \
+timeout "${PROBE_S:-110}" python3 benchmarks/gpu.py --device "$DEVICE" --modes sequential,graphs,batched \
     --rounds "${PROBE_ROUNDS:-3}" --out "$OUT/probe.json" > "$OUT/probe.log" 2>&1
 echo "probe exit $? after $(($(date +%s) - start)) s" | tee -a "$OUT/probe.log"
 
