@@ -5,8 +5,9 @@ Reads the folder the call's files came back to (``machine.txt``, ``tests_graphs.
 
 * the card and the decisions the script took (graphs, MPS);
 * the graph tests' last line;
-* the probe: median seconds per round of FedAvg and FLea without and with ``engine.cuda_graphs``, a 100-round
-  run's time from it, and the recordings (shapes recorded, replays, host seconds spent recording);
+* the probe: median seconds per round of FedAvg and FLea without and with ``engine.cuda_graphs`` (and batched
+  clients), a 100-round run's time from it, the best accuracy of its few rounds (the modes should agree to
+  float rounding) and the recordings (shapes recorded, replays, host seconds spent recording);
 * the grid: rounds done of the 36 runs' 3,600, the sweep's wall time, each finished run's time, and the
   whole grid's time projected from the rounds done (the rate so far; a grid cut short has its long runs'
   ends still to come, so the projection is a lower bound);
@@ -100,6 +101,7 @@ def probe_rows(probe: Path) -> list[dict[str, Any]]:
                     "mode": row["mode"],
                     "median_round_s": row.get("median_round_s"),
                     "run_s": round(row["median_round_s"] * 100, 1) if row.get("median_round_s") else None,
+                    "best_acc": row.get("best_acc"),
                     "captured": graphs.get("captured"),
                     "replayed": graphs.get("replayed"),
                     "eager": graphs.get("eager"),
@@ -160,11 +162,13 @@ def render(summary: dict[str, Any]) -> str:
     lines += ["Graph tests: " + (" / ".join(summary["tests"]) or "no output"), ""]
     if summary["probe"]:
         lines += [
-            "| method | mode | median s/round | s per 100 rounds | recorded | replayed | eager | record s |",
-            "|---|---|---:|---:|---:|---:|---:|---:|",
+            "| method | mode | median s/round | s per 100 rounds | best acc | recorded | replayed | eager "
+            "| record s |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r in summary["probe"]:
-            cells = [r["median_round_s"], r["run_s"], r["captured"], r["replayed"], r["eager"], r["record_s"]]
+            cells = [r["median_round_s"], r["run_s"], r["best_acc"], r["captured"], r["replayed"], r["eager"]]
+            cells.append(r["record_s"])
             lines.append(f"| {r['method']} | {r['mode']} | " + " | ".join(_fmt(c) for c in cells) + " |")
         lines.append("")
     grid = summary["grid"]

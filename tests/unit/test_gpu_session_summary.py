@@ -39,7 +39,12 @@ def session(tmp_path: Path) -> Path:
         "methods": {
             "fedavg": [
                 {"mode": "sequential", "median_round_s": 0.5},
-                {"mode": "graphs", "median_round_s": 0.1, "step_graphs": {"captured": 20, "record_s": 0.4}},
+                {
+                    "mode": "graphs",
+                    "median_round_s": 0.1,
+                    "best_acc": 0.25,
+                    "step_graphs": {"captured": 20, "record_s": 0.4},
+                },
             ]
         }
     }
@@ -71,7 +76,7 @@ def test_the_summary_gives_each_target_its_measured_number(session: Path) -> Non
     assert targets["fedavg"]["packed_amortised_s"] == 160.0
     assert targets["flea"]["packed_amortised_s"] == 480.0
     text = module.render(summary)
-    assert "| fedavg | graphs | 0.10 | 10.00 | 20 | - | - | 0.40 |" in text
+    assert "| fedavg | graphs | 0.10 | 10.00 | 0.25 | 20 | - | - | 0.40 |" in text
     assert "1 of 36 runs finished, 150 of 3600 rounds in 400.00 s" in text
     assert "| grid | 600 s | projected 9600.00 s |" in text
 
