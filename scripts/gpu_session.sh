@@ -61,8 +61,9 @@ if [[ "${MPS:-1}" == 1 ]] && scripts/mps.sh start >> "$OUT/machine.txt" 2>&1; th
   # a CUDA process must get through the MPS server, else the whole grid would fail: without MPS then
   if timeout 60 python3 -c "import torch; print(float(torch.ones(8, device='cuda').sum()))" >> "$OUT/machine.txt" 2>&1; then
     mps=on
-  else
+  else  # stopped, and its pipes removed, so that no later CUDA process looks for the server
     scripts/mps.sh stop >> "$OUT/machine.txt" 2>&1
+    rm -rf "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}"
   fi
 fi
 grid_s=$(($(left) - 30))  # the archive, the report and the tarball take about 20 s
