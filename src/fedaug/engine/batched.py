@@ -169,6 +169,8 @@ def train_clients(
     device = clients[0].data.x.device
     trainable = {k: v for k, v in model.named_parameters() if v.requires_grad}
     params = FlatRows(trainable, count)
+    # Buffers stay one contiguous stack each: under vmap, batch norm silently leaves running statistics that
+    # are views into a wider tensor (not contiguous) un-updated (torch 2.13), so they cannot be FlatRows.
     rest = {k: _stack(v, count) for k, v in model.named_parameters() if not v.requires_grad}
     rest.update({k: _stack(v, count) for k, v in model.named_buffers()})
     client_inputs = {k: torch.stack([c.loss.client[k] for c in clients]) for k in clients[0].loss.client}
