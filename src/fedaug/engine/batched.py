@@ -38,9 +38,9 @@ has finished (or whose batch has another shape, e.g. its last, smaller batch of 
 call: its weights and optimizer state are gathered and scattered back by index, never padded, so no sample is
 dropped or repeated. All clients start together, so every active client is at the same optimizer step.
 
-Speed depends on the device and model: studies/speed/README.md (CPU: 1.2-1.6x for an MLP, 0.8-1.05x
-for the BN CNN, whose convs vmap turns into grouped convs of the same arithmetic); on a GPU,
-``benchmarks/gpu.py``.
+Speed depends on the device and model: studies/speed/README.md (CPU: 0.76-0.79x the sequential loop for
+an MLP since that loop got faster, 0.8-1.05x for the BN CNN, whose convs vmap turns into grouped convs of the
+same arithmetic); on a GPU, ``benchmarks/gpu.py``.
 """
 
 from __future__ import annotations
