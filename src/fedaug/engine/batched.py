@@ -57,6 +57,7 @@ from torch.func import functional_call, grad, vmap
 from fedaug.api import ClientContext, ClientData, ClientUpdate, Method, Payload, TrainSettings
 from fedaug.device import host_to_device
 from fedaug.errors import ConfigError
+from fedaug.flat_state import flatten
 from fedaug.local_training import (
     BatchableLoss,
     BatchTransform,
@@ -287,8 +288,7 @@ class FlatRows:
                 f"engine.batched_clients needs trainable weights of one dtype, got {sorted(map(str, dtypes))}"
             )
         self.shapes = {k: v.shape for k, v in named.items()}
-        flat = torch.cat([v.detach().reshape(-1) for v in named.values()])
-        self.rows = flat.unsqueeze(0).repeat(count, 1)
+        self.rows = flatten(named, list(named)).unsqueeze(0).repeat(count, 1)
 
     def take(self, index: Tensor | None) -> Tensor:
         """The rows of ``index`` (a copy), or all rows themselves when every client takes part."""
