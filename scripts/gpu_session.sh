@@ -9,10 +9,11 @@
 #      engine.batched_clients (PROBE_S, 110);
 #   3. scripts/gpu_grid.sh, FLea Table 1's FedAvg and FLea rows (36 runs, WORKERS packed, default 16), with
 #      engine.cuda_graphs on when stage 1 passed and stage 2 measured graphs faster for both methods (GRAPHS
-#      forces it: true or false), under NVIDIA MPS when it starts and a CUDA process gets through it (MPS=0:
-#      never; without MPS the 16 workers' tiny kernels take turns on the GPU), until BUDGET runs out (a grid
-#      cut short is archived and reported as far as it got, and resumes with the same RUNS folder).
-# Files (8, what a lent machine returns): machine.txt (the card, torch, the graphs and MPS decisions),
+#      forces it: true or false), under NVIDIA MPS when scripts/mps.sh starts it, which it does only when a
+#      CUDA process gets through it (MPS=0: never; without MPS the 16 workers' tiny kernels take turns on the
+#      GPU), until BUDGET runs out (a grid cut short is archived and reported as far as it got, and resumes
+#      with the same RUNS folder).
+# Files (8, what a lent machine returns): machine.txt (the card, torch, the graphs decision),
 # tests_graphs.txt, probe.json, probe.log, grid.log, report/report.md, report/report.csv, grid_runs.tgz.
 #   OUT=$OUT scripts/gpu_session.sh                                           # on the GPU machine
 #   python benchmarks/gpu_session_summary.py FILES_AT     # back here: the numbers against #32's targets
@@ -56,22 +57,13 @@ except (OSError, KeyError, ValueError, TypeError):
 EOF
 )
 fi
-mps=off
-if [[ "${MPS:-1}" == 1 ]] && scripts/mps.sh start >> "$OUT/machine.txt" 2>&1; then
-  # a CUDA process must get through the MPS server, else the whole grid would fail: without MPS then
-  if timeout 60 python3 -c "import torch; print(float(torch.ones(8, device='cuda').sum()))" >> "$OUT/machine.txt" 2>&1; then
-    mps=on
-  else  # stopped, and its pipes removed, so that no later CUDA process looks for the server
-    scripts/mps.sh stop >> "$OUT/machine.txt" 2>&1
-    rm -rf "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}"
-  fi
-fi
-grid_s=$(($(left) - 30))  # the archive, the report and the tarball take about 20 s
-echo "grid: engine.cuda_graphs=$GRAPHS, MPS $mps, ${grid_s} s left for the sweep" | tee -a "$OUT/machine.txt"
+# the archive, the report and the tarball take about 20 s; starting MPS and checking it up to 30 s more
+grid_s=$(($(left) - (${MPS:-1} == 1 ? 60 : 30)))
+echo "grid: engine.cuda_graphs=$GRAPHS, MPS=${MPS:-1} (grid.log says whether it started), ${grid_s} s left" \
+    | tee -a "$OUT/machine.txt"
 if ((grid_s > 30)); then
-  OUT=$OUT GRAPHS=$GRAPHS MPS=0 LIMIT=$grid_s DEVICE=$DEVICE scripts/gpu_grid.sh
+  OUT=$OUT GRAPHS=$GRAPHS MPS=${MPS:-1} LIMIT=$grid_s DEVICE=$DEVICE scripts/gpu_grid.sh
 else
   echo "no time left for the grid"
 fi
-if [[ $mps == on ]]; then scripts/mps.sh stop >> "$OUT/machine.txt" 2>&1; fi
 echo "session done after $(($(date +%s) - start)) s" | tee -a "$OUT/machine.txt"
