@@ -33,6 +33,7 @@ from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from fedaug.engine.host_reads import bool_index
 from fedaug.objective import LossOutput
 from fedaug.step_graphs import WARMUP_STEPS, StepGraphs
 
@@ -48,14 +49,10 @@ class ReplayMismatch(AssertionError):
     """A replay of a recorded step would not compute what the eager step computes."""
 
 
-def _integer_indexing(func: Any, args: tuple[object, ...]) -> bool:
-    """``aten.index`` with integer indices: tagged as value-shaped because a boolean mask would be, but its
-    shape is the indices' (recordable, no host read)."""
-    if func is not torch.ops.aten.index.Tensor:
-        return False
-    indices = args[1] if len(args) > 1 else []
-    assert isinstance(indices, list | tuple)
-    return all(i is None or not (i.dtype == torch.bool or i.dtype == torch.uint8) for i in indices)
+def _integer_indexing(func: Any, args: tuple[Any, ...]) -> bool:
+    """``aten.index`` with integer indices: tagged as value-shaped because a mask would be, but its shape is
+    the indices' (recordable, no host read)."""
+    return func is torch.ops.aten.index.Tensor and not bool_index(args)
 
 
 def _storage(t: Tensor) -> int:

@@ -71,10 +71,12 @@ def _plumbing(path: Path) -> bool:
     return path == _THIS or any(path == w or w in path.parents for w in _WRAPPERS)
 
 
-def _bool_index(args: tuple[Any, ...]) -> bool:
-    """Whether an ``index``/``index_put`` call indexes with a boolean mask (its size depends on values)."""
+def bool_index(args: tuple[Any, ...]) -> bool:
+    """Whether an ``index``/``index_put`` call indexes with a mask (bool, or the deprecated uint8): its size
+    depends on values, so it waits for the GPU; integer indices do not."""
     indices = args[1] if len(args) > 1 else ()
-    return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in indices or ())
+    masks = (torch.bool, torch.uint8)
+    return any(isinstance(i, torch.Tensor) and i.dtype in masks for i in indices or ())
 
 
 def _caller() -> str | None:
@@ -142,7 +144,7 @@ class _SyncOpMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         kwargs = kwargs or {}
         inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
         on_host = bool(inputs) and all(t in self.host for t in inputs)
-        syncs = func in SYNCING_OPS or (func in _INDEX_OPS and _bool_index(args))
+        syncs = func in SYNCING_OPS or (func in _INDEX_OPS and bool_index(args))
         if syncs and not on_host and not self.suspended:
             _add(self.counts, _caller())
         out = func(*args, **kwargs)
