@@ -244,8 +244,9 @@ class Option:
 
 
 def kind(word: str) -> str:
-    """The registry kind ``word`` names, singular or plural (``datasets`` -> ``dataset``); else ``word``."""
-    return word[:-1] if word.endswith("s") and word[:-1] in registry.KINDS else word
+    """The registry kind (or ``preset``) ``word`` names, singular or plural (``datasets`` -> ``dataset``);
+    else ``word``."""
+    return word[:-1] if word.endswith("s") and word[:-1] in (*registry.KINDS, "preset") else word
 
 
 def plain(text: str) -> str:

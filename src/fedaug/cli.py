@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -69,15 +70,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from fedaug import catalog
+    from fedaug import catalog, presets
 
-    if args.name:
+    if args.kind == "preset":
+        print("\n".join(presets.detail_lines(args.name) if args.name else presets.summary_lines()))
+    elif args.name:
         print("\n".join(catalog.detail_lines(args.kind, args.name)))
     elif args.kind:
         print("\n".join(catalog.summary_lines(args.kind)))
     else:
         for kind in registry.KINDS:
             print(f"{kind}s: {', '.join(registry.available(kind))}")
+        print(f"presets: {', '.join(p.name for p in presets.presets())}")
         print("details: fedaug list KIND (one line per name), fedaug list KIND NAME (its options)")
     return 0
 
@@ -145,6 +149,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from fedaug.results.reference import locate_reference
     from fedaug.results.report import write_report
 
     formats = [f.strip() for f in args.format.split(",") if f.strip()]
@@ -152,7 +157,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         [Path(d) for d in args.runs_dir],
         formats=formats,
         out_dir=Path(args.out) if args.out else None,
-        reference=Path(args.reference) if args.reference else None,
+        reference=locate_reference(args.reference) if args.reference else None,
         highlight=args.highlight,
         exclude=[m.strip() for m in args.exclude.split(",") if m.strip()],
         include_unfinished=args.include_unfinished,
@@ -197,8 +202,8 @@ def _add_sweep_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="run a grid of experiments (skips finished runs, resumes the rest)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
-        "  fedaug sweep configs/experiments/flea_table1_har.yaml --dry-run   # run dirs, status, time left\n"
-        "  fedaug sweep configs/experiments/flea_table1_har.yaml --workers 2 --grid seed=[0]",
+        "  fedaug sweep flea_table1_har --dry-run   # a preset by name: run dirs, status, time left\n"
+        "  fedaug sweep configs/experiments/flea_table1_har.yaml --workers 2 --grid seed=[0]   # or a file",
     )
     sweep.add_argument("config", help="sweep YAML: a config plus grid: {key: [values]}")
     sweep.add_argument(
@@ -245,8 +250,7 @@ def _add_report_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         "report",
         help="tables (and plots) from finished run dirs; never trains",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="example:\n"
-        "  fedaug report runs/flea_table1_har --reference docs/published_numbers.yaml --highlight flea",
+        epilog="example:\n  fedaug report runs/flea_table1_har --reference papers --highlight flea",
     )
     report.add_argument(
         "runs_dir",
@@ -255,7 +259,11 @@ def _add_report_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     report.add_argument("--format", default="md", help="comma-separated: md, csv, tex (default md)")
     report.add_argument("--out", help="write report.<format> (and plots/) here instead of printing")
-    report.add_argument("--reference", help="YAML of published numbers, e.g. docs/published_numbers.yaml")
+    report.add_argument(
+        "--reference",
+        help="YAML of published numbers to put beside ours: papers (the four papers' tables, shipped with "
+        "fedaug: docs/published_numbers.yaml) or a file of your own",
+    )
     report.add_argument(
         "--highlight", help="method compared with the best other one (arrows for >5%%, >10%%)"
     )
@@ -303,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=raw,
         epilog="examples:\n"
         "  fedaug run --smoke                # the default preset, 2 rounds, 1 local epoch\n"
-        "  fedaug run configs/smoke.yaml --set method=fedprox --set method.proximal_mu=0.1",
+        "  fedaug run smoke --set method=fedprox --set method.proximal_mu=0.1   # fedaug list presets",
     )
     add_config_args(run)
     run.add_argument("--fresh", action="store_true", help="discard an existing run dir and start over")
@@ -311,25 +319,32 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
     lst = sub.add_parser(
         "list",
-        help="what is registered: methods, datasets, models, partitioners, attacks, and their options",
+        help="what is registered (methods, datasets, models, partitioners, attacks) and the presets",
         description="Without KIND: every registered name. With KIND: one line per name (methods: what they\n"
         "change and their paper; datasets: shape, train / test size, classes, source, license; models:\n"
-        "input, parameters, default split; partitioners: their options). With KIND NAME: its options,\n"
-        "with their defaults and help.",
+        "input, parameters, default split; partitioners: their options; presets: what each sets up and\n"
+        "the command that runs it). With KIND NAME: its options, with their defaults and help (a preset:\n"
+        "its YAML).",
         formatter_class=raw,
         epilog="examples:\n"
         "  fedaug list datasets\n"
-        "  fedaug list method fedntd        # FedNTD's options (set them with --set method.ntd_beta=...)",
+        "  fedaug list method fedntd        # FedNTD's options (set them with --set method.ntd_beta=...)\n"
+        "  fedaug list presets              # the packaged presets; fedaug list preset NAME prints one",
     )
     lst.add_argument(
         "kind",
         nargs="?",
         type=kind,
-        choices=registry.KINDS,
+        choices=(*registry.KINDS, "preset"),
         metavar="KIND",
-        help="method, dataset, model, partitioner or attack (the plural works too)",
+        help="method, dataset, model, partitioner, attack or preset (the plural works too)",
     )
-    lst.add_argument("name", nargs="?", metavar="NAME", help="a registered name of that kind: its options")
+    lst.add_argument(
+        "name",
+        nargs="?",
+        metavar="NAME",
+        help="a registered name of that kind: its options (a preset: its YAML)",
+    )
     lst.set_defaults(func=cmd_list)
     part = sub.add_parser(
         "partition",
@@ -339,7 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=raw,
         epilog="examples:\n"
         "  fedaug partition --set partition=dirichlet --set partition.alpha=0.1\n"
-        "  fedaug partition configs/smoke.yaml --plot smoke.png",
+        "  fedaug partition smoke --plot smoke.png",
     )
     add_config_args(part)
     part.add_argument(
@@ -400,6 +415,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fedaug: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `fedaug list presets | head`: the reader left; no traceback, and none at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -29,7 +29,11 @@ class OneLineParser(argparse.ArgumentParser):
 
 def add_config_args(parser: argparse.ArgumentParser) -> None:
     """CONFIG ..., --set, --data-dir, --out-dir, --seed, --smoke and --method (run, partition, flower)."""
-    parser.add_argument("configs", nargs="*", help="YAML presets, merged in order (default: built-in preset)")
+    parser.add_argument(
+        "configs",
+        nargs="*",
+        help="YAML files or preset names (fedaug list presets), merged in order (default: default)",
+    )
     parser.add_argument(
         "--set",
         dest="overrides",
@@ -87,13 +91,7 @@ def load_config(args: argparse.Namespace, *, tag: str = "") -> ExperimentConfig:
 
 
 def default_presets() -> list[Path]:
-    """``configs/default.yaml`` of the source tree (README installs with ``pip install -e .``).
+    """The main job's preset, ``default`` (packaged: :mod:`fedaug.presets`), when no CONFIG is given."""
+    from fedaug.presets import PRESET_ROOT
 
-    Without a source tree (a plain wheel install) the built-in defaults of ExperimentConfig apply: the same
-    setting, but FedAvg alone instead of the FedAvg-vs-FLea comparison.
-    """
-    preset = Path(__file__).resolve().parents[2] / "configs" / "default.yaml"
-    if preset.is_file():
-        return [preset]
-    logger.warning("no configs/default.yaml next to the package; using the built-in defaults (FedAvg only)")
-    return []
+    return [PRESET_ROOT / "default.yaml"]

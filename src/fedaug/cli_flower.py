@@ -214,7 +214,7 @@ def add_flower_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="run on Flower: simulation, or a SuperLink and SuperNodes (TLS)",
         formatter_class=raw,
         epilog="examples:\n"
-        "  fedaug flower simulate configs/smoke.yaml --num-cpus 2      # 6 synthetic clients, seconds\n"
+        "  fedaug flower simulate smoke --num-cpus 2                   # 6 synthetic clients, seconds\n"
         "  fedaug flower serve --certs certs --address 0.0.0.0:9092 --method flea",
     )
     commands = flower.add_subparsers(dest="flower_command", required=True, metavar="COMMAND")

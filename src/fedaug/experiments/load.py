@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from fedaug import presets
 from fedaug.errors import ConfigError
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.reproducibility.identity import format_suffix
@@ -29,13 +30,14 @@ OPEN_SECTIONS = ("data", "partition", "model", "method")
 
 
 def read_yaml(path: str | Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """Reads one YAML mapping, following ``extends:`` (relative to the file; a cycle is refused).
+    """Reads one YAML mapping, following ``extends:`` (relative to the file; a cycle is refused). ``path``
+    may name a packaged preset instead of a file (:func:`fedaug.presets.locate`).
 
     Raises:
         ConfigError: a missing, non-UTF-8 or malformed file (one line naming file, line and column), a file
             that is not a mapping, or an ``extends:`` cycle (naming its files).
     """
-    path = Path(path)
+    path = Path(path) if _chain else presets.locate(path)
     resolved = path.resolve()
     if resolved in _chain:
         cycle = [*_chain[_chain.index(resolved) :], resolved]
@@ -193,7 +195,8 @@ def build_dataclass(cls: type[T], values: Mapping[str, Any], *, path: str) -> T:
     for key, value in values.items():
         where = f"{path}.{key}" if path else str(key)
         if key not in fields:
-            raise ConfigError(f"unknown config key {where!r}; valid keys: {', '.join(sorted(fields))}")
+            hint = " (a sweep file has a grid: run it with fedaug sweep)" if where == "grid" else ""
+            raise ConfigError(f"unknown config key {where!r}; valid keys: {', '.join(sorted(fields))}{hint}")
         kwargs[key] = _coerce(hints[key], value, where)
     return cls(**kwargs)
 

@@ -88,6 +88,20 @@ def _table(raw: Mapping[str, Any], path: Path) -> ReferenceTable:
     return table
 
 
+PUBLISHED = Path(__file__).resolve().parent / "published_numbers.yaml"
+"""The papers' numbers that ship with fedaug (a checkout's ``docs/published_numbers.yaml`` links to it)."""
+
+
+def locate_reference(given: str) -> Path:
+    """``--reference``'s file: ``papers`` names :data:`PUBLISHED`, as does a path to a
+    ``published_numbers.yaml`` that does not exist here (``docs/published_numbers.yaml`` outside a checkout);
+    any other value is a path."""
+    path = Path(given)
+    if given == "papers" or (path.name == PUBLISHED.name and not path.is_file()):
+        return PUBLISHED
+    return path
+
+
 def load_reference(path: Path) -> list[ReferenceTable]:
     """Reads a published-numbers file.
 

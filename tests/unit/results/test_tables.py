@@ -292,3 +292,19 @@ def test_report_title_counts_the_cpus_and_a_fixed_partition_seed_is_its_own_colu
     assert title.endswith("; ran on: AMD EPYC (2), Intel Xeon (1), NVIDIA H200 (1), not recorded (1)")
     assert "uci_har Qua(2) K=75 pseed=0" in printed
     assert "uci_har Qua(2) K=75 |" in printed
+
+
+def test_reference_papers_names_the_shipped_file_from_any_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fedaug.results.reference import PUBLISHED, locate_reference
+
+    assert (REPO_ROOT / "docs" / "published_numbers.yaml").resolve() == PUBLISHED
+    assert PUBLISHED.parent == Path(load_reference.__code__.co_filename).parent
+    monkeypatch.chdir(tmp_path)
+    assert locate_reference("papers") == PUBLISHED
+    assert locate_reference("docs/published_numbers.yaml") == PUBLISHED  # a checkout's path, from elsewhere
+    (tmp_path / "published_numbers.yaml").write_text("tables: []\n")
+    assert locate_reference("published_numbers.yaml") == Path("published_numbers.yaml")  # a file wins
+    assert locate_reference("mine.yaml") == Path("mine.yaml")  # load_reference then says it does not exist
+    assert [t.id for t in load_reference(locate_reference("papers"))][:1] == ["flea_kdd2024"]
