@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import logging
 import os
 import shutil
 import signal
@@ -147,11 +148,44 @@ def test_compare_runs_each_method_and_prints_them_side_by_side(
         "compare=[fedavg, flea]",
     ]
     assert main(argv) == 0
-    assert _table_methods(capsys.readouterr().out) == ["fedavg", "flea"]
+    out = capsys.readouterr().out
+    assert _table_methods(out) == ["fedavg", "flea"]
     setting = tmp_path / "smoke" / "train.rounds=2" / "synthetic-dirichlet0.5_2-K6"  # 2 rounds, not smoke's 3
     assert (setting / "flea" / "seed0" / "summary.json").exists()
+    curves = setting / "curves_seed0_fedavg_flea.png"  # the job's curves, before the table
+    assert f"curves: {curves}\n\nsynthetic, mlp, dirichlet, seed 0:\nmethod " in out
+    assert curves.read_bytes().startswith(b"\x89PNG")
     assert main([*argv, "--method", "flea"]) == 0  # finished: skipped, and only flea is listed
-    assert _table_methods(capsys.readouterr().out) == ["flea"]
+    out = capsys.readouterr().out
+    assert _table_methods(out) == ["flea"]
+    assert f"curves: {setting / 'curves_seed0_flea.png'}" in out
+
+
+def test_the_jobs_curves_are_a_hint_without_matplotlib_and_a_warning_if_they_fail(
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from fedaug.results import plots
+
+    argv = ["run", SMOKE, "--out-dir", str(tmp_path), "--set", "train.rounds=1"]
+    caplog.set_level(logging.INFO, logger="fedaug")
+    with monkeypatch.context() as patch:
+        patch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+        assert main(argv) == 0
+    assert "curves:" not in capsys.readouterr().out
+    assert "pip install 'fedaug[plots]' to get these curves as a figure" in caplog.text
+    assert not list(tmp_path.rglob("*.png"))
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("no fonts")
+
+    monkeypatch.setattr(plots, "plot_job_curves", broken)
+    assert main(argv) == 0  # the run is done and saved: a failed figure does not fail the command
+    out = capsys.readouterr().out
+    assert "curves:" not in out and "method " in out
+    assert "could not plot the curves (RuntimeError: no fonts); the results are saved" in caplog.text
 
 
 def _table_methods(out: str) -> list[str]:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from fedaug.engine.checkpoint import read_jsonl
 from fedaug.errors import FedaugError
 from fedaug.results.store import Grouping, Run, Stat, aggregate
 from fedaug.yamlio import read_yaml_file
@@ -123,6 +124,39 @@ def plot_learning_curves(grouping: Grouping, out_dir: Path) -> list[Path]:
         _legend(axes, len(grouping.rows))
         paths += save_figure(figure, out_dir / f"curves_{slug(column)}")
     return paths
+
+
+def plot_job_curves(runs: Sequence[tuple[str, Path]], path: Path, title: str) -> Path | None:
+    """``fedaug run``'s figure: test accuracy (%) vs round of each (label, run dir), one line each, a dot on
+    its best round and a dashed line at the mean of its last 10 rounds over them (the table's "best" and
+    "last-10"); None when no run has logged a round. Writes ``path`` (PNG, 150 dpi)."""
+    figure = new_figure(6.4, 4.2)
+    axes = figure.add_subplot()
+    lines = 0
+    for index, (label, run_dir) in enumerate(runs):
+        metrics = [r for r in read_jsonl(run_dir / "metrics.jsonl") if "test/acc" in r]
+        if not metrics:
+            continue
+        rounds = [r["round"] for r in metrics]
+        acc = [100.0 * r["test/acc"] for r in metrics]
+        best = int(np.argmax(acc))
+        last = float(np.mean(acc[-10:]))
+        style = series_style(index)
+        text = f"{label}: best {acc[best]:.2f} (round {rounds[best]}), last-10 {last:.2f}"
+        axes.plot(rounds, acc, label=text, linewidth=1.4, **style)
+        axes.plot([rounds[best]], [acc[best]], marker="o", color=style["color"])
+        span = [rounds[-min(10, len(rounds))], rounds[-1]]
+        axes.plot(span, [last, last], linestyle="--", color=style["color"], linewidth=2.2)
+        lines += 1
+    if not lines:
+        return None
+    axes.set(xlabel="round", ylabel="test accuracy (%)", title=textwrap.fill(title, 60))
+    axes.grid(alpha=0.3)
+    _legend(axes, lines)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.tight_layout()
+    figure.savefig(path, dpi=150)
+    return path
 
 
 def plot_flea_curves(grouping: Grouping, out_dir: Path) -> list[Path]:

@@ -118,3 +118,32 @@ def test_series_styles_stay_distinct_past_the_ten_cycle_colours() -> None:
     styles = [tuple(sorted(plots.series_style(i).items())) for i in range(30)]
     assert len(set(styles)) == 30
     assert plots.series_style(10) == {"color": "C0", "linestyle": "--"}  # FedAvg's colour, but dashed
+
+
+def test_job_curves_draw_each_runs_accuracy_and_mark_its_best_round(
+    tmp_path: Path, make_run: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fedavg = make_run(tmp_path, method="fedavg", accs=[0.30, 0.55, 0.50])
+    flea = make_run(tmp_path, method="flea", accs=[0.30, 0.50, 0.625], finished=False)  # a cut run counts
+    empty = tmp_path / "never_ran"
+    figures = []
+    new_figure = plots.new_figure
+    monkeypatch.setattr(plots, "new_figure", lambda *a: figures.append(new_figure(*a)) or figures[-1])
+    runs = [("fedavg", fedavg), ("never", empty), ("flea", flea)]
+    path = plots.plot_job_curves(runs, tmp_path / "job" / "curves.png", "a title")
+    assert path == tmp_path / "job" / "curves.png" and path.read_bytes().startswith(b"\x89PNG")
+    (axes,) = figures[0].axes
+    curves = [(list(line.get_xdata()), list(line.get_ydata())) for line in axes.lines]
+    assert np.allclose(
+        [y for _, ys in curves for y in ys], [30, 55, 50, 55, 45, 45, 30, 50, 62.5, 62.5, 47.5, 47.5]
+    )
+    assert [x for xs, _ in curves for x in xs] == [1, 2, 3, 2, 1, 3, 1, 2, 3, 3, 1, 3]
+    # per run: its curve, a dot on its best round, a dashed line at its last-10 mean (here all 3 rounds)
+    labels = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert labels == [
+        "fedavg: best 55.00 (round 2), last-10 45.00",
+        "flea: best 62.50 (round 3), last-10 47.50",
+    ]
+    assert axes.lines[0].get_color() != axes.lines[3].get_color()
+    assert plots.plot_job_curves([("never", empty)], tmp_path / "none.png", "t") is None
+    assert not (tmp_path / "none.png").exists()
