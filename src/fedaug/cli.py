@@ -181,6 +181,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"FAILED {run_dir}: {error}")
     if result.failures:
         print("tracebacks: fedaug -v sweep ... --workers 1; fixed runs resume when the sweep is run again")
+    if result.finished or result.skipped:
+        # the sweep's folder: out_dir / name, above the folders of grid keys its run dirs' paths do not show
+        root = os.path.commonpath([Path(p.config.out_dir) / p.config.name.split("/")[0] for p in points])
+        print(f"tables and plots: fedaug report {root} --plots")
     return 1 if result.failures or result.busy else 0
 
 

@@ -96,6 +96,7 @@ def test_sigkilled_sweep_reruns_nothing_finished_and_reports_the_same(tmp_path: 
     done = subprocess.run(sweep("cut"), check=True, env=env, capture_output=True, text=True)
     # Assert: seed 0 not run again (its files untouched), every file and the report as the uncut sweep's
     assert "1 finished now, 1 already finished, 0 failed" in done.stdout
+    assert done.stdout.endswith(f"\ntables and plots: fedaug report {cut} --plots\n")
     assert {p: t for p, t in _files(cut, "timings.jsonl").items() if "seed0" in p.parts} == {
         p: t for p, t in seed0.items() if "seed0" in p.parts
     }
