@@ -27,7 +27,14 @@ from typing import TYPE_CHECKING
 from fedaug import registry
 from fedaug.cli_analyze import add_analyze_parser
 from fedaug.cli_attack import add_attack_parser
-from fedaug.cli_common import OneLineParser, add_config_args, add_device_arg, load_config, shared_overrides
+from fedaug.cli_common import (
+    OneLineParser,
+    add_config_args,
+    add_device_arg,
+    load_config,
+    plot_job,
+    shared_overrides,
+)
 from fedaug.cli_flower import add_flower_parser
 from fedaug.cli_zsdg import add_zsdg_parser
 from fedaug.errors import FedaugError
@@ -69,40 +76,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"\n{title}:")
     print(comparison_table(rows))
     return 0
-
-
-def plot_job(title: str, runs: list[tuple[str, Path]], *, seed: int) -> None:
-    """``fedaug run``'s curves as ``curves_seed<k>_<methods>.png`` beside its method dirs, if matplotlib is
-    installed (a hint if not). The results are on disk already: a failed plot is a warning, not an error."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        logger.info("pip install 'fedaug[plots]' to get these curves as a figure")
-        return
-    from fedaug.results.plots import plot_job_curves
-
-    methods = "_".join(dict.fromkeys(label for label, _ in runs))
-    path = runs[0][1].parents[1] / f"curves_seed{seed}_{methods}.png"
-    if _newer_than_metrics(path, [run_dir for _, run_dir in runs]):  # a finished job run again: no churn
-        print(f"curves: {path}")
-        return
-    try:
-        written = plot_job_curves(runs, path, f"{title}: test accuracy")
-    except Exception as error:  # any plotting failure: the runs are saved and reported
-        logger.warning(
-            "could not plot the curves (%s: %s); the results are saved", type(error).__name__, error
-        )
-        return
-    if written is not None:
-        print(f"curves: {written}")
-
-
-def _newer_than_metrics(path: Path, run_dirs: list[Path]) -> bool:
-    """Whether ``path`` exists and was written after every run's last logged round."""
-    if not path.is_file():
-        return False
-    metrics = [d / "metrics.jsonl" for d in run_dirs if (d / "metrics.jsonl").is_file()]
-    return all(m.stat().st_mtime_ns <= path.stat().st_mtime_ns for m in metrics)
 
 
 def cmd_list(args: argparse.Namespace) -> int:

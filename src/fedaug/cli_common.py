@@ -1,5 +1,6 @@
 """Command-line pieces shared by ``fedaug`` and its sub-command modules (``cli_flower``, ...): the config
-arguments every experiment command takes, ``--device``, and turning them into an ExperimentConfig.
+arguments every experiment command takes, ``--device``, turning them into an ExperimentConfig, and the
+figure a finished job ends with.
 
 Kept apart from :mod:`fedaug.cli` so that the sub-command modules never import the top-level CLI back.
 """
@@ -95,3 +96,37 @@ def default_presets() -> list[Path]:
     from fedaug.presets import PRESET_ROOT
 
     return [PRESET_ROOT / "default.yaml"]
+
+
+def plot_job(title: str, runs: list[tuple[str, Path]], *, seed: int) -> None:
+    """``fedaug run``'s curves as ``curves_seed<k>_<methods>.png`` beside its method dirs, if matplotlib is
+    installed (a hint if not). The results are on disk already: a failed plot is a warning, not an error."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        logger.info("pip install 'fedaug[plots]' to get these curves as a figure")
+        return
+    from fedaug.results.plots import plot_job_curves
+
+    methods = "_".join(dict.fromkeys(label for label, _ in runs))
+    path = runs[0][1].parents[1] / f"curves_seed{seed}_{methods}.png"
+    if _newer_than_metrics(path, [run_dir for _, run_dir in runs]):  # a finished job run again: no churn
+        print(f"curves: {path}")
+        return
+    try:
+        written = plot_job_curves(runs, path, f"{title}: test accuracy")
+    except Exception as error:  # any plotting failure: the runs are saved and reported
+        logger.warning(
+            "could not plot the curves (%s: %s); the results are saved", type(error).__name__, error
+        )
+        return
+    if written is not None:
+        print(f"curves: {written}")
+
+
+def _newer_than_metrics(path: Path, run_dirs: list[Path]) -> bool:
+    """Whether ``path`` exists and was written after every run's last logged round."""
+    if not path.is_file():
+        return False
+    metrics = [d / "metrics.jsonl" for d in run_dirs if (d / "metrics.jsonl").is_file()]
+    return all(m.stat().st_mtime_ns <= path.stat().st_mtime_ns for m in metrics)

@@ -49,6 +49,7 @@ def _load_flower(args: argparse.Namespace) -> ExperimentConfig:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     require("flwr", "ray")
+    from fedaug.cli_common import plot_job
     from fedaug.experiments.runner import comparison_configs, comparison_table
     from fedaug.flower.simulation import simulate
     from fedaug.reproducibility.identity import run_dir_for
@@ -63,7 +64,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     )
     for config in configs:
         print(f"{config.method.name}: run dir {run_dir_for(config)}")
-    print(f"\nFlower simulation, {configs[0].data.name}, {configs[0].model.name}, seed {configs[0].seed}:")
+    title = f"Flower simulation, {configs[0].data.name}, {configs[0].model.name}, seed {configs[0].seed}"
+    plot_job(title, [(c.method.name, run_dir_for(c)) for c in configs], seed=configs[0].seed)
+    print(f"\n{title}:")
     print(comparison_table([(c.method.name, s) for c, s in zip(configs, summaries, strict=True)]))
     return 0
 
@@ -144,6 +147,7 @@ def _node_keys(args: argparse.Namespace, config: ExperimentConfig) -> tuple[Path
 
 def cmd_serve(args: argparse.Namespace) -> int:
     require("flwr")
+    from fedaug.cli_common import plot_job
     from fedaug.device import resolve_device
     from fedaug.experiments.runner import comparison_configs, comparison_table
     from fedaug.flower.deploy import ServeOptions, serve, split_address
@@ -170,6 +174,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise FedaugError(f"the Flower run did not finish {sub.method.name} (flwr exit code {code})")
         rows.append((sub.method.name, summary))
         print(f"{sub.method.name}: run dir {run_dir}")
+    subs = comparison_configs(config)
+    title = f"Flower deployment, {config.data.name}, {config.model.name}, seed {config.seed}"
+    plot_job(title, [(sub.method.name, run_dir_for(sub)) for sub in subs], seed=config.seed)
     print(comparison_table(rows))
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import socket
 import ssl
@@ -156,6 +157,9 @@ def test_simulate_command_runs_each_compared_method_as_name_flower(monkeypatch, 
 
     def fake_simulate(configs, **kwargs):
         seen["configs"], seen["kwargs"] = configs, kwargs
+        for config in configs:  # one logged round each, for the job's figure
+            run_dir_for(config).mkdir(parents=True)
+            (run_dir_for(config) / "metrics.jsonl").write_text('{"round": 1, "test/acc": 0.5}\n')
         return [{"best_acc": 0.5, "best_round": 1, "last10_acc": 0.5, "final_acc": 0.5} for _ in configs]
 
     monkeypatch.setattr(simulation, "simulate", fake_simulate)
@@ -170,7 +174,11 @@ def test_simulate_command_runs_each_compared_method_as_name_flower(monkeypatch, 
         ("smoke-flower", "flea"),
     ]
     assert seen["kwargs"] == {"fresh": False, "num_cpus": 1, "cpus_per_client": 1.0, "gpus_per_client": 0.0}
-    assert "smoke-flower" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "smoke-flower" in out
+    if importlib.util.find_spec("matplotlib") is not None:  # the same figure as fedaug run's
+        setting = run_dir_for(seen["configs"][0]).parents[1]
+        assert f"curves: {setting / 'curves_seed0_fedavg_flea.png'}\n" in out
 
 
 def test_serve_reports_only_runs_finished_with_the_configs_rounds(
