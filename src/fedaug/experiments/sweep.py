@@ -115,7 +115,7 @@ def read_sweep(
     for override in grid_overrides:
         blocks = _replace_axis(blocks, override)
     if tree.get("compare") and not any("method" in b or "method.name" in b for b in blocks):
-        blocks = [{"method": list(tree["compare"]), **b} for b in blocks]
+        blocks = [{**b, "method": list(tree["compare"])} for b in blocks]  # seeds first, methods last
     tree["compare"] = []
     return tree, blocks
 

@@ -104,10 +104,18 @@ def test_grid_overrides_and_base_overrides(tmp_path: Path) -> None:
 
 
 def test_compare_becomes_the_method_axis(tmp_path: Path) -> None:
-    path = write_sweep(tmp_path, "compare: [fedavg, flea]\ngrid:\n  seed: [0]\n")
+    path = write_sweep(tmp_path, "compare: [fedavg, flea]\ngrid:\n  seed: [0, 1]\n")
     tree, blocks = read_sweep(path)
-    assert blocks == [{"method": ["fedavg", "flea"], "seed": [0]}]
+    assert blocks == [{"method": ["fedavg", "flea"], "seed": [0, 1]}]
     assert tree["compare"] == []
+    # the last axis: the compared methods of seed 0 finish before seed 1 starts (fedaug sweep default)
+    points = expand_sweep(path)
+    assert [(p.config.seed, p.config.method.name) for p in points] == [
+        (0, "fedavg"),
+        (0, "flea"),
+        (1, "fedavg"),
+        (1, "flea"),
+    ]
 
 
 def test_duplicates_are_run_once_and_clashes_refused(tmp_path: Path) -> None:
