@@ -25,6 +25,7 @@ import numpy as np
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.errors import FedaugError
 from fedaug.results.store import Grouping, Run, Stat, aggregate
+from fedaug.results.tables import Table
 from fedaug.yamlio import read_yaml_file
 
 logger = logging.getLogger(__name__)
@@ -157,6 +158,56 @@ def plot_job_curves(runs: Sequence[tuple[str, Path]], path: Path, title: str) ->
     figure.tight_layout()
     figure.savefig(path, dpi=150)
     return path
+
+
+GAIN_TITLES = {"best_acc_gain": "best accuracy", "last10_acc_gain": "mean of the last 10 rounds"}
+"""The gain tables drawn by :func:`plot_gains` and the title of each panel."""
+
+
+def plot_gains(tables: Sequence[Table], baseline: str, out_dir: Path) -> list[Path]:
+    """``gains_over_<baseline>``: each method's gain over ``baseline`` in accuracy points, paired by seed, one
+    panel per statistic (best, last-10) and a group of bars per setting: the mean over seeds, its std as an
+    error bar and each seed's gain as a dot. Empty without gain tables (report without ``--baseline``)."""
+    gains = [t for t in tables if t.metric in GAIN_TITLES]
+    if not gains:
+        return []
+    columns = gains[0].columns
+    rows = [r for r in gains[0].rows if r != baseline and any((r, c) in gains[0].values for c in columns)]
+    if not rows:
+        return []
+    width = 0.8 / len(rows)
+    bars = len(columns) * len(rows)
+    stacked = bars > 12  # many bars: the panels one above the other, each as wide as a page
+    if stacked:
+        figure = new_figure(min(16.0, 3.0 + 0.3 * bars), 4.0 * len(gains))
+    else:
+        figure = new_figure(max(4.5, 1.5 + 0.45 * bars) * len(gains), 4.4)
+    grid = (len(gains), 1) if stacked else (1, len(gains))
+    for panel, table in enumerate(gains, start=1):
+        axes = figure.add_subplot(*grid, panel)
+        for index, row in enumerate(rows):
+            color = series_style(index)["color"]
+            label: str | None = row
+            for position, column in enumerate(columns):
+                by_seed = table.values.get((row, column))
+                if not by_seed:
+                    continue
+                x = position + (index - (len(rows) - 1) / 2) * width
+                stat = aggregate(list(by_seed.values()))
+                error = None if math.isnan(stat.std) else stat.std
+                bar = {"yerr": error, "capsize": 3, "color": color, "alpha": 0.5, "label": label}
+                axes.bar(x, stat.mean, width * 0.9, **bar)
+                axes.plot([x] * len(by_seed), list(by_seed.values()), "o", color=color, markersize=3.5)
+                label = None  # one legend entry per method
+        axes.axhline(0.0, color="black", linewidth=0.8)
+        axes.set_xticks(range(len(columns)), [textwrap.fill(c, 16) for c in columns], fontsize="small")
+        axes.set(ylabel=f"gain over {baseline} (points)", title=GAIN_TITLES[table.metric])
+        axes.grid(axis="y", alpha=0.3)
+        if panel == 1:
+            _legend(axes, len(rows))
+    title = f"Test accuracy minus {baseline}'s, paired by seed (bars: mean ± std over seeds; dots: seeds)"
+    figure.suptitle(textwrap.fill(title, 100), fontsize="medium")
+    return save_figure(figure, out_dir / f"gains_over_{slug(baseline)}")
 
 
 def plot_flea_curves(grouping: Grouping, out_dir: Path) -> list[Path]:

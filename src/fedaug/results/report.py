@@ -184,6 +184,8 @@ def write_report(
     plot_dir = (out_dir or dirs[0] / "report") / "plots"
     if plots:
         outputs.files += write_plots(grouping, plot_dir)
+        if baseline is not None:
+            outputs.files += figures.plot_gains(tables, str(resolve_row(grouping, baseline)), plot_dir)
     if heatmaps:
         outputs.files += figures.plot_heatmaps(grouping, plot_dir)
     return outputs

@@ -12,7 +12,7 @@ import pytest
 
 from fedaug.results import plots
 from fedaug.results.fairness_plot import final_records, final_vector, plot_fairness
-from fedaug.results.report import write_plots
+from fedaug.results.report import build_tables, write_plots
 from fedaug.results.store import Grouping, group_runs, load_runs
 
 pytest.importorskip("matplotlib")
@@ -147,3 +147,35 @@ def test_job_curves_draw_each_runs_accuracy_and_mark_its_best_round(
     assert axes.lines[0].get_color() != axes.lines[3].get_color()
     assert plots.plot_job_curves([("never", empty)], tmp_path / "none.png", "t") is None
     assert not (tmp_path / "none.png").exists()
+
+
+def test_gains_plot_draws_each_methods_paired_gain_per_seed_and_its_mean(
+    tmp_path: Path, grouping: Grouping, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    figures = []
+    new_figure = plots.new_figure
+    monkeypatch.setattr(plots, "new_figure", lambda *a: figures.append(new_figure(*a)) or figures[-1])
+    tables = build_tables(grouping, baseline="fedavg")
+    paths = plots.plot_gains(tables, "fedavg", tmp_path)
+    assert [p.name for p in paths] == ["gains_over_fedavg.png", "gains_over_fedavg.pdf"]
+    _assert_figures(paths)
+    best, last10 = figures[0].axes
+    drawn = [r for r in grouping.rows if r != "fedavg"]
+    assert [t.get_text() for t in best.get_legend().get_texts()] == drawn
+    # fedavg's best is 50 in both seeds and its last-10 40 and 43.33; flea's 60 and 46.67 in both seeds
+    flea = drawn.index("flea")
+    assert best.patches[flea].get_height() == pytest.approx(10.0)
+    assert last10.patches[flea].get_height() == pytest.approx(5.0)
+    dots = [line for line in last10.lines if line.get_marker() == "o"]  # one per bar, in drawing order
+    assert sorted(dots[flea].get_ydata()) == pytest.approx([10 / 3, 20 / 3])
+    assert plots.plot_gains(build_tables(grouping), "fedavg", tmp_path / "none") == []  # no --baseline
+
+
+def test_report_draws_the_gains_only_with_a_baseline(tmp_path: Path, grouping: Grouping) -> None:
+    from fedaug.results.report import write_report
+
+    runs_dir = grouping.cells[("fedavg", grouping.columns[0])][0].path.parents[3]
+    with_baseline = write_report(runs_dir, out_dir=tmp_path / "a", plots=True, baseline="fedavg")
+    assert tmp_path / "a" / "plots" / "gains_over_fedavg.png" in with_baseline.files
+    without = write_report(runs_dir, out_dir=tmp_path / "b", plots=True)
+    assert not any(p.name.startswith("gains_over") for p in without.files)
