@@ -178,10 +178,12 @@ def plot_gains(tables: Sequence[Table], baseline: str, out_dir: Path) -> list[Pa
     width = 0.8 / len(rows)
     bars = len(columns) * len(rows)
     stacked = bars > 12  # many bars: the panels one above the other, each as wide as a page
+    outside = stacked or len(rows) > LEGEND_OUTSIDE or max(map(len, rows)) > 24  # else over the bars
+    legend = 0.055 * max(map(len, rows)) + 0.8 if outside else 0.0  # inches to the right of the panels
     if stacked:
-        figure = new_figure(min(16.0, 3.0 + 0.3 * bars), 4.0 * len(gains))
+        figure = new_figure(min(16.0, 3.0 + 0.3 * bars) + legend, 4.0 * len(gains))
     else:
-        figure = new_figure(max(4.5, 1.5 + 0.45 * bars) * len(gains), 4.4)
+        figure = new_figure(max(4.5, 1.5 + 0.45 * bars) * len(gains) + legend, 4.4)
     grid = (len(gains), 1) if stacked else (1, len(gains))
     for panel, table in enumerate(gains, start=1):
         axes = figure.add_subplot(*grid, panel)
@@ -203,8 +205,10 @@ def plot_gains(tables: Sequence[Table], baseline: str, out_dir: Path) -> list[Pa
         axes.set_xticks(range(len(columns)), [textwrap.fill(c, 16) for c in columns], fontsize="small")
         axes.set(ylabel=f"gain over {baseline} (points)", title=GAIN_TITLES[table.metric])
         axes.grid(axis="y", alpha=0.3)
-        if panel == 1:
-            _legend(axes, len(rows))
+        if outside and panel == len(gains):
+            axes.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.01, 0.5))
+        elif not outside and panel == 1:
+            axes.legend(fontsize="small")
     title = f"Test accuracy minus {baseline}'s, paired by seed (bars: mean ± std over seeds; dots: seeds)"
     figure.suptitle(textwrap.fill(title, 100), fontsize="medium")
     return save_figure(figure, out_dir / f"gains_over_{slug(baseline)}")
