@@ -25,6 +25,8 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from types import FrameType
 
+from tqdm import tqdm
+
 PARENT_POLL_SECONDS = 0.5
 """How often a worker checks that its sweep still runs."""
 
@@ -50,7 +52,13 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 
 def exit_with_parent(parent: int) -> None:
-    """Pool initializer: ends this worker (SIGTERM to itself) once ``parent`` is no longer its parent."""
+    """Pool initializer: ends this worker (SIGTERM to itself) once ``parent`` is no longer its parent.
+
+    It also gives tqdm a thread lock instead of the multiprocessing lock tqdm makes by default: that lock is a
+    named semaphore, and a worker terminated mid-run never releases it, so the sweep's Ctrl-C ended with
+    Python's "resource_tracker: There appear to be N leaked semaphore objects" warning.
+    """
+    tqdm.set_lock(threading.RLock())
 
     def watch() -> None:
         while os.getppid() == parent:
