@@ -92,6 +92,7 @@ def test_every_preset_is_listed_once_and_loads() -> None:
     assert len({p.name for p in listed}) == len(listed)
     for preset in listed:
         assert presets.find(preset.name) == preset.path
+        assert preset.summary, f"{preset.path} needs a header comment saying what it sets up"
         if presets.has_grid(preset.path):
             assert expand_sweep(preset.path)
         else:
