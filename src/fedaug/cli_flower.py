@@ -166,17 +166,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         work_dir=Path(args.work_dir) if args.work_dir else None,
     )
     code = serve(config, options)
-    rows = []
+    rows, runs = [], []
     for sub in comparison_configs(config):
         run_dir = run_dir_for(sub)
         summary = finished_summary(run_dir, sub.train.rounds)
         if summary is None:
             raise FedaugError(f"the Flower run did not finish {sub.method.name} (flwr exit code {code})")
         rows.append((sub.method.name, summary))
+        runs.append((sub.method.name, run_dir))
         print(f"{sub.method.name}: run dir {run_dir}")
-    subs = comparison_configs(config)
     title = f"Flower deployment, {config.data.name}, {config.model.name}, seed {config.seed}"
-    plot_job(title, [(sub.method.name, run_dir_for(sub)) for sub in subs], seed=config.seed)
+    plot_job(title, runs, seed=config.seed)
     print(comparison_table(rows))
     return 0
 
