@@ -183,7 +183,7 @@ def plot_gains(tables: Sequence[Table], baseline: str, out_dir: Path) -> list[Pa
     if stacked:
         figure = new_figure(min(16.0, 3.0 + 0.3 * bars) + legend, 4.0 * len(gains))
     else:
-        figure = new_figure(max(4.5, 1.5 + 0.45 * bars) * len(gains) + legend, 4.4)
+        figure = new_figure(max(4.5, 1.5 + 0.45 * bars, 1.1 * len(columns)) * len(gains) + legend, 4.4)
     grid = (len(gains), 1) if stacked else (1, len(gains))
     for panel, table in enumerate(gains, start=1):
         axes = figure.add_subplot(*grid, panel)
@@ -202,7 +202,7 @@ def plot_gains(tables: Sequence[Table], baseline: str, out_dir: Path) -> list[Pa
                 axes.plot([x] * len(by_seed), list(by_seed.values()), "o", color=color, markersize=3.5)
                 label = None  # one legend entry per method
         axes.axhline(0.0, color="black", linewidth=0.8)
-        axes.set_xticks(range(len(columns)), [textwrap.fill(c, 16) for c in columns], fontsize="small")
+        axes.set_xticks(range(len(columns)), [textwrap.fill(c, 12) for c in columns], fontsize="small")
         axes.set(ylabel=f"gain over {baseline} (points)", title=GAIN_TITLES[table.metric])
         axes.grid(axis="y", alpha=0.3)
         if outside and panel == len(gains):
