@@ -458,3 +458,29 @@ def detail_lines(kind_: str, name: str, width: int = 100) -> list[str]:
         if opt.help:
             lines += textwrap.wrap(opt.help, width=width, initial_indent="      ", subsequent_indent="      ")
     return lines
+
+
+def config_preset_lines() -> list[str]:
+    """``fedaug list presets``: each packaged preset (:mod:`fedaug.presets`), the command that runs it (a
+    sweep with its number of runs) and the first sentence of its header comment."""
+    from fedaug import presets
+    from fedaug.experiments.sweep import expand_sweep
+
+    rows = []
+    for preset in presets.presets():
+        if preset.name.startswith("methods/"):
+            use = "method"
+        elif presets.has_grid(preset.path):
+            use = f"sweep ({len(expand_sweep(preset.path))} runs)"
+        else:
+            use = "run"
+        rows.append((preset.name, use, preset.summary))
+    name_width = max(len(name) for name, _, _ in rows)
+    use_width = max(len(use) for _, use, _ in rows)
+    return [
+        f"presets in {presets.PRESET_ROOT} (a checkout's configs/):",
+        *(f"{name:<{name_width}}  {use:<{use_width}}  {summary}" for name, use, summary in rows),
+        "run: fedaug run NAME; sweep: fedaug sweep NAME (--dry-run lists its runs); method: a method with",
+        "its paper's options, merged over a setting: fedaug run default methods/NAME --method NAME.",
+        "fedaug list preset NAME prints one; copy it to change more than --set does.",
+    ]

@@ -82,7 +82,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from fedaug import catalog, presets
 
     if args.kind == "preset":
-        print("\n".join(presets.detail_lines(args.name) if args.name else presets.summary_lines()))
+        print("\n".join(presets.detail_lines(args.name) if args.name else catalog.config_preset_lines()))
     elif args.name:
         print("\n".join(catalog.detail_lines(args.kind, args.name)))
     elif args.kind:

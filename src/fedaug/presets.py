@@ -53,7 +53,7 @@ def presets() -> list[Preset]:
     return found
 
 
-def _summary(path: Path, width: int = 110) -> str:
+def _summary(path: Path, width: int = 90) -> str:
     """The first sentence of a preset's header comment, as one line of at most ``width`` characters."""
     words: list[str] = []
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -123,23 +123,6 @@ def locate(path: str | Path) -> Path:
 def has_grid(path: Path) -> bool:
     """Whether the preset is a sweep (a top-level ``grid:``): ``fedaug sweep`` runs it, not ``fedaug run``."""
     return any(line.startswith("grid:") for line in path.read_text(encoding="utf-8").splitlines())
-
-
-def summary_lines() -> list[str]:
-    """``fedaug list presets``: each preset's name, the command that runs it and its summary."""
-    rows = []
-    for preset in presets():
-        sweep = "sweep" if has_grid(preset.path) else "run"
-        use = "method" if preset.name.startswith("methods/") else sweep
-        rows.append((preset.name, use, preset.summary))
-    width = max(len(name) for name, _, _ in rows)
-    return [
-        f"presets in {PRESET_ROOT} (a checkout's configs/):",
-        *(f"{name:<{width}}  {use:<6}  {summary}" for name, use, summary in rows),
-        "run: fedaug run NAME; sweep: fedaug sweep NAME (a grid of runs); method: a method with its paper's",
-        "options, merged over a setting: fedaug run default methods/NAME --method NAME.",
-        "fedaug list preset NAME prints one; copy it to change more than --set does.",
-    ]
 
 
 def detail_lines(name: str) -> list[str]:
