@@ -243,10 +243,14 @@ class Option:
     help: str
 
 
+LIST_KINDS = (*registry.KINDS, "preset")
+"""What ``fedaug list KIND`` lists: the registry kinds and the packaged presets."""
+
+
 def kind(word: str) -> str:
-    """The registry kind (or ``preset``) ``word`` names, singular or plural (``datasets`` -> ``dataset``);
-    else ``word``."""
-    return word[:-1] if word.endswith("s") and word[:-1] in (*registry.KINDS, "preset") else word
+    """The kind of :data:`LIST_KINDS` ``word`` names, singular or plural (``datasets`` -> ``dataset``); else
+    ``word``."""
+    return word[:-1] if word.endswith("s") and word[:-1] in LIST_KINDS else word
 
 
 def plain(text: str) -> str:

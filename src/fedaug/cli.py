@@ -303,7 +303,7 @@ def _add_report_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from fedaug.catalog import kind
+    from fedaug.catalog import LIST_KINDS, kind
 
     raw = argparse.RawDescriptionHelpFormatter
     parser: argparse.ArgumentParser = OneLineParser(
@@ -348,7 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
         "kind",
         nargs="?",
         type=kind,
-        choices=(*registry.KINDS, "preset"),
+        choices=LIST_KINDS,
         metavar="KIND",
         help="method, dataset, model, partitioner, attack or preset (the plural works too)",
     )

@@ -93,9 +93,9 @@ def load_config(args: argparse.Namespace, *, tag: str = "") -> ExperimentConfig:
 
 def default_presets() -> list[Path]:
     """The main job's preset, ``default`` (packaged: :mod:`fedaug.presets`), when no CONFIG is given."""
-    from fedaug.presets import PRESET_ROOT
+    from fedaug.presets import DEFAULT
 
-    return [PRESET_ROOT / "default.yaml"]
+    return [DEFAULT]
 
 
 def plot_job(title: str, runs: list[tuple[str, Path]], *, seed: int) -> None:

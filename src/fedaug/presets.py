@@ -27,6 +27,9 @@ logger = logging.getLogger("fedaug")
 PRESET_ROOT = Path(__file__).resolve().parent / "configs"
 """Where the presets live in the installed package."""
 
+DEFAULT = PRESET_ROOT / "default.yaml"
+"""The main job's preset, read when a command or :func:`fedaug.script.load_config` names none."""
+
 _BY_FILE_NAME = ("", "experiments")
 """The folders under :data:`PRESET_ROOT` whose presets may also be named by their file name alone."""
 

@@ -25,7 +25,7 @@ from fedaug.engine.checkpoint import read_jsonl
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.load import load_run_config
 from fedaug.experiments.runner import check_experiment, comparison_configs, run_experiment
-from fedaug.presets import PRESET_ROOT
+from fedaug.presets import DEFAULT
 from fedaug.reproducibility.identity import run_dir_for
 
 
@@ -60,7 +60,7 @@ def load_config(
     """
     items = overrides.items() if isinstance(overrides, Mapping) else None
     sets = [f"{key}={json.dumps(value)}" for key, value in items] if items is not None else list(overrides)
-    return load_run_config(list(presets) or [PRESET_ROOT / "default.yaml"], sets, smoke=smoke)
+    return load_run_config(list(presets) or [DEFAULT], sets, smoke=smoke)
 
 
 def run(config: ExperimentConfig, *, fresh: bool = False) -> list[RunResult]:

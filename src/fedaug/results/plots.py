@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from fedaug.engine.checkpoint import read_jsonl
+from fedaug.engine.checkpoint import read_jsonl, summarize
 from fedaug.errors import FedaugError
 from fedaug.results.store import Grouping, Run, Stat, aggregate
 from fedaug.results.tables import Table
@@ -140,12 +140,12 @@ def plot_job_curves(runs: Sequence[tuple[str, Path]], path: Path, title: str) ->
             continue
         rounds = [r["round"] for r in metrics]
         acc = [100.0 * r["test/acc"] for r in metrics]
-        best = int(np.argmax(acc))
-        last = float(np.mean(acc[-10:]))
+        summary = summarize(metrics)  # the table's numbers, as summary.json has them
+        best, last = 100.0 * summary["best_acc"], 100.0 * summary["last10_acc"]
         style = series_style(index)
-        text = f"{label}: best {acc[best]:.2f} (round {rounds[best]}), last-10 {last:.2f}"
+        text = f"{label}: best {best:.2f} (round {summary['best_round']}), last-10 {last:.2f}"
         axes.plot(rounds, acc, label=text, linewidth=1.4, **style)
-        axes.plot([rounds[best]], [acc[best]], marker="o", color=style["color"])
+        axes.plot([summary["best_round"]], [best], marker="o", color=style["color"])
         span = [rounds[-min(10, len(rounds))], rounds[-1]]
         axes.plot(span, [last, last], linestyle="--", color=style["color"], linewidth=2.2)
         lines += 1
@@ -195,7 +195,7 @@ def plot_gains(tables: Sequence[Table], baseline: str, out_dir: Path) -> list[Pa
                 if not by_seed:
                     continue
                 x = position + (index - (len(rows) - 1) / 2) * width
-                stat = aggregate(list(by_seed.values()))
+                stat = table.stats[(row, column)]  # mean ± std of the seeds' gains, from the gain table
                 error = None if math.isnan(stat.std) else stat.std
                 bar = {"yerr": error, "capsize": 3, "color": color, "alpha": 0.5, "label": label}
                 axes.bar(x, stat.mean, width * 0.9, **bar)
