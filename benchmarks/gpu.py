@@ -6,6 +6,9 @@ For FedAvg and FLea on the default preset (UCI-HAR, HARNet, Qua(2), K = 75, seed
 * ``batched``: one run, a round's clients stacked into one vmapped step (``engine.batched_clients: true``);
 * ``graphs``: one run, clients one after the other, each local step replayed as a CUDA graph
   (``engine.cuda_graphs: true``; :mod:`fedaug.step_graphs`);
+* ``graphs_unreleased``: the same without returning dropped recordings' memory to the device
+  (``fedaug.step_graphs.release_memory`` made a no-op: what the engine did before), to compare the memory the
+  process reserves (``peak_gpu_reserved_mib``) and the time emptying the cache costs;
 * ``packed``: ``--workers`` runs of seeds 0..W-1 at once, one worker process each, sharing the device
   (``fedaug sweep --workers W``), measured as wall time for all of them;
 * ``packed_graphs``: the same with ``engine.cuda_graphs: true``.
@@ -15,13 +18,13 @@ hook whose capture failed) and ``record_s``, the host seconds spent recording (w
 how much of the run re-recording per round costs.
 
 Each mode runs ``--rounds`` rounds (default 100; fewer are scaled to 100 in ``run_s_100``). Reported per mode:
-time per round (median), time per run, runs per hour, peak GPU memory of the process (sequential and batched;
-packed workers are other processes), and the achieved model arithmetic in TFLOP/s against the
-device's dense peak: HARNet forward + backward FLOPs per training sample (counted with
-``torch.utils.flop_counter``) times the training samples processed, plus the test forward passes, divided by
-the run's wall time. FLea's extra work (dCor, teacher, buffer) is not counted, so its TFLOP/s is a lower
-bound. The FLea authors' code on an H200 is quoted for comparison (1.3 s and 8 s per round), not measured
-here.
+time per round (median), time per run, runs per hour, peak GPU memory of the process, allocated and reserved
+(the caching allocator's; not for packed workers, which are other processes), and the achieved model
+arithmetic in TFLOP/s against the device's dense peak: HARNet forward + backward FLOPs per training sample
+(counted with ``torch.utils.flop_counter``) times the training samples processed, plus the test forward
+passes, divided by the run's wall time. FLea's extra work (dCor, teacher, buffer) is not counted, so its
+TFLOP/s is a lower bound. The FLea authors' code on an H200 is quoted for comparison (1.3 s and 8 s per
+round), not measured here.
 
 Usage::
 
@@ -33,6 +36,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import sys
@@ -58,6 +62,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 import fedaug.local_training as local_training  # noqa: E402
+import fedaug.step_graphs as step_graphs  # noqa: E402
 from fedaug.engine.checkpoint import read_jsonl  # noqa: E402
 from fedaug.experiments.load import load_config  # noqa: E402
 from fedaug.experiments.runner import prepare, run_experiment  # noqa: E402
@@ -95,6 +100,7 @@ MODES = {  # engine overrides of each mode
     "sequential": [],
     "batched": ["engine.batched_clients=true"],
     "graphs": ["engine.cuda_graphs=true"],
+    "graphs_unreleased": ["engine.cuda_graphs=true"],
     "packed": [],
     "packed_graphs": ["engine.cuda_graphs=true"],
 }
@@ -116,11 +122,13 @@ def one_run(
     ]
     config = load_config([DEFAULT], overrides)
     device = benchmark_device(args.device)
-    if device.type == "cuda":
+    if device.type == "cuda":  # the last mode's models are gone: its cached memory is not counted here
+        gc.collect()
+        torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
     graphs: list[StepGraphs] = []
     start = time.perf_counter()
-    with recorded_into(graphs):
+    with recorded_into(graphs), unreleased(mode == "graphs_unreleased"):
         summary = run_experiment(config, fresh=True)
     wall = time.perf_counter() - start
     run_dir = run_dir_for(config)
@@ -145,7 +153,20 @@ def one_run(
         }
     if device.type == "cuda":
         result["peak_gpu_memory_mib"] = round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
+        result["peak_gpu_reserved_mib"] = round(torch.cuda.max_memory_reserved(device) / 2**20, 1)
     return result
+
+
+@contextmanager
+def unreleased(active: bool) -> Iterator[None]:
+    """Inside the block (when ``active``), dropped recordings' memory stays reserved by the process."""
+    original = step_graphs.release_memory
+    if active:
+        step_graphs.release_memory = lambda: None
+    try:
+        yield
+    finally:
+        step_graphs.release_memory = original
 
 
 @contextmanager

@@ -18,6 +18,8 @@
 #   OUT=$OUT scripts/gpu_session.sh                                           # on the GPU machine
 #   python benchmarks/gpu_session_summary.py FILES_AT     # back here: the numbers against #32's targets
 #   OUT=/tmp/s DEVICE=cpu MPS=0 BUDGET=150 PROBE_ROUNDS=2 WORKERS=2 SEEDS=0 scripts/gpu_session.sh  # dry run
+# GRID=0 stops after the probe, so the grid can have a command of its own on the same warm machine (the whole
+# 10 minutes of one call): then `OUT=$OUT GRAPHS=<machine.txt's decision> MPS=1 LIMIT=<s> scripts/gpu_grid.sh`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_out}
@@ -30,7 +32,7 @@ export PYTHONPATH="src:.:.gpu_deps${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())'; } > "$OUT/machine.txt" 2>&1
 
 timeout "${TESTS_S:-100}" python3 -m pytest -q -p no:cacheprovider -o addopts="--import-mode=importlib" tests/gpu \
-    -k "graphs or records or falls_back" > "$OUT/tests_graphs.txt" 2>&1
+    -k "graphs or records or falls_back or memory" > "$OUT/tests_graphs.txt" 2>&1
 tests_rc=$?
 echo "tests exit $tests_rc after $(($(date +%s) - start)) s" | tee -a "$OUT/tests_graphs.txt"
 # cut short by the timeout counts as passed when no test failed before it (pytest -q's progress lines)
@@ -61,7 +63,9 @@ fi
 grid_s=$(($(left) - (${MPS:-1} == 1 ? 60 : 30)))
 echo "grid: engine.cuda_graphs=$GRAPHS, MPS=${MPS:-1} (grid.log says whether it started), ${grid_s} s left" \
     | tee -a "$OUT/machine.txt"
-if ((grid_s > 30)); then
+if [[ "${GRID:-1}" == 0 ]]; then
+  echo "grid skipped (GRID=0)"
+elif ((grid_s > 30)); then
   OUT=$OUT GRAPHS=$GRAPHS MPS=${MPS:-1} LIMIT=$grid_s DEVICE=$DEVICE scripts/gpu_grid.sh
 else
   echo "no time left for the grid"

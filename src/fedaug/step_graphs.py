@@ -160,7 +160,11 @@ class StepGraphs:
             for key, value in loss.client.items():
                 self.client[key].copy_(value)
         else:  # what was recorded reads the old hook's tensors: drop it and record this hook
+            dropped = bool(self.recorded)
             self.recorded.clear()
+            if dropped and self.capture:
+                self.optimizer.zero_grad(set_to_none=True)  # the gradients live in the last recording's pool
+                release_memory()
             self.fn, self.settings = loss.fn, settings
             self.client = {key: value.clone() for key, value in loss.client.items()}
         self.reuse = _code(self.fn) not in self.failed
@@ -257,17 +261,22 @@ class StepGraphs:
             self.stream = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
         side = self.stream
         side.wait_stream(main)
-        with torch.cuda.stream(side):
-            for _ in range(WARMUP_STEPS if warm_up else 0):
-                body()
-            graph = torch.cuda.CUDAGraph()
-            self.optimizer.zero_grad(set_to_none=True)
-            graph.capture_begin()
-            try:
-                out = body()
-            finally:
-                graph.capture_end()  # raises too when the capture was invalidated
-        main.wait_stream(side)
+        try:
+            with torch.cuda.stream(side):
+                for _ in range(WARMUP_STEPS if warm_up else 0):
+                    body()
+                graph = torch.cuda.CUDAGraph()
+                self.optimizer.zero_grad(set_to_none=True)
+                graph.capture_begin()
+                try:
+                    captured = body()
+                finally:
+                    graph.capture_end()  # raises too when the capture was invalidated
+        finally:
+            # also after a failed capture: the warm-up steps must finish before the weights are put back
+            main.wait_stream(side)
+        # detached: the recorded autograd graph is not kept alive (the next eager backward would warn)
+        out = type(captured)(captured.loss.detach(), {k: v.detach() for k, v in captured.logs.items()})
 
         def replay() -> LossOutput:
             graph.replay()
@@ -298,6 +307,24 @@ class StepGraphs:
             t for p in self.params for t in self.optimizer.state.get(p, {}).values() if isinstance(t, Tensor)
         ]
         return [*self.model.parameters(), *self.model.buffers(), *state]
+
+
+def release_memory() -> None:
+    """Returns the memory of dropped recordings to the device (:meth:`StepGraphs.start_client`).
+
+    Each capture allocates in a memory pool of its own, and PyTorch keeps a dropped recording's pool reserved
+    by the process until it empties its cache. FLea records its closure again every round, so without this the
+    process reserved more every round: 7.0 GiB after 20 rounds on an H100, for at most 0.8 GiB of live tensors
+    (``benchmarks/gpu.py --modes graphs_unreleased``), and 16 packed FLea runs filled the 80 GiB card within a
+    minute. Emptying the cache waits for this process's GPU work and frees its other cached blocks too: once
+    per round, against the round's hundreds of replays.
+
+    One pool shared by every recording of the model would reuse the memory without emptying the cache, but the
+    one way to keep such a pool between rounds, a ``torch.cuda.MemPool``, failed on torch 2.11 (H100): once
+    every recording in it had been dropped, the next round's capture failed an internal assert of the pinned
+    host-memory allocator, so FLea's steps ran eagerly, and the process aborted at exit.
+    """
+    torch.cuda.empty_cache()
 
 
 def _code(fn: object) -> object:
