@@ -2,8 +2,9 @@
 # Issue #32's GPU measurements in ONE call of a lent GPU (15 minutes of device time a task, starts included,
 # leave room for one command of about 9 minutes), in three stages that share BUDGET seconds (default 550):
 #   1. the CUDA graph tests of tests/gpu (recorded steps against the eager loop in float64 for FedAvg and FLea,
-#      one wait for the GPU per client, the host-read fallback, every registered method recorded), at most
-#      TESTS_S seconds (default 100; cut short with no failure counts as passed);
+#      one wait for the GPU per client, the host-read fallback, every registered method recorded, dropped
+#      recordings' memory given back) and the batched-vs-sequential float64 test, at most TESTS_S seconds
+#      (default 100; cut short with no failure counts as passed);
 #   2. a probe: benchmarks/gpu.py --modes sequential,graphs,batched, PROBE_ROUNDS (default 3) rounds of FedAvg
 #      and FLea on the default preset, median time per round without and with engine.cuda_graphs, and with
 #      engine.batched_clients (PROBE_S, 110);
@@ -20,6 +21,8 @@
 #   OUT=/tmp/s DEVICE=cpu MPS=0 BUDGET=150 PROBE_ROUNDS=2 WORKERS=2 SEEDS=0 scripts/gpu_session.sh  # dry run
 # GRID=0 stops after the probe, so the grid can have a command of its own on the same warm machine (the whole
 # 10 minutes of one call): then `OUT=$OUT GRAPHS=<machine.txt's decision> MPS=1 LIMIT=<s> scripts/gpu_grid.sh`.
+# On the H100 on 2026-11-27 the GRID=0 call took 52 s and the machine's start about 40 s, which leaves one grid
+# command of 10 minutes inside the 15 minutes of device time (the grid took 380 s of sweep over two commands).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_out}
@@ -32,7 +35,7 @@ export PYTHONPATH="src:.:.gpu_deps${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())'; } > "$OUT/machine.txt" 2>&1
 
 timeout "${TESTS_S:-100}" python3 -m pytest -q -p no:cacheprovider -o addopts="--import-mode=importlib" tests/gpu \
-    -k "graphs or records or falls_back or memory" > "$OUT/tests_graphs.txt" 2>&1
+    -k "graphs or records or falls_back or memory or batched" > "$OUT/tests_graphs.txt" 2>&1
 tests_rc=$?
 echo "tests exit $tests_rc after $(($(date +%s) - start)) s" | tee -a "$OUT/tests_graphs.txt"
 # cut short by the timeout counts as passed when no test failed before it (pytest -q's progress lines)
