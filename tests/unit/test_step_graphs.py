@@ -285,6 +285,23 @@ def test_every_method_trains_with_the_setting_exactly_as_without(
         assert len(replays) == recorded.counts["captured"] and sum(replays) == recorded.counts["replayed"] > 0
 
 
+@pytest.mark.parametrize(("name", "releases"), [("fedavg", 0), ("fedprox", 2), ("flea", 2)])
+def test_a_new_rounds_hook_gives_the_dropped_recordings_memory_back(
+    tmp_path: Path, name: str, releases: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On the GPU's path (tests/unit/replay_check.py's capture): a hook made per round drops the last round's
+    # recordings at the round's first client and gives their memory pools back, once per round; FedAvg's one
+    # hook keeps its recordings for the run. tests/gpu checks the memory itself.
+    record_on_cpu(monkeypatch, [])
+    released: list[int] = []
+    monkeypatch.setattr(step_graphs, "release_memory", lambda: released.append(1))
+    spec = replace(image_spec(tmp_path, name, torch.device("cpu"), rounds=3), cuda_graphs=True)
+    sim = Simulation(spec)
+    sim.run()
+    assert len(released) == releases
+    assert step_graphs._GRAPHS[sim.workspace("client")].counts["captured"] == 2 * (1 if releases == 0 else 3)
+
+
 def test_recorded_steps_do_not_keep_their_model_alive() -> None:
     # A sweep worker runs one run after another: each run's workspace model, and on a GPU its graphs' memory,
     # must go with the run.
