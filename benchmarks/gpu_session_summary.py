@@ -1,7 +1,10 @@
-"""What one ``scripts/gpu_session.sh`` call measured, against issue #32's targets -> Markdown (and JSON).
+"""What a GPU session's ``scripts/gpu_session.sh`` measured, against issue #32's targets -> Markdown, JSON.
 
-Reads the folder the call's files came back to (``machine.txt``, ``tests_graphs.txt``, ``probe.json``,
-``grid.log``, ``grid_runs.tgz``) and prints:
+Reads the folders its commands' files came back to (``machine.txt``, ``tests_graphs.txt``, ``probe.json``,
+``grid.log``, ``grid_runs.tgz``): one folder for the whole script, or one per command when the session split
+it (``GRID=0`` for the tests and the probe, then ``scripts/gpu_grid.sh``, perhaps again to resume the grid).
+The first folder holding a file gives it, except the grid: its runs come from the last ``grid_runs.tgz`` (the
+archive of the grid so far) and its sweep time is summed over every ``grid.log``. It prints:
 
 * the card and the decisions the script took (graphs, MPS);
 * the graph tests' last line;
@@ -17,7 +20,7 @@ Reads the folder the call's files came back to (``machine.txt``, ``tests_graphs.
 
 Usage::
 
-    python benchmarks/gpu_session_summary.py /path/to/files_at [--json summary.json]
+    python benchmarks/gpu_session_summary.py /path/to/files_at [MORE_FOLDERS ...] [--json summary.json]
 """
 
 from __future__ import annotations
@@ -111,14 +114,23 @@ def probe_rows(probe: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def summarise(folder: Path) -> dict[str, Any]:
-    """Everything :func:`render` prints, as a dict."""
-    machine = (folder / "machine.txt").read_text() if (folder / "machine.txt").exists() else ""
-    tests_file = folder / "tests_graphs.txt"
-    tests = tests_file.read_text().strip().splitlines() if tests_file.exists() else []
-    probe = probe_rows(folder / "probe.json")
-    runs = read_grid(folder / "grid_runs.tgz") if (folder / "grid_runs.tgz").exists() else []
-    wall = sweep_seconds(folder / "grid.log")
+def _first(folders: list[Path], name: str) -> Path | None:
+    """The first of ``folders`` that holds ``name``."""
+    return next((f / name for f in folders if (f / name).exists()), None)
+
+
+def summarise(*folders: Path) -> dict[str, Any]:
+    """Everything :func:`render` prints, as a dict, from a session's folders (in its commands' order)."""
+    found = list(folders)
+    machine_file, tests_file = _first(found, "machine.txt"), _first(found, "tests_graphs.txt")
+    probe_file = _first(found, "probe.json")
+    archives = [f / "grid_runs.tgz" for f in found if (f / "grid_runs.tgz").exists()]
+    machine = machine_file.read_text() if machine_file else ""
+    tests = tests_file.read_text().strip().splitlines() if tests_file else []
+    probe = probe_rows(probe_file) if probe_file else []
+    runs = read_grid(archives[-1]) if archives else []
+    walls = [w for f in found if (w := sweep_seconds(f / "grid.log")) is not None]
+    wall = sum(walls) if walls else None
     done = sum(r.rounds for r in runs)
     summary: dict[str, Any] = {
         "machine": [line for line in machine.splitlines() if line.strip()],
@@ -129,6 +141,7 @@ def summarise(folder: Path) -> dict[str, Any]:
             "finished": sum(r.rounds >= 100 for r in runs),
             "rounds_done": done,
             "sweep_s": wall,
+            "sweep_commands": len(walls),
             "projected_s": round(wall * GRID_ROUNDS / done, 1) if wall and done else None,
         },
     }
@@ -172,10 +185,13 @@ def render(summary: dict[str, Any]) -> str:
             lines.append(f"| {r['method']} | {r['mode']} | " + " | ".join(_fmt(c) for c in cells) + " |")
         lines.append("")
     grid = summary["grid"]
+    commands = (
+        f" (summed over {grid['sweep_commands']} commands)" if grid.get("sweep_commands", 1) > 1 else ""
+    )
     lines.append(
         f"Grid: {grid['finished']} of 36 runs finished, {grid['rounds_done']} of {GRID_ROUNDS} rounds in "
-        f"{_fmt(grid['sweep_s'])} s; at that rate the whole grid takes {_fmt(grid['projected_s'])} s "
-        "(a lower bound when it was cut short)."
+        f"{_fmt(grid['sweep_s'])} s of sweep{commands}; at that rate the whole grid takes "
+        f"{_fmt(grid['projected_s'])} s (a lower bound when it was cut short)."
     )
     finished = [r for r in grid["runs"] if r["rounds"] >= 100]
     for method in sorted({r["method"] for r in finished}):
@@ -196,13 +212,19 @@ def render(summary: dict[str, Any]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("folder", type=Path, help="where the session's files came back to")
+    parser.add_argument(
+        "folders",
+        type=Path,
+        nargs="+",
+        help="where the session's files came back to, one per command, in order",
+    )
     parser.add_argument("--json", type=Path, help="also write the summary as JSON here")
     args = parser.parse_args()
-    if not args.folder.is_dir():
-        print(f"gpu_session_summary.py: error: no folder {args.folder}", file=sys.stderr)
-        return 2
-    summary = summarise(args.folder)
+    for folder in args.folders:
+        if not folder.is_dir():
+            print(f"gpu_session_summary.py: error: no folder {folder}", file=sys.stderr)
+            return 2
+    summary = summarise(*args.folders)
     print(render(summary), end="")
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2) + "\n")

@@ -77,8 +77,31 @@ def test_the_summary_gives_each_target_its_measured_number(session: Path) -> Non
     assert targets["flea"]["packed_amortised_s"] == 480.0
     text = module.render(summary)
     assert "| fedavg | graphs | 0.10 | 10.00 | 0.25 | 20 | - | - | 0.40 |" in text
-    assert "1 of 36 runs finished, 150 of 3600 rounds in 400.00 s" in text
+    assert "1 of 36 runs finished, 150 of 3600 rounds in 400.00 s of sweep;" in text
     assert "| grid | 600 s | projected 9600.00 s |" in text
+
+
+def test_a_session_split_into_commands_sums_its_sweeps_and_takes_the_last_archive(
+    session: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # the grid resumed in a second command: its archive holds every run so far, its sweep ran 100 s more
+    resumed = tmp_path_factory.mktemp("resumed")
+    (resumed / "grid.log").write_text("sweep exit 0 after 100 s\n")
+    with tarfile.open(resumed / "grid_runs.tgz", "w:gz") as tar:
+        for method in ("fedavg", "flea"):
+            name = f"archive/uci_har-quantity2-K75/{method}/seed0/timings.jsonl"
+            _add(tar, name, [{"round_time": 1.0}] * 100)
+    module = _module()
+    summary = module.summarise(session, resumed)
+    grid = summary["grid"]
+    assert (grid["finished"], grid["rounds_done"], grid["sweep_s"], grid["sweep_commands"]) == (
+        2,
+        200,
+        500.0,
+        2,
+    )
+    assert summary["probe"] and summary["machine"][1].startswith("NVIDIA H100")  # from the first folder
+    assert "in 500.00 s of sweep (summed over 2 commands)" in module.render(summary)
 
 
 def test_a_missing_folder_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
