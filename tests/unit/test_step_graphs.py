@@ -322,3 +322,10 @@ def test_a_cpu_run_ignores_the_setting_and_says_so(tmp_path: Path, caplog: pytes
     assert [r.getMessage() for r in caplog.records] == [
         "engine.cuda_graphs needs a CUDA device; this run trains on the CPU without graphs"
     ]
+
+
+def test_a_gpu_run_without_graphs_is_told_about_them() -> None:
+    hint = step_graphs.graphs_hint(torch.device("cuda", 0), cuda_graphs=False)
+    assert hint is not None and "--set engine.cuda_graphs=true" in hint
+    assert step_graphs.graphs_hint(torch.device("cuda", 0), cuda_graphs=True) is None
+    assert step_graphs.graphs_hint(torch.device("cpu"), cuda_graphs=False) is None

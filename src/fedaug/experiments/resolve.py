@@ -35,8 +35,11 @@ from fedaug.models import build_model
 from fedaug.models.base import SplitModel
 from fedaug.paths import cache_dir
 from fedaug.precision import bf16_warning
+from fedaug.step_graphs import graphs_hint
 
 logger = logging.getLogger(__name__)
+
+_hinted: set[str] = set()  # hints already logged in this process
 
 
 def build_method(config: ExperimentConfig) -> Method:
@@ -199,6 +202,9 @@ def resolve_run(
         logger.warning(note)
     if engine.cuda_graphs and on_cpu:
         logger.warning("engine.cuda_graphs needs a CUDA device; this run trains on the CPU without graphs")
+    elif (hint := graphs_hint(settings.device, engine.cuda_graphs)) is not None and hint not in _hinted:
+        _hinted.add(hint)  # once per process: a sweep worker resolves run after run
+        logger.info(hint)
     elif engine.cuda_graphs and engine.batched_clients:
         logger.warning(
             "engine.cuda_graphs and engine.batched_clients: batched rounds do not record graphs; "
