@@ -7,7 +7,8 @@
 #      (default 100; cut short with no failure counts as passed);
 #   2. a probe: benchmarks/gpu.py --modes sequential,graphs,batched, PROBE_ROUNDS (default 3) rounds of FedAvg
 #      and FLea on the default preset, median time per round without and with engine.cuda_graphs, and with
-#      engine.batched_clients (PROBE_S, 110);
+#      engine.batched_clients (PROBE_S, 110; PROBE_MODES adds others, e.g. graphs_unreleased: the memory
+#      recordings reserve without their release);
 #   3. scripts/gpu_grid.sh, FLea Table 1's FedAvg and FLea rows (36 runs, WORKERS packed, default 16), with
 #      engine.cuda_graphs on when stage 1 passed and stage 2 measured graphs faster for both methods (GRAPHS
 #      forces it: true or false), under NVIDIA MPS when scripts/mps.sh starts it, which it does only when a
@@ -23,6 +24,10 @@
 # 10 minutes of one call): then `OUT=$OUT GRAPHS=<machine.txt's decision> MPS=1 LIMIT=<s> scripts/gpu_grid.sh`.
 # On the H100 on 2026-11-27 the GRID=0 call took 52 s and the machine's start about 40 s, which leaves one grid
 # command of 10 minutes inside the 15 minutes of device time (the grid took 380 s of sweep over two commands).
+# The next session's plan, two commands on one warm machine, then give the machine back:
+#   OUT=$OUT GRID=0 PROBE_ROUNDS=10 PROBE_S=200 PROBE_MODES=sequential,graphs,graphs_unreleased,batched \
+#       scripts/gpu_session.sh                                                     # about 3 minutes
+#   OUT=$OUT GRAPHS=true MPS=1 LIMIT=520 scripts/gpu_grid.sh                       # timeout_s 600
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_out}
@@ -41,7 +46,7 @@ echo "tests exit $tests_rc after $(($(date +%s) - start)) s" | tee -a "$OUT/test
 # cut short by the timeout counts as passed when no test failed before it (pytest -q's progress lines)
 if ((tests_rc == 124)) && ! grep -E '^[.sxXFE]+( |$)' "$OUT/tests_graphs.txt" | grep -q '[FE]'; then tests_rc=0; fi
 
-timeout "${PROBE_S:-110}" python3 benchmarks/gpu.py --device "$DEVICE" --modes sequential,graphs,batched \
+timeout "${PROBE_S:-110}" python3 benchmarks/gpu.py --device "$DEVICE" --modes "${PROBE_MODES:-sequential,graphs,batched}" \
     --rounds "${PROBE_ROUNDS:-3}" --out "$OUT/probe.json" > "$OUT/probe.log" 2>&1
 echo "probe exit $? after $(($(date +%s) - start)) s" | tee -a "$OUT/probe.log"
 
