@@ -6,7 +6,7 @@ clients (:mod:`fedaug.engine.batched`) and recorded steps (:mod:`fedaug.step_gra
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 import torch
@@ -42,11 +42,17 @@ class BatchableLoss:
     recorded steps (``engine.cuda_graphs``, :mod:`fedaug.step_graphs`) replay the first client's ``fn`` with
     each client's ``client`` and ``step`` copied in. ``fn`` must keep no Python state between calls: a
     replayed step runs none of its Python.
+
+    ``rounds_key`` (None: none) says more: whatever differs between rounds also reaches ``fn`` as ``client``
+    tensors, except what the key holds (hashable config numbers of the round, such as a scheduled loss
+    weight). Recorded steps of this hook's code then serve the hooks of later rounds with an equal key and
+    ``client`` tensors of the same shapes, instead of being recorded again every round (FLea's).
     """
 
     fn: ObjectiveFn
     client: ClientTensors = field(default_factory=dict)
     draws: Callable[[int], ClientTensors] | None = None
+    rounds_key: Hashable | None = None
 
     def __call__(self, model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
         step = self.draws(x.shape[0]) if self.draws is not None else {}

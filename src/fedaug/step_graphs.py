@@ -18,11 +18,13 @@ logged once):
 
 A graph keeps reading the tensors it was recorded with, so the steps are recorded per loss hook: once per
 run for a hook that is one object for every client (FedAvg's cross-entropy, FedMix's soft-label loss), once
-per round for the closures most methods build per client (over the round's anchors, teacher or FLea's feature
-buffer). A closure of the same code made in the same round is served by the first client's recording: by the
+per round for the closures most methods build per client (over the round's anchors or teacher). A closure of
+the same code made in the same round is served by the first client's recording: by the
 :class:`~fedaug.local_training.BatchableLoss` contract (which batched clients rely on too) everything that
 differs between a round's clients reaches the hook as tensors, which are copied into the recorded ones. A hook
-must therefore keep no Python state from step to step: recorded steps do not run Python.
+whose round state reaches it as tensors too declares a ``rounds_key`` (FLea: its buffer, padded to a power of
+two, and lambda2 in the key), and its recordings then serve later rounds with an equal key. A hook must keep
+no Python state from step to step: recorded steps do not run Python.
 
 The optimizer is one Adam per workspace model with a tensor learning rate, fused and capturable on a GPU; at
 the start of every client its state is zeroed (which is what a fresh ``torch.optim.Adam`` holds) and the
@@ -43,7 +45,7 @@ import logging
 import time
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -113,6 +115,7 @@ class StepGraphs:
     capture: bool = field(init=False)
     fn: ObjectiveFn | None = None  # the hook whose steps are recorded
     settings: TrainSettings | None = None  # the round's settings that hook came with
+    rounds_key: Hashable | None = None  # that hook's BatchableLoss.rounds_key
     reuse: bool = False  # whether this client's steps are recorded (False: the hook's capture failed)
     client: ClientTensors = field(default_factory=dict)
     recorded: dict[ShapeKey, _Recorded] = field(default_factory=dict)
@@ -159,30 +162,37 @@ class StepGraphs:
         if self._same_hook(loss, settings):
             for key, value in loss.client.items():
                 self.client[key].copy_(value)
+            self.settings = settings
         else:  # what was recorded reads the old hook's tensors: drop it and record this hook
             dropped = bool(self.recorded)
             self.recorded.clear()
             if dropped and self.capture:
                 self.optimizer.zero_grad(set_to_none=True)  # the gradients live in the last recording's pool
                 release_memory()
-            self.fn, self.settings = loss.fn, settings
+            self.fn, self.settings, self.rounds_key = loss.fn, settings, loss.rounds_key
             self.client = {key: value.clone() for key, value in loss.client.items()}
         self.reuse = _code(self.fn) not in self.failed
 
     def _same_hook(self, loss: BatchableLoss, settings: TrainSettings) -> bool:
         """Whether the recorded steps serve ``loss``: its ``fn`` is the recorded one, or another closure of
-        the same code made in the same round (the engine gives every client of a round one settings object).
+        the same code made in the same round (the engine gives every client of a round one settings object),
+        or in a later round with the recorded hook's ``rounds_key``.
 
         The second case rests on the BatchableLoss contract, which batched clients rely on too: everything
         that differs between the clients of a round reaches ``fn`` as ``client`` and ``step`` tensors, so the
-        first client's ``fn`` computes every other client's objective (tested for every method).
+        first client's ``fn`` computes every other client's objective (tested for every method). The third
+        rests on ``rounds_key``'s promise: what differs between rounds reaches ``fn`` as ``client`` tensors
+        too, or is in the key.
         """
         if _shapes(loss.client) != _shapes(self.client) or self.fn is None:
             return False
         if loss.fn is self.fn:
             return True
-        same_code = _code(loss.fn) is _code(self.fn) and _code(loss.fn) is not loss.fn
-        return settings is self.settings and same_code
+        if _code(loss.fn) is not _code(self.fn) or _code(loss.fn) is loss.fn:
+            return False
+        return settings is self.settings or (
+            loss.rounds_key is not None and loss.rounds_key == self.rounds_key
+        )
 
     def step(self, loss: BatchableLoss, x: Tensor, y: Tensor) -> LossOutput:
         """One local step on ``(x, y)``: replayed when its shape is recorded, else recorded or run eagerly."""

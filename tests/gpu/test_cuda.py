@@ -23,7 +23,7 @@ from fedaug.api import ClientData, TrainSettings
 from fedaug.device import host_to_device, resolve_device, set_deterministic, tensor_devices
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation
-from fedaug.methods.flea import FLea
+from fedaug.methods.flea import FLea, FLeaConfig
 from fedaug.models import build_model
 from tests.helpers import bn_model, image_spec, killed_in_round, run_files, run_on_device
 from tests.unit.engine.helpers import assert_same_run, unequal_float64_spec
@@ -186,12 +186,18 @@ def test_evaluation_waits_for_the_gpu_once(cuda: torch.device) -> None:
     assert 0.0 <= results[0]["acc"] <= 1.0
 
 
-@pytest.mark.parametrize("name", ["fedavg", "flea"])
+@pytest.mark.parametrize("name", ["fedavg", "flea", "flea_constant_lambda2"])
 def test_cuda_graphs_train_as_the_eager_loop_on_cuda(tmp_path: Path, name: str, cuda: torch.device) -> None:
     # engine.cuda_graphs on the CPU test's three float64 rounds of unequal clients: recorded steps (FedAvg
-    # once per run, FLea's closures once per round) equal the eager loop up to the fused Adam's rounding.
+    # once per run, FLea's once per round while lambda2 changes, else once from round 2 on) equal the eager
+    # loop up to the fused Adam's rounding.
+    def method() -> Any:
+        if name == "flea_constant_lambda2":  # round 3 replays round 2's recordings with its own buffer
+            return FLea(FLeaConfig(decor_schedule="constant"))
+        return registry.get("method", name)()
+
     def spec(run_dir: Path, graphs: bool) -> Any:
-        base = unequal_float64_spec(run_dir, registry.get("method", name)())
+        base = unequal_float64_spec(run_dir, method())
         return dataclasses.replace(base, run=dataclasses.replace(base.run, device=cuda), cuda_graphs=graphs)
 
     Simulation(spec(tmp_path / "eager", False)).run()

@@ -30,6 +30,7 @@ from fedaug.local_training import (
     train_local,
 )
 from fedaug.methods.fedavg import FedAvg
+from fedaug.methods.flea import FLea, FLeaConfig
 from fedaug.step_graphs import StepGraphs, graph_refusal, graphs_for
 from tests.conftest import SMOKE
 from tests.helpers import image_spec
@@ -300,6 +301,39 @@ def test_a_new_rounds_hook_gives_the_dropped_recordings_memory_back(
     sim.run()
     assert len(released) == releases
     assert step_graphs._GRAPHS[sim.workspace("client")].counts["captured"] == 2 * (1 if releases == 0 else 3)
+
+
+@pytest.mark.parametrize("schedule", ["constant", "official"])
+def test_flea_records_its_mixing_steps_once_while_lambda2_stays(
+    tmp_path: Path, schedule: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # FLea's buffer reaches its steps as client tensors padded to a power of two (BatchableLoss.rounds_key):
+    # with a constant lambda2 the mixing steps recorded in round 2 serve rounds 3 and 4 (on the GPU's path,
+    # replays checked); the official schedule changes lambda2 every round up to round 21, so each of its
+    # rounds records again. Either way the run is the eager run, bit for bit.
+    flea = FLea(FLeaConfig(decor_schedule=schedule))
+    runs = {}
+    released: list[int] = []
+    monkeypatch.setattr(step_graphs, "release_memory", lambda: released.append(1))
+    for graphs in (False, True):
+        if graphs:
+            record_on_cpu(monkeypatch, [])
+        spec = image_spec(tmp_path / str(graphs), "flea", torch.device("cpu"), rounds=4)
+        sim = Simulation(replace(spec, method=flea, cuda_graphs=graphs))
+        sim.run()
+        runs[graphs] = (
+            read_jsonl(tmp_path / str(graphs) / "metrics.jsonl"),
+            _final_state(tmp_path / str(graphs)),
+        )
+    strip = [{k: v for k, v in r.items() if k != "time"} for r in runs[False][0]]
+    assert [{k: v for k, v in r.items() if k != "time"} for r in runs[True][0]] == strip
+    for key, value in runs[False][1].items():
+        assert torch.equal(runs[True][1][key], value), key
+    counts = step_graphs._GRAPHS[sim.workspace("client")].counts
+    # two batch shapes (8 and 4): round 1's warm-up objective, then the mixing objective once or every round
+    recordings = 2 + 2 * (1 if schedule == "constant" else 3)
+    assert counts["captured"] == recordings and counts["eager"] == 0, counts
+    assert len(released) == recordings // 2 - 1
 
 
 def test_recorded_steps_do_not_keep_their_model_alive() -> None:

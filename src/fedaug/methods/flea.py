@@ -211,7 +211,10 @@ class FLea(FedAvg):
             idx = stream.take(size)
             return {"idx": idx, "lam": host_to_device(self._mix_weights(size, rng), buffer.x.device)}
 
-        return mix_loss(layer, buffer, self._mix_terms(layer, decor, teacher), draws)
+        # what differs between rounds besides the buffer: lambda2's schedule (the teacher is one workspace
+        # model, its weights loaded in place)
+        terms = self._mix_terms(layer, decor, teacher)
+        return mix_loss(layer, buffer, terms, draws, rounds_key=(layer, decor))
 
     def _warmup_terms(self, decor: float, teacher: Callable[[], SplitModel]) -> list[LossTerm[Step]]:
         """Round 1's terms after the CE: KL towards the initial model (official warm-up), lambda2 L_dec."""

@@ -10,7 +10,7 @@ term's ``weight * value(step)`` (:func:`with_terms`), with no switch inside the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar, cast
 
@@ -146,18 +146,26 @@ def warmup_loss(layer: int, terms: Sequence[LossTerm[Step]]) -> LossFn:
 
 
 def mix_loss(
-    layer: int, buffer: FLeaBuffer, terms: Sequence[LossTerm[MixStep]], draws: Callable[[int], ClientTensors]
+    layer: int,
+    buffer: FLeaBuffer,
+    terms: Sequence[LossTerm[MixStep]],
+    draws: Callable[[int], ClientTensors],
+    rounds_key: Hashable,
 ) -> LossFn:
-    """A step with a buffer: L_cls, the soft-label CE of head(f~) against y~, then ``terms``."""
+    """A step with a buffer: L_cls, the soft-label CE of head(f~) against y~, then ``terms``.
+
+    The buffer reaches the step as ``client`` tensors (:func:`padded_buffer`), so with ``rounds_key`` (what
+    else differs between rounds: the split layer and the terms' weights) the steps recorded in one round serve
+    the next (``engine.cuda_graphs``) instead of being recorded again with every new buffer.
+    """
 
     def loss_fn(
         module: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
     ) -> LossOutput:
-        del client
         model = cast(SplitModel, module)
         f = model.encode(x, layer)
         idx, lam = step["idx"], step["lam"]
-        fb, yb = buffer.x[idx], buffer.y[idx]
+        fb, yb = client["buffer_x"][idx], client["buffer_y"][idx]
         num_classes = model.num_classes
         f_mix = _expand(lam, f) * f + _expand(1 - lam, f) * fb
         y_mix = lam[:, None] * one_hot(y, num_classes) + (1 - lam)[:, None] * one_hot(yb, num_classes)
@@ -166,7 +174,19 @@ def mix_loss(
         return with_terms(loss, {"cls": loss.detach()}, MixStep(model, x, y, f, logits, f_mix, fb), terms)
 
     # The buffer and the teacher are the broadcast ones, the same for every client; the draws are its own.
-    return BatchableLoss(loss_fn, draws=draws)
+    return BatchableLoss(loss_fn, client=padded_buffer(buffer), draws=draws, rounds_key=rounds_key)
+
+
+def padded_buffer(buffer: FLeaBuffer) -> ClientTensors:
+    """The buffer as ``client`` tensors (``buffer_x``, ``buffer_y``), its N rows padded with zeros to the next
+    power of two: rounds whose buffers differ in size keep their shapes, and the steps read only the rows the
+    draws pick, all below N."""
+    n = int(buffer.y.shape[0])
+    rows = 1 << (n - 1).bit_length()
+    x = buffer.x.new_zeros((rows, *buffer.x.shape[1:]))
+    y = buffer.y.new_zeros((rows,))
+    x[:n], y[:n] = buffer.x, buffer.y
+    return {"buffer_x": x, "buffer_y": y}
 
 
 def with_terms(
