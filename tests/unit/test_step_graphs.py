@@ -303,23 +303,36 @@ def test_a_new_rounds_hook_gives_the_dropped_recordings_memory_back(
     assert step_graphs._GRAPHS[sim.workspace("client")].counts["captured"] == 2 * (1 if releases == 0 else 3)
 
 
-@pytest.mark.parametrize("schedule", ["constant", "official"])
-def test_flea_records_its_mixing_steps_once_while_lambda2_stays(
-    tmp_path: Path, schedule: str, monkeypatch: pytest.MonkeyPatch
+ACROSS_ROUNDS = {  # method (as built) -> the rounds whose hooks are recorded, in a 4-round run
+    "feddecorr": (lambda: registry.get("method", "feddecorr")(), 1),
+    "fedlc": (lambda: registry.get("method", "fedlc")(), 1),
+    "fedrs": (lambda: registry.get("method", "fedrs")(), 1),
+    "fedntd": (lambda: registry.get("method", "fedntd")(), 1),
+    "moon": (lambda: registry.get("method", "moon")(), 1),
+    "fedntd_augmix": (lambda: registry.get("method", "fedntd_augmix")(), 1),
+    "flea, constant lambda2": (lambda: FLea(FLeaConfig(decor_schedule="constant")), 2),  # warm-up, then mix
+    "flea, official lambda2": (lambda: FLea(FLeaConfig(decor_schedule="official")), 4),  # lambda2 changes
+}
+
+
+@pytest.mark.parametrize("case", list(ACROSS_ROUNDS))
+def test_hooks_with_a_rounds_key_are_recorded_once_for_every_round(
+    tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # FLea's buffer reaches its steps as client tensors padded to a power of two (BatchableLoss.rounds_key):
-    # with a constant lambda2 the mixing steps recorded in round 2 serve rounds 3 and 4 (on the GPU's path,
-    # replays checked); the official schedule changes lambda2 every round up to round 21, so each of its
-    # rounds records again. Either way the run is the eager run, bit for bit.
-    flea = FLea(FLeaConfig(decor_schedule=schedule))
+    # BatchableLoss.rounds_key: a hook whose round state reaches it as client tensors (FLea's buffer, padded
+    # to a power of two; MOON's previous model) or lives in workspace models loaded in place (the teachers) is
+    # recorded once and replayed in later rounds, unless the key changes (FLea's official lambda2 schedule
+    # changes every round up to round 21). On the GPU's path (replays checked), 4 rounds, the run must be the
+    # eager run bit for bit: a replay reading a stale round's tensors would change it.
+    make, recording_rounds = ACROSS_ROUNDS[case]
     runs = {}
     released: list[int] = []
     monkeypatch.setattr(step_graphs, "release_memory", lambda: released.append(1))
     for graphs in (False, True):
         if graphs:
             record_on_cpu(monkeypatch, [])
-        spec = image_spec(tmp_path / str(graphs), "flea", torch.device("cpu"), rounds=4)
-        sim = Simulation(replace(spec, method=flea, cuda_graphs=graphs))
+        spec = image_spec(tmp_path / str(graphs), "fedavg", torch.device("cpu"), rounds=4)
+        sim = Simulation(replace(spec, method=make(), cuda_graphs=graphs))
         sim.run()
         runs[graphs] = (
             read_jsonl(tmp_path / str(graphs) / "metrics.jsonl"),
@@ -330,10 +343,9 @@ def test_flea_records_its_mixing_steps_once_while_lambda2_stays(
     for key, value in runs[False][1].items():
         assert torch.equal(runs[True][1][key], value), key
     counts = step_graphs._GRAPHS[sim.workspace("client")].counts
-    # two batch shapes (8 and 4): round 1's warm-up objective, then the mixing objective once or every round
-    recordings = 2 + 2 * (1 if schedule == "constant" else 3)
-    assert counts["captured"] == recordings and counts["eager"] == 0, counts
-    assert len(released) == recordings // 2 - 1
+    # two batch shapes per recording round (8 and 4 samples; with AugMix 24 and 12)
+    assert counts["captured"] == 2 * recording_rounds and counts["eager"] == 0, counts
+    assert len(released) == recording_rounds - 1
 
 
 def test_recorded_steps_do_not_keep_their_model_alive() -> None:

@@ -180,14 +180,16 @@ def js_consistency_loss(base_loss: LossFn, config: AugMixJSConfig) -> LossFn:
 
         return _with_js(on_originals, model, x, y, config)
 
+    # recordings serve later rounds when the base's do: the wrapper adds config numbers only
+    key = None if base.rounds_key is None else (getattr(base_fn, "__code__", base_fn), base.rounds_key)
     if base_draws is None:
-        return BatchableLoss(objective, base.client)
+        return BatchableLoss(objective, base.client, rounds_key=key)
     draws = base_draws  # a local of the narrowed type, for the closure
 
     def views_draws(size: int) -> ClientTensors:
         return draws(size // 3)  # the batch holds the originals and their two views
 
-    return BatchableLoss(objective, base.client, views_draws)
+    return BatchableLoss(objective, base.client, views_draws, rounds_key=key)
 
 
 def _with_js(base_loss: LossFn, model: nn.Module, x: Tensor, y: Tensor, config: AugMixJSConfig) -> LossOutput:

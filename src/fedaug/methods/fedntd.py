@@ -77,4 +77,6 @@ class FedNTD(FedAvg):
             ntd = not_true_distillation(logits, global_logits, y, temperature)
             return LossOutput(ce + beta * ntd, {"ce": ce.detach(), "ntd": ntd.detach()})
 
-        return BatchableLoss(loss)  # the teacher is the broadcast model: the same for every client
+        # the teacher is the broadcast model, the same for every client: a workspace model loaded in place,
+        # the same tensors every round
+        return BatchableLoss(loss, rounds_key=())

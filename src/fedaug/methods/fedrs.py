@@ -91,4 +91,5 @@ class FedRS(FedAvg):
             ce = F.cross_entropy(logits, y)
             return LossOutput(ce, {"ce": ce.detach()})
 
-        return BatchableLoss(loss, {"scale": scale})
+        # the rest is config: one recording serves every round
+        return BatchableLoss(loss, {"scale": scale}, rounds_key=())

@@ -104,7 +104,9 @@ class MOON(FedAvg):
             )
             return LossOutput(ce + mu * contrastive, {"ce": ce.detach(), "contrastive": contrastive.detach()})
 
-        return BatchableLoss(loss, client)
+        # the global model is a workspace model loaded in place (the same tensors every round), the previous
+        # one comes as client tensors: one recording serves every round
+        return BatchableLoss(loss, client, rounds_key=())
 
     def kept_state(self, update: ClientUpdate) -> Any:
         """The trained weights become this client's previous model for its next participation."""
