@@ -286,13 +286,14 @@ def test_every_method_trains_with_the_setting_exactly_as_without(
         assert len(replays) == recorded.counts["captured"] and sum(replays) == recorded.counts["replayed"] > 0
 
 
-@pytest.mark.parametrize(("name", "releases"), [("fedavg", 0), ("fedprox", 2), ("flea", 2)])
+@pytest.mark.parametrize(("name", "releases"), [("fedavg", 0), ("fedprox", 0), ("flea", 2)])
 def test_a_new_rounds_hook_gives_the_dropped_recordings_memory_back(
     tmp_path: Path, name: str, releases: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # On the GPU's path (tests/unit/replay_check.py's capture): a hook made per round drops the last round's
-    # recordings at the round's first client and gives their memory pools back, once per round; FedAvg's one
-    # hook keeps its recordings for the run. tests/gpu checks the memory itself.
+    # On the GPU's path (tests/unit/replay_check.py's capture): a hook recorded again every round (FLea's,
+    # whose lambda2 changes every round up to round 21) drops the last round's recordings at the round's first
+    # client and gives their memory pools back, once per round; FedAvg's one hook, and FedProx's with its
+    # rounds_key, keep their recordings for the run. tests/gpu checks the memory itself.
     record_on_cpu(monkeypatch, [])
     released: list[int] = []
     monkeypatch.setattr(step_graphs, "release_memory", lambda: released.append(1))
@@ -309,6 +310,9 @@ ACROSS_ROUNDS = {  # method (as built) -> the rounds whose hooks are recorded, i
     "fedrs": (lambda: registry.get("method", "fedrs")(), 1),
     "fedntd": (lambda: registry.get("method", "fedntd")(), 1),
     "moon": (lambda: registry.get("method", "moon")(), 1),
+    "fedprox": (lambda: registry.get("method", "fedprox")(), 1),
+    "fedprox_augmix": (lambda: registry.get("method", "fedprox_augmix")(), 1),
+    "fedmix": (lambda: registry.get("method", "fedmix")(), 1),
     "fedntd_augmix": (lambda: registry.get("method", "fedntd_augmix")(), 1),
     "flea, constant lambda2": (lambda: FLea(FLeaConfig(decor_schedule="constant")), 2),  # warm-up, then mix
     "flea, official lambda2": (lambda: FLea(FLeaConfig(decor_schedule="official")), 4),  # lambda2 changes

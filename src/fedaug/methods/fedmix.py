@@ -281,4 +281,6 @@ def _mafl_loss(draw: _Draw) -> LossFn:
         logs["taylor"] = taylor.mean().detach()
         return LossOutput(loss, logs)
 
-    return BatchableLoss(loss_fn, draws=draws)  # the pool is the broadcast one, the same for every client
+    # The pool is the broadcast one, the same for every client, and only the draws read it: the step's
+    # tensors are all in ``step``, so one round's recorded steps serve every later round.
+    return BatchableLoss(loss_fn, draws=draws, rounds_key=())
