@@ -89,6 +89,14 @@ def sweep_seconds(grid_log: Path) -> float | None:
     return float(found[-1]) if found else None
 
 
+def sweep_memory_mib(grid_log: Path) -> float | None:
+    """The GPU's most used memory during the sweep, MiB (``scripts/gpu_grid.sh`` samples it every 2 s)."""
+    if not grid_log.exists():
+        return None
+    found = re.findall(r"GPU memory used during the sweep, max MiB: (\d+)", grid_log.read_text())
+    return float(found[-1]) if found else None
+
+
 def probe_rows(probe: Path) -> list[dict[str, Any]]:
     """One row per method and mode of ``probe.json``."""
     if not probe.exists():
@@ -142,6 +150,9 @@ def summarise(*folders: Path) -> dict[str, Any]:
             "rounds_done": done,
             "sweep_s": wall,
             "sweep_commands": len(walls),
+            "max_gpu_memory_mib": max(
+                (m for f in found if (m := sweep_memory_mib(f / "grid.log")) is not None), default=None
+            ),
             "projected_s": round(wall * GRID_ROUNDS / done, 1) if wall and done else None,
         },
     }
@@ -193,6 +204,8 @@ def render(summary: dict[str, Any]) -> str:
         f"{_fmt(grid['sweep_s'])} s of sweep{commands}; at that rate the whole grid takes "
         f"{_fmt(grid['projected_s'])} s (a lower bound when it was cut short)."
     )
+    if grid.get("max_gpu_memory_mib") is not None:
+        lines.append(f"  GPU memory used during the sweep, at most {grid['max_gpu_memory_mib']:.0f} MiB")
     finished = [r for r in grid["runs"] if r["rounds"] >= 100]
     for method in sorted({r["method"] for r in finished}):
         times = [r["seconds"] for r in finished if r["method"] == method]

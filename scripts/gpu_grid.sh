@@ -23,6 +23,11 @@ export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 : > "$OUT/grid.log"  # then appended to: worker processes that outlive the sweep must not overwrite lines
 if [[ "${MPS:-0}" == 1 ]]; then scripts/mps.sh start >> "$OUT/grid.log" 2>&1 || echo "MPS did not start: without it" >> "$OUT/grid.log"; fi
 start=$(date +%s)
+smi=  # the GPU's used memory every 2 s, its maximum appended to grid.log (the file itself stays here)
+if command -v nvidia-smi > /dev/null; then
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 2000 > /tmp/gpu_grid_mem.csv 2>&1 &
+  smi=$!
+fi
 timeout "${LIMIT:-520}" python3 -m fedaug sweep configs/experiments/flea_table1_har.yaml \
     --grid "seed=[${SEEDS:-0, 1, 2}]" --grid "method=[${METHODS:-flea, fedavg}]" \
     --grid "partition.num_clients=[${KS:-150, 75}]" \
@@ -31,6 +36,10 @@ timeout "${LIMIT:-520}" python3 -m fedaug sweep configs/experiments/flea_table1_
     --device "${DEVICE:-cuda}" --workers "${WORKERS:-16}" --order "${ORDER:-longest-first}" \
     --heartbeat 60 --out-dir "$RUNS" >> "$OUT/grid.log" 2>&1
 echo "sweep exit $? after $(( $(date +%s) - start )) s" >> "$OUT/grid.log"
+if [[ -n "$smi" ]]; then
+  kill "$smi"
+  echo "GPU memory used during the sweep, max MiB: $(sort -n /tmp/gpu_grid_mem.csv | tail -1)" >> "$OUT/grid.log"
+fi
 if [[ "${MPS:-0}" == 1 ]]; then scripts/mps.sh stop >> "$OUT/grid.log" 2>&1; fi
 python3 -m fedaug archive --include-unfinished "$RUNS/flea_table1_har" --out "$RUNS/archive" >> "$OUT/grid.log" 2>&1
 python3 -m fedaug report "$RUNS/archive" --include-unfinished --baseline fedavg --format md,csv --out "$OUT/report" \

@@ -86,7 +86,9 @@ def test_a_session_split_into_commands_sums_its_sweeps_and_takes_the_last_archiv
 ) -> None:
     # the grid resumed in a second command: its archive holds every run so far, its sweep ran 100 s more
     resumed = tmp_path_factory.mktemp("resumed")
-    (resumed / "grid.log").write_text("sweep exit 0 after 100 s\n")
+    (resumed / "grid.log").write_text(
+        "sweep exit 0 after 100 s\nGPU memory used during the sweep, max MiB: 41612\n"
+    )
     with tarfile.open(resumed / "grid_runs.tgz", "w:gz") as tar:
         for method in ("fedavg", "flea"):
             name = f"archive/uci_har-quantity2-K75/{method}/seed0/timings.jsonl"
@@ -101,7 +103,10 @@ def test_a_session_split_into_commands_sums_its_sweeps_and_takes_the_last_archiv
         2,
     )
     assert summary["probe"] and summary["machine"][1].startswith("NVIDIA H100")  # from the first folder
-    assert "in 500.00 s of sweep (summed over 2 commands)" in module.render(summary)
+    assert grid["max_gpu_memory_mib"] == 41612.0
+    text = module.render(summary)
+    assert "in 500.00 s of sweep (summed over 2 commands)" in text
+    assert "GPU memory used during the sweep, at most 41612 MiB" in text
 
 
 def test_a_missing_folder_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
