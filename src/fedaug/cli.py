@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -405,6 +406,22 @@ def file_system_error_line(exc: OSError) -> str:
     return f"cannot use {paths}: {exc.strerror or type(exc).__name__}"
 
 
+OUT_OF_MEMORY_HINT = (
+    "The GPU ran out of memory: run fewer runs on it at once (fedaug sweep --workers), or lower "
+    "engine.eval_batch_size or train.batch_size; the same command resumes from the last finished round"
+)
+
+
+def out_of_memory_line(exc: Exception) -> str | None:
+    """One line for an error that is the device running out of memory (None for any other): what PyTorch
+    said first, then what to do (its message goes on with every process's memory, a paragraph)."""
+    text = " ".join(str(exc).splitlines())
+    found = re.search(r"out of memory\.?( Tried to allocate [\d.]+ \w+\.?)?", text)
+    if found is None:
+        return None
+    return f"{text[: found.end()]} {OUT_OF_MEMORY_HINT}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
@@ -418,7 +435,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FedaugError as exc:
         if args.verbose:
             raise
-        print(f"fedaug: error: {' '.join(str(exc).splitlines())}", file=sys.stderr)
+        print(f"fedaug: error: {out_of_memory_line(exc) or ' '.join(str(exc).splitlines())}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:  # torch.OutOfMemoryError outside a client (evaluation, a server phase)
+        if args.verbose or (line := out_of_memory_line(exc)) is None:
+            raise
+        print(f"fedaug: error: {line}", file=sys.stderr)
         return 2
     except FILE_SYSTEM_ERRORS as exc:  # last resort: a file or folder the command could not use
         if args.verbose:

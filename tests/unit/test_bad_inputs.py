@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from fedaug import cli
 from fedaug.cli import main
+from fedaug.errors import ClientError
 from fedaug.experiments.load import load_config, load_run_config
 from fedaug.reproducibility.identity import run_dir_for
 from tests.conftest import REPO_ROOT
@@ -661,3 +663,52 @@ def test_usage_errors_are_one_line_without_the_usage_text(
     err = capsys.readouterr().err
     assert exit_info.value.code == 2
     assert err.count("\n") == 1 and expected in err and "--help'" in err and "usage:" not in err
+
+
+TORCH_OOM = (
+    "CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of 79.18 GiB of which "
+    "1.81 MiB is free. Process 667 has 66.00 MiB memory in use. Process 713 has 3.56 GiB memory in use."
+    "\nOf the allocated memory 1.50 GiB is allocated by PyTorch"
+)
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (
+            lambda: ClientError(f"OutOfMemoryError: {TORCH_OOM}", round_num=1, client_id=6, method="fedavg"),
+            "fedaug: error: round 1, client 6, method 'fedavg': OutOfMemoryError: CUDA out of memory. "
+            "Tried to allocate 2.00 MiB. The GPU ran out of memory: run fewer runs on it at once",
+        ),
+        (
+            lambda: torch.OutOfMemoryError(TORCH_OOM),
+            "fedaug: error: CUDA out of memory. Tried to allocate 2.00 MiB.",
+        ),
+    ],
+    ids=["in a client", "outside clients"],
+)
+def test_running_out_of_gpu_memory_is_one_line_with_what_to_do(
+    error: Callable[[], Exception],
+    expected: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # PyTorch's message goes on with every process's memory use, over several lines: the line keeps what
+    # failed and says what to do instead.
+    def fail(args: object) -> int:
+        raise error()
+
+    monkeypatch.setattr(cli, "cmd_run", fail)
+    assert main(["run", SMOKE]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(expected), err
+    assert "Process 667" not in err and "resumes from the last finished round" in err
+
+
+def test_other_runtime_errors_still_raise(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(args: object) -> int:
+        raise RuntimeError("a bug, with its traceback")
+
+    monkeypatch.setattr(cli, "cmd_run", fail)
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(["run", SMOKE])
