@@ -60,8 +60,8 @@ def as_batchable(loss: LossFn) -> BatchableLoss | None:
     """``loss`` as a :class:`BatchableLoss` (plain cross-entropy is one), or None if it cannot be stacked."""
     if isinstance(loss, BatchableLoss):
         return loss
-    if loss is cross_entropy_loss:
-        return BatchableLoss(_plain_cross_entropy)
+    if loss is cross_entropy_loss:  # one function for every client and round
+        return BatchableLoss(_plain_cross_entropy, rounds_key=())
     return None
 
 

@@ -16,16 +16,16 @@ logged once):
   from step to step reaches it as tensors (the batch, ``step`` draws, per-client ``client`` constants);
 * Adam (the papers' optimizer), float32, no ``reset_optimizer_every_step``, BatchNorm not frozen, no dropout.
 
-A graph keeps reading the tensors it was recorded with, so the steps are recorded per loss hook: once per
-run for a hook that is one object for every client (FedAvg's cross-entropy, FedMix's soft-label loss), once
-per round for a closure built per client over the round's tensors. A closure of the same code made in the same
-round is served by the first client's recording: by the :class:`~fedaug.local_training.BatchableLoss`
-contract (which batched clients rely on too) everything that differs between a round's clients reaches the
-hook as tensors, which are copied into the recorded ones. A hook whose round state reaches it as tensors too,
-or lives in workspace models loaded in place, declares a ``rounds_key`` (FedProx: its anchors as client
-tensors, mu in the key; FLea: its buffer padded to a power of two, lambda2 in the key), and its recordings
-then serve later rounds with an equal key. A hook must keep no Python state from step to step: recorded steps
-do not run Python.
+A graph keeps reading the tensors it was recorded with, so the steps are recorded per loss hook: once per run
+for a hook that is one object for every client (FedAvg's cross-entropy, FedMix's soft-label loss), once per
+round for a closure built per client over the round's tensors. A closure of the same code made in the same
+round is served by the first client's recording: by the :class:`~fedaug.local_training.BatchableLoss` contract
+(which batched clients rely on too) everything that differs between a round's clients reaches the hook as
+tensors, which are copied into the recorded ones. A hook whose round state reaches it as tensors too, or lives
+in workspace models loaded in place, declares a ``rounds_key`` (FedProx: its anchors as client tensors, mu in
+the key; FLea: its buffer padded to a power of two and lambda2 as client tensors), and its recordings then
+serve later rounds with an equal key. A hook must keep no Python state from step to step: recorded steps do
+not run Python.
 
 The optimizer is one Adam per workspace model with a tensor learning rate, fused and capturable on a GPU; at
 the start of every client its state is zeroed (which is what a fresh ``torch.optim.Adam`` holds) and the

@@ -286,14 +286,14 @@ def test_every_method_trains_with_the_setting_exactly_as_without(
         assert len(replays) == recorded.counts["captured"] and sum(replays) == recorded.counts["replayed"] > 0
 
 
-@pytest.mark.parametrize(("name", "releases"), [("fedavg", 0), ("fedprox", 0), ("flea", 2)])
+@pytest.mark.parametrize(("name", "releases"), [("fedavg", 0), ("fedprox", 0), ("flea", 1)])
 def test_a_new_rounds_hook_gives_the_dropped_recordings_memory_back(
     tmp_path: Path, name: str, releases: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # On the GPU's path (tests/unit/replay_check.py's capture): a hook recorded again every round (FLea's,
-    # whose lambda2 changes every round up to round 21) drops the last round's recordings at the round's first
-    # client and gives their memory pools back, once per round; FedAvg's one hook, and FedProx's with its
-    # rounds_key, keep their recordings for the run. tests/gpu checks the memory itself.
+    # On the GPU's path (tests/unit/replay_check.py's capture): a new hook drops the recordings of the last
+    # one at its round's first client and gives their memory pools back: FLea's mixing hook replaces its
+    # warm-up round's once; FedAvg's one hook, and FedProx's with its rounds_key, keep their recordings for
+    # the run. tests/gpu checks the memory itself, with a hook recorded again every round.
     record_on_cpu(monkeypatch, [])
     released: list[int] = []
     monkeypatch.setattr(step_graphs, "release_memory", lambda: released.append(1))
@@ -301,7 +301,7 @@ def test_a_new_rounds_hook_gives_the_dropped_recordings_memory_back(
     sim = Simulation(spec)
     sim.run()
     assert len(released) == releases
-    assert step_graphs._GRAPHS[sim.workspace("client")].counts["captured"] == 2 * (1 if releases == 0 else 3)
+    assert step_graphs._GRAPHS[sim.workspace("client")].counts["captured"] == 2 * (releases + 1)
 
 
 ACROSS_ROUNDS = {  # method (as built) -> the rounds whose hooks are recorded, in a 4-round run
@@ -314,8 +314,11 @@ ACROSS_ROUNDS = {  # method (as built) -> the rounds whose hooks are recorded, i
     "fedprox_augmix": (lambda: registry.get("method", "fedprox_augmix")(), 1),
     "fedmix": (lambda: registry.get("method", "fedmix")(), 1),
     "fedntd_augmix": (lambda: registry.get("method", "fedntd_augmix")(), 1),
+    "fedaugmix": (lambda: registry.get("method", "fedaugmix")(), 1),  # AugMix on plain cross-entropy
     "flea, constant lambda2": (lambda: FLea(FLeaConfig(decor_schedule="constant")), 2),  # warm-up, then mix
-    "flea, official lambda2": (lambda: FLea(FLeaConfig(decor_schedule="official")), 4),  # lambda2 changes
+    # lambda2 reaches the step as a tensor: the official schedule's changing lambda2 needs no new recording
+    "flea, official lambda2": (lambda: FLea(FLeaConfig(decor_schedule="official")), 2),
+    "flea, no decorrelation": (lambda: FLea(FLeaConfig(decor_weight=0.0)), 2),
 }
 
 

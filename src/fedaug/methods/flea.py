@@ -211,9 +211,15 @@ class FLea(FedAvg):
             idx = stream.take(size)
             return {"idx": idx, "lam": host_to_device(self._mix_weights(size, rng), buffer.x.device)}
 
-        # what differs between rounds besides the buffer: lambda2's schedule (the teacher is one workspace
-        # model, its weights loaded in place)
+        # What differs between rounds besides the buffer is lambda2 (its schedule); the teacher is one
+        # workspace model, its weights loaded in place. In float32 lambda2 reaches the step as a tensor too (a
+        # 0-d tensor weight gives the float's products), so one recording serves every round; under bf16
+        # autocast the float stays (a bf16 product would round the weight first) and lambda2 is in the key.
         terms = self._mix_terms(layer, decor, teacher)
+        if payload.train.precision == "float32":
+            return mix_loss(
+                layer, buffer, terms, draws, rounds_key=(layer, decor > 0), tensor_weights=("dec",)
+            )
         return mix_loss(layer, buffer, terms, draws, rounds_key=(layer, decor))
 
     def _warmup_terms(self, decor: float, teacher: Callable[[], SplitModel]) -> list[LossTerm[Step]]:

@@ -10,7 +10,7 @@ term's ``weight * value(step)`` (:func:`with_terms`), with no switch inside the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar, cast
 
@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from fedaug.device import host_to_device
 from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
 from fedaug.methods.flea_buffer import FLeaBuffer
 from fedaug.methods.losses import kl_divergence, one_hot, soft_cross_entropy
@@ -151,17 +152,21 @@ def mix_loss(
     terms: Sequence[LossTerm[MixStep]],
     draws: Callable[[int], ClientTensors],
     rounds_key: Hashable,
+    tensor_weights: Sequence[str] = (),
 ) -> LossFn:
     """A step with a buffer: L_cls, the soft-label CE of head(f~) against y~, then ``terms``.
 
-    The buffer reaches the step as ``client`` tensors (:func:`padded_buffer`), so with ``rounds_key`` (what
-    else differs between rounds: the split layer and the terms' weights) the steps recorded in one round serve
-    the next (``engine.cuda_graphs``) instead of being recorded again with every new buffer.
+    The buffer reaches the step as ``client`` tensors (:func:`padded_buffer`), and so do the weights of the
+    terms named in ``tensor_weights`` (0-d, in the buffer's dtype: the same products as the float weights), so
+    with ``rounds_key`` (what else differs between rounds) the steps recorded in one round serve the next
+    (``engine.cuda_graphs``) instead of being recorded again with every new buffer and lambda2.
     """
+    names = tuple(term.key for term in terms if term.key in tensor_weights)
 
     def loss_fn(
         module: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
     ) -> LossOutput:
+        weights = {name: client[f"weight.{name}"] for name in names}
         model = cast(SplitModel, module)
         f = model.encode(x, layer)
         idx, lam = step["idx"], step["lam"]
@@ -171,10 +176,16 @@ def mix_loss(
         y_mix = lam[:, None] * one_hot(y, num_classes) + (1 - lam)[:, None] * one_hot(yb, num_classes)
         logits = model.decode(f_mix, layer)
         loss = soft_cross_entropy(logits, y_mix)
-        return with_terms(loss, {"cls": loss.detach()}, MixStep(model, x, y, f, logits, f_mix, fb), terms)
+        mix = MixStep(model, x, y, f, logits, f_mix, fb)
+        return with_terms(loss, {"cls": loss.detach()}, mix, terms, weights)
 
     # The buffer and the teacher are the broadcast ones, the same for every client; the draws are its own.
-    return BatchableLoss(loss_fn, client=padded_buffer(buffer), draws=draws, rounds_key=rounds_key)
+    client = padded_buffer(buffer)
+    for term in terms:
+        if term.key in names:  # pinned and copied without waiting for the GPU, like the draws
+            weight = torch.tensor(term.weight, dtype=buffer.x.dtype)
+            client[f"weight.{term.key}"] = host_to_device(weight, buffer.x.device)
+    return BatchableLoss(loss_fn, client=client, draws=draws, rounds_key=rounds_key)
 
 
 def padded_buffer(buffer: FLeaBuffer) -> ClientTensors:
@@ -190,12 +201,18 @@ def padded_buffer(buffer: FLeaBuffer) -> ClientTensors:
 
 
 def with_terms(
-    loss: Tensor, logs: dict[str, Tensor], step: StepT, terms: Sequence[LossTerm[StepT]]
+    loss: Tensor,
+    logs: dict[str, Tensor],
+    step: StepT,
+    terms: Sequence[LossTerm[StepT]],
+    weights: Mapping[str, Tensor] | None = None,
 ) -> LossOutput:
-    """``loss`` plus each term's ``weight * value(step)``, in order, each value logged under its key."""
+    """``loss`` plus each term's ``weight * value(step)``, in order, each value logged under its key; a term
+    named in ``weights`` is weighted by that tensor instead of its float."""
     for term in terms:
         value = term.value(step)
-        loss = loss + term.weight * value
+        weight = weights[term.key] if weights and term.key in weights else term.weight
+        loss = loss + weight * value
         logs[term.key] = value.detach()
     return LossOutput(loss, logs)
 
