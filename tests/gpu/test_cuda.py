@@ -189,10 +189,10 @@ def test_evaluation_waits_for_the_gpu_once(cuda: torch.device) -> None:
 @pytest.mark.parametrize("name", ["fedavg", "flea", "flea_constant_lambda2"])
 def test_cuda_graphs_train_as_the_eager_loop_on_cuda(tmp_path: Path, name: str, cuda: torch.device) -> None:
     # engine.cuda_graphs on the CPU test's three float64 rounds of unequal clients: recorded steps (FedAvg
-    # once per run, FLea's once per round while lambda2 changes, else once from round 2 on) equal the eager
-    # loop up to the fused Adam's rounding.
+    # once per run, FLea's warm-up in round 1 and its mixing steps once, in round 2, replayed in round 3 with
+    # that round's buffer and lambda2 as client tensors) equal the eager loop up to the fused Adam's rounding.
     def method() -> Any:
-        if name == "flea_constant_lambda2":  # round 3 replays round 2's recordings with its own buffer
+        if name == "flea_constant_lambda2":  # the same, with lambda2 the same every round
             return FLea(FLeaConfig(decor_schedule="constant"))
         return registry.get("method", name)()
 
