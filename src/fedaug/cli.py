@@ -236,7 +236,11 @@ def _add_sweep_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--smoke", action="store_true", help="2 rounds, 1 local epoch per run, in run dirs of <name>-smoke"
     )
     sweep.add_argument(
-        "--workers", type=int, default=1, help="worker processes (default 1; several may share one GPU)"
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes (default 1; several may share one GPU: a run that runs out of its memory "
+        "resumes once another ends, and fewer run at once)",
     )
     add_device_arg(sweep)
     sweep.add_argument(
