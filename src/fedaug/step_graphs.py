@@ -335,11 +335,12 @@ def release_memory() -> None:
     """Returns the memory of dropped recordings to the device (:meth:`StepGraphs.start_client`).
 
     Each capture allocates in a memory pool of its own, and PyTorch keeps a dropped recording's pool reserved
-    by the process until it empties its cache. FLea records its closure again every round, so without this the
-    process reserved more every round: 7.0 GiB after 20 rounds on an H100, for at most 0.8 GiB of live tensors
-    (``benchmarks/gpu.py --modes graphs_unreleased``), and 16 packed FLea runs filled the 80 GiB card within a
-    minute. Emptying the cache waits for this process's GPU work and frees its other cached blocks too: once
-    per round, against the round's hundreds of replays.
+    by the process until it empties its cache. FLea recorded its closure again every round (before its
+    ``rounds_key``), and without this the process reserved more every round: 7.0 GiB after 20 rounds on an
+    H100, for at most 0.8 GiB of live tensors (``benchmarks/gpu.py --modes graphs_unreleased``), and 16 packed
+    FLea runs filled the 80 GiB card within a minute. Emptying the cache waits for this process's GPU work and
+    frees its other cached blocks too: once in each round that records again (for the built-in methods, FLea's
+    round 2), against the round's hundreds of replays.
 
     One pool shared by every recording of the model would reuse the memory without emptying the cache, but the
     one way to keep such a pool between rounds, a ``torch.cuda.MemPool``, failed on torch 2.11 (H100): once

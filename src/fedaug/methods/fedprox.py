@@ -67,10 +67,11 @@ class FedProx(FedAvg):
         half_mu = 0.5 * self.config.proximal_mu
         # Deviation from paper: the paper's clients run SGD and may stop early (gamma-inexact solutions);
         # we use the FLea protocol (Adam, fixed local epochs) for every method, so only the objective changes.
-        # The anchors (the broadcast weights) reach the loss as client tensors, the same for every client, so
-        # that with mu in rounds_key one round's recorded steps serve every later round (engine.cuda_graphs).
+        # The anchors (the broadcast weights) reach the loss as client tensors keyed by parameter name, the
+        # same for every client, so that with mu in rounds_key one round's recorded steps serve every later
+        # round (engine.cuda_graphs).
         anchors = {
-            f"anchor.{name}": payload.model_state[name].detach().to(param.device)
+            name: payload.model_state[name].detach().to(param.device)
             for name, param in ctx.model.named_parameters()
             if param.requires_grad
         }
@@ -80,7 +81,7 @@ class FedProx(FedAvg):
         ) -> LossOutput:
             del step
             ce = F.cross_entropy(model(x), y)
-            prox = half_mu * proximal_term(model, {k.removeprefix("anchor."): v for k, v in client.items()})
+            prox = half_mu * proximal_term(model, client)  # client: the anchors
             return LossOutput(ce + prox, {"ce": ce.detach(), "prox": prox.detach()})
 
         return BatchableLoss(loss, anchors, rounds_key=(half_mu,))
