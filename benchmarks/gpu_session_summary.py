@@ -26,7 +26,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import io
+import gzip
 import json
 import re
 import statistics
@@ -43,7 +43,7 @@ GRID_ROUNDS = 36 * 100
 
 @dataclass
 class GridRun:
-    """One run of the grid, from its archived ``timings.jsonl`` and ``metrics.jsonl``."""
+    """One run of the grid, from its archived ``timings.jsonl[.gz]`` and ``metrics.jsonl[.gz]``."""
 
     setting: str  # e.g. uci_har-quantity2-K75
     method: str
@@ -60,12 +60,15 @@ def read_grid(tgz: Path) -> list[GridRun]:
     with tarfile.open(tgz) as tar:
         for member in tar.getmembers():
             parts = Path(member.name).parts
-            if len(parts) != 5 or parts[-1] not in ("timings.jsonl", "metrics.jsonl") or not member.isfile():
+            name = parts[-1].removesuffix(".gz")  # fedaug archive gzips the lines; older tarballs did not
+            if len(parts) != 5 or name not in ("timings.jsonl", "metrics.jsonl") or not member.isfile():
                 continue
             handle = tar.extractfile(member)
             assert handle is not None
-            rows = [json.loads(line) for line in io.TextIOWrapper(handle) if line.strip()]
-            target = timings if parts[-1] == "timings.jsonl" else metrics
+            data = handle.read()
+            text = gzip.decompress(data) if parts[-1].endswith(".gz") else data
+            rows = [json.loads(line) for line in text.decode().splitlines() if line.strip()]
+            target = timings if name == "timings.jsonl" else metrics
             target[(parts[1], parts[2], parts[3])] = rows
     runs = []
     for key, rows in sorted(timings.items()):

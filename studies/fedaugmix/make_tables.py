@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from fedaug.attacks.invert_report import write_table
+from fedaug.engine.checkpoint import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -87,8 +88,8 @@ def _run_dirs(method: str) -> list[Path]:
 
 
 def _run_row(method: str, run: Path) -> dict[str, object]:
-    metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
-    timings = [json.loads(x) for x in (run / "timings.jsonl").read_text().splitlines()]
+    metrics = read_jsonl(run / "metrics.jsonl")
+    timings = read_jsonl(run / "timings.jsonl")
     acc = [m["test/acc"] * 100 for m in metrics]
     return {
         "method": method,
@@ -164,7 +165,7 @@ def zoom() -> None:
             if not (run / "summary.json").exists():
                 continue
             seeds.add(run.name[4:])
-            acc = [json.loads(x)["test/acc"] * 100 for x in (run / "metrics.jsonl").read_text().splitlines()]
+            acc = [m["test/acc"] * 100 for m in read_jsonl(run / "metrics.jsonl")]
             curves.append(acc)
             ax.plot(range(30, len(acc) + 1), acc[29:], color=colour, lw=0.6, alpha=0.35)
         if curves:

@@ -63,12 +63,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="also write the rows as JSON")
     args = parser.parse_args()
     rows = {}
-    for metrics in sorted(args.root.rglob("metrics.jsonl")):
-        run_dir = metrics.parent
+    for config in sorted(args.root.rglob("config.yaml")):
+        run_dir = config.parent
         if run_dir.parent.name not in ("fedzdac", "fedzdas"):
             continue
         fedavg_dir = fedavg_sibling(run_dir, args.root)
-        if not (fedavg_dir / "metrics.jsonl").exists():
+        if not read_jsonl(fedavg_dir / "metrics.jsonl"):
             continue
         rows[str(run_dir.relative_to(args.root))] = drift(
             run_dir, fedavg_dir, from_round=args.from_round, last_round=args.last_round

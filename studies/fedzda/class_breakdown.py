@@ -21,6 +21,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from fedaug.engine.checkpoint import read_jsonl
+
 
 def row(accuracies: list[float], drop: int) -> dict[str, float]:
     """Variance (%^2) across classes with and without class ``drop``, its accuracy, the others' mean (%)."""
@@ -36,7 +38,7 @@ def row(accuracies: list[float], drop: int) -> dict[str, float]:
 
 def breakdown(run_dir: Path, drop: int, from_round: int) -> dict[str, Any]:
     """The final round's :func:`row` and its mean over rounds ``from_round``.. (None without the vectors)."""
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
+    records = read_jsonl(run_dir / "metrics.jsonl")
     window = [r for r in records if r["round"] >= from_round]
     with_vectors = [r for r in window if "test/class_acc" in r]
     mean = None

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+from fedaug.engine.checkpoint import read_jsonl
 from fedaug.methods.flea import FLeaEq6Config
 
 
@@ -53,10 +54,9 @@ def rename(root: Path) -> list[Path]:
 
 
 def _same_run(a: Path, b: Path) -> bool:
-    """Whether two run dirs hold the same results (metrics and summary byte for byte)."""
-    return all(
-        (a / name).read_bytes() == (b / name).read_bytes() for name in ("metrics.jsonl", "summary.json")
-    )
+    """Whether two run dirs hold the same results (the same metrics lines, the summary byte for byte)."""
+    same_metrics = read_jsonl(a / "metrics.jsonl") == read_jsonl(b / "metrics.jsonl")
+    return same_metrics and (a / "summary.json").read_bytes() == (b / "summary.json").read_bytes()
 
 
 if __name__ == "__main__":

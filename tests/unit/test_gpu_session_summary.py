@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import io
 import json
@@ -26,6 +27,8 @@ def _module() -> ModuleType:
 
 def _add(tar: tarfile.TarFile, name: str, rows: list[dict[str, float]]) -> None:
     data = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    if name.endswith(".gz"):
+        data = gzip.compress(data)
     info = tarfile.TarInfo(name)
     info.size = len(data)
     tar.addfile(info, io.BytesIO(data))
@@ -84,14 +87,15 @@ def test_the_summary_gives_each_target_its_measured_number(session: Path) -> Non
 def test_a_session_split_into_commands_sums_its_sweeps_and_takes_the_last_archive(
     session: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    # the grid resumed in a second command: its archive holds every run so far, its sweep ran 100 s more
+    # the grid resumed in a second command: its archive holds every run so far, its sweep ran 100 s more;
+    # this archive's lines are gzipped (fedaug archive's format now), the first folder's plain
     resumed = tmp_path_factory.mktemp("resumed")
     (resumed / "grid.log").write_text(
         "sweep exit 0 after 100 s\nGPU memory used during the sweep, max MiB: 41612\n"
     )
     with tarfile.open(resumed / "grid_runs.tgz", "w:gz") as tar:
         for method in ("fedavg", "flea"):
-            name = f"archive/uci_har-quantity2-K75/{method}/seed0/timings.jsonl"
+            name = f"archive/uci_har-quantity2-K75/{method}/seed0/timings.jsonl.gz"
             _add(tar, name, [{"round_time": 1.0}] * 100)
     module = _module()
     summary = module.summarise(session, resumed)

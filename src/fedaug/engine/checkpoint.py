@@ -21,6 +21,7 @@ and the same result).
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -31,7 +32,7 @@ from typing import Any, BinaryIO
 
 import torch
 
-from fedaug.errors import CheckpointError, path_error
+from fedaug.errors import CheckpointError, FedaugError, path_error
 
 CHECKPOINT_FORMAT = 1
 
@@ -82,12 +83,32 @@ def write_json(path: Path, obj: Any) -> None:
     _atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
 
 
+def gzipped(path: Path) -> Path:
+    """``path``'s compressed twin, ``<name>.gz``: how ``fedaug archive`` keeps a run's JSON lines."""
+    return path.with_name(path.name + ".gz")
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The complete JSON lines of ``path`` (a partial last line from a kill is ignored)."""
-    if not path.exists():
+    """The complete JSON lines of ``path``, or of :func:`gzipped` ``path`` when only that exists (an archived
+    run); a partial last line from a kill is ignored.
+
+    Raises:
+        FedaugError: if the gzipped file is corrupt (named, with what to do).
+    """
+    if path.exists():
+        text = path.read_text()
+    elif gzipped(path).exists():
+        try:
+            text = gzip.decompress(gzipped(path).read_bytes()).decode()
+        except (OSError, EOFError, UnicodeDecodeError) as exc:
+            raise FedaugError(
+                f"{gzipped(path)} is not a readable gzip file of JSON lines ({exc}); restore it from git "
+                "or archive the run again"
+            ) from exc
+    else:
         return []
     records = []
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         try:
             records.append(json.loads(line))
         except json.JSONDecodeError:

@@ -6,29 +6,44 @@ away; archiving each finished run into a folder that is committed (e.g. ``studie
 later ``fedaug report runs/<sweep> studies/<table>/runs`` put the old and the new runs in one table.
 
 An archived run is a directory with the same relative path as the run dir: ``config.yaml``, ``env.json``
-(versions, git sha, the method's resolved options), ``summary.json`` and ``timings.jsonl`` (per-round wall
-times) as written by the run, and ``metrics.jsonl``
-with the per-round scalars; list-valued entries (``clients``, ``local/acc``, ``test/class_acc``) are kept in
-the final round's record only (the fairness plot of ``fedaug report --plots`` reads them there; the summary
-already holds the fairness numbers). It is a valid run dir for :func:`fedaug.results.store.load_runs`.
+(versions, git sha, the method's resolved options) and ``summary.json`` as written by the run,
+``timings.jsonl.gz`` (per-round wall times) and ``metrics.jsonl.gz`` with the per-round scalars; list-valued
+entries (``clients``, ``local/acc``, ``test/class_acc``) are kept in the final round's record only (the
+fairness plot of ``fedaug report --plots`` reads them there; the summary already holds the fairness numbers).
+It is a valid run dir for :func:`fedaug.results.store.load_runs`: :func:`fedaug.engine.checkpoint.read_jsonl`
+reads the gzipped lines where the plain ones are absent (archives written before they were gzipped still
+read).
+
+The JSON lines are gzipped (about a quarter of the size) because archives are committed, and a study's
+repository travels whole to a lent GPU machine under a size limit. The gzip header carries no time or name, so
+archiving the same run twice writes the same bytes and leaves git clean.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import shutil
 from pathlib import Path
+from typing import Any
 
-from fedaug.engine.checkpoint import read_jsonl
+from fedaug.engine.checkpoint import gzipped, read_jsonl
 from fedaug.errors import FedaugError
 from fedaug.paths import check_folder_target
 from fedaug.results.store import load_runs
 
 logger = logging.getLogger(__name__)
 
-COPIED_FILES = ("config.yaml", "env.json", "summary.json", "timings.jsonl")
-"""Copied as they are when present; ``metrics.jsonl`` is rewritten with its scalars only."""
+COPIED_FILES = ("config.yaml", "env.json", "summary.json")
+"""Copied as they are when present; ``timings.jsonl`` is gzipped, ``metrics.jsonl`` gzipped with its scalars
+only."""
+
+
+def write_gzipped_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    """``rows`` as JSON lines (sorted keys) in gzip file ``path``, byte-identical for the same rows."""
+    text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+    path.write_bytes(gzip.compress(text.encode(), compresslevel=9, mtime=0))
 
 
 def scalar_metrics(record: dict[str, object]) -> dict[str, object]:
@@ -68,7 +83,10 @@ def archive_runs(runs_dir: Path, out_dir: Path, *, include_unfinished: bool = Fa
                 shutil.copy2(run.path / name, target / name)
         records = read_jsonl(run.path / "metrics.jsonl")
         rows = [scalar_metrics(r) for r in records[:-1]] + records[-1:]
-        (target / "metrics.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        write_gzipped_jsonl(gzipped(target / "metrics.jsonl"), rows)
+        timings = read_jsonl(run.path / "timings.jsonl")
+        if timings:
+            write_gzipped_jsonl(gzipped(target / "timings.jsonl"), timings)
         written.append(target)
     logger.info("archived %d runs from %s into %s", len(written), runs_dir, out_dir)
     return written

@@ -18,6 +18,8 @@ import json
 import statistics
 from pathlib import Path
 
+from fedaug.engine.checkpoint import read_jsonl
+
 HERE = Path(__file__).parent
 ARCHIVE = HERE.parent / "runs" / "fashion_mnist-multimodal2_clients-K100" / "fedavg"
 FIXED = HERE / "runs" / "fashion_mnist-multimodal2_clients-K100-pseed0" / "fedavg"
@@ -31,7 +33,7 @@ WINDOW = 80  # rounds 80-100
 
 
 def numbers(run_dir: Path) -> dict[str, float]:
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    records = read_jsonl(run_dir / "metrics.jsonl")
     last, window = records[-1], [r for r in records if r["round"] >= WINDOW]
     accs = [100 * r["test/acc"] for r in window]
     return {

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from fedaug.cli import main
+from fedaug.engine.checkpoint import read_jsonl
 from fedaug.errors import FedaugError
 from fedaug.results.archive import archive_runs
 from fedaug.results.report import write_report
@@ -42,13 +45,16 @@ def test_archive_keeps_what_report_reads_without_checkpoints_or_early_vectors(
     assert sorted(p.name for p in target.iterdir()) == [
         "config.yaml",
         "env.json",
-        "metrics.jsonl",
+        "metrics.jsonl.gz",
         "summary.json",
-        "timings.jsonl",
+        "timings.jsonl.gz",
     ]
-    for name in ("timings.jsonl", "env.json"):
-        assert (target / name).read_text() == (run_dir / name).read_text()
-    rows = [json.loads(line) for line in (target / "metrics.jsonl").read_text().splitlines()]
+    assert (target / "env.json").read_text() == (run_dir / "env.json").read_text()
+    assert gzip.decompress((target / "timings.jsonl.gz").read_bytes()) == b'{"round": 1, "round_time": 2.5}\n'
+    rows = [
+        json.loads(line) for line in gzip.decompress((target / "metrics.jsonl.gz").read_bytes()).splitlines()
+    ]
+    assert read_jsonl(target / "metrics.jsonl") == rows  # the run-dir reader finds the gzipped lines
     scalars = [{"round": i + 1, "test/acc": a, "test/loss": 1.5} for i, a in enumerate([0.5, 0.7, 0.6])]
     assert rows[:2] == scalars[:2]  # the vectors are kept in the final round only (the fairness plot's)
     assert rows[2] == {**scalars[2], "clients": [3, 1], "local/acc": [0.25, 0.75]}
@@ -105,3 +111,29 @@ def test_cli_archive_then_report_two_folders(
     assert "best_acc,fedavg,uci_har Qua(2) K=75,70.0000,14.1421,2," in capsys.readouterr().out
     assert main(["archive", str(tmp_path / "missing"), "--out", str(tmp_path / "x")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_archiving_twice_writes_the_same_bytes_and_old_plain_archives_still_report(
+    tmp_path: Path, make_run: Callable[..., Path]
+) -> None:
+    run_dir = make_run(tmp_path / "runs", accs=[0.5, 0.7, 0.6])
+    (target,) = archive_runs(tmp_path / "runs", tmp_path / "archive")
+    first = (target / "metrics.jsonl.gz").read_bytes()
+    assert first[3:8] == bytes(5)  # the gzip header holds no file name (flags 0) and no time (mtime 0)
+    os.utime(run_dir / "metrics.jsonl", (1, 1))
+    archive_runs(tmp_path / "runs", tmp_path / "archive")
+    assert (target / "metrics.jsonl.gz").read_bytes() == first  # git sees no change
+    # an archive written before the lines were gzipped: plain metrics.jsonl, read the same way
+    (target / "metrics.jsonl").write_bytes(gzip.decompress(first))
+    (target / "metrics.jsonl.gz").unlink()
+    (run,) = load_runs(tmp_path / "archive", include_unfinished=True)
+    assert [r["test/acc"] for r in run.metrics()] == [0.5, 0.7, 0.6]
+
+
+def test_a_corrupt_gzipped_archive_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "metrics.jsonl.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(FedaugError, match=r"metrics\.jsonl\.gz is not a readable gzip file.*restore it"):
+        read_jsonl(tmp_path / "metrics.jsonl")
+    (tmp_path / "metrics.jsonl.gz").write_bytes(gzip.compress(b'{"round": 1}\n')[:-6])  # cut short
+    with pytest.raises(FedaugError, match="not a readable gzip file"):
+        read_jsonl(tmp_path / "metrics.jsonl")
