@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,7 +37,7 @@ from fedaug.cli_common import (
 )
 from fedaug.cli_flower import add_flower_parser
 from fedaug.cli_zsdg import add_zsdg_parser
-from fedaug.errors import FedaugError
+from fedaug.errors import FedaugError, out_of_memory_sentence
 
 if TYPE_CHECKING:
     pass
@@ -419,11 +418,8 @@ OUT_OF_MEMORY_HINT = (
 def out_of_memory_line(exc: Exception) -> str | None:
     """One line for an error that is the device running out of memory (None for any other): what PyTorch
     said first, then what to do (its message goes on with every process's memory, a paragraph)."""
-    text = " ".join(str(exc).splitlines())
-    found = re.search(r"out of memory\.?( Tried to allocate [\d.]+ \w+\.?)?", text)
-    if found is None:
-        return None
-    return f"{text[: found.end()]} {OUT_OF_MEMORY_HINT}"
+    sentence = out_of_memory_sentence(str(exc))
+    return None if sentence is None else f"{sentence} {OUT_OF_MEMORY_HINT}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,6 +7,11 @@ last resort, any ``OSError`` naming a file, e.g. a permission error, into a line
 
 from __future__ import annotations
 
+import re
+
+OUT_OF_MEMORY = re.compile(r"out of memory\.?( Tried to allocate [\d.]+ \w+\.?)?")
+"""PyTorch's device out-of-memory sentence (CUDA's and MPS's), with the size it tried to allocate."""
+
 
 class FedaugError(Exception):
     """Base class of all errors a user can cause."""
@@ -58,3 +63,11 @@ class ClientError(FedaugError):
         self.round_num = round_num
         self.client_id = client_id
         self.method = method
+
+
+def out_of_memory_sentence(text: str) -> str | None:
+    """``text`` on one line up to the end of PyTorch's out-of-memory sentence (its message goes on with every
+    process's memory, a paragraph); None when ``text`` is not a device running out of memory."""
+    line = " ".join(text.splitlines())
+    found = OUT_OF_MEMORY.search(line)
+    return None if found is None else line[: found.end()]

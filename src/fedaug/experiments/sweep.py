@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fedaug.errors import ConfigError, RunLockedError
+from fedaug.errors import ConfigError, RunLockedError, out_of_memory_sentence
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.estimate import remaining_seconds, run_status, running_line
 from fedaug.experiments.load import (
@@ -274,9 +274,7 @@ OUT_OF_MEMORY_RETRIES = 3
 
 def out_of_memory(outcome: Outcome) -> bool:
     """Whether a failed run ran out of device memory (PyTorch's error, also inside a client's error)."""
-    return outcome.status == "failed" and (
-        "OutOfMemoryError" in outcome.error or "out of memory" in outcome.error
-    )
+    return outcome.status == "failed" and out_of_memory_sentence(outcome.error) is not None
 
 
 def check_sweep_options(workers: int, heartbeat: float, order: str = "grid") -> None:

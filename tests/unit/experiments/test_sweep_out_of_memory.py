@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from fedaug.errors import out_of_memory_sentence
 from fedaug.experiments import sweep
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.sweep import OUT_OF_MEMORY_RETRIES, Outcome, SweepResult, expand_sweep, out_of_memory
@@ -102,3 +103,15 @@ def test_only_device_memory_errors_count() -> None:
     assert out_of_memory(Outcome("failed", error="OutOfMemoryError: CUDA out of memory."))
     assert not out_of_memory(Outcome("failed", error="ValueError: loss is nan"))
     assert not out_of_memory(Outcome("finished", error="out of memory"))
+    assert out_of_memory(
+        Outcome("failed", error="RuntimeError: MPS backend out of memory (MPS allocated: 9 GB)")
+    )
+
+
+def test_the_out_of_memory_sentence_is_cut_from_pytorchs_paragraph() -> None:
+    text = "round 3: OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has\n79 GiB ..."
+    assert out_of_memory_sentence(text) == (
+        "round 3: OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB."
+    )
+    assert out_of_memory_sentence("CUDA out of memory") == "CUDA out of memory"
+    assert out_of_memory_sentence("RuntimeError: CUDA error: an illegal memory access") is None
