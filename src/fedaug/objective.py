@@ -57,3 +57,10 @@ class BatchableLoss:
     def __call__(self, model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
         step = self.draws(x.shape[0]) if self.draws is not None else {}
         return self.fn(model, x, y, self.client, step)
+
+
+def hook_code(fn: object) -> object:
+    """What a hook runs: a function's code object (the same for every closure made by one ``def``), else the
+    callable itself. Recorded steps are kept per hook code; a wrapping hook's ``rounds_key`` holds its base's.
+    """
+    return getattr(fn, "__code__", fn)

@@ -54,6 +54,7 @@ import torch
 from torch import Tensor, nn
 
 from fedaug.api import TrainSettings
+from fedaug.objective import hook_code
 
 if TYPE_CHECKING:
     from fedaug.objective import BatchableLoss, ClientTensors, LossOutput, ObjectiveFn
@@ -172,7 +173,7 @@ class StepGraphs:
                 release_memory()
             self.fn, self.settings, self.rounds_key = loss.fn, settings, loss.rounds_key
             self.client = {key: value.clone() for key, value in loss.client.items()}
-        self.reuse = _code(self.fn) not in self.failed
+        self.reuse = hook_code(self.fn) not in self.failed
 
     def _same_hook(self, loss: BatchableLoss, settings: TrainSettings) -> bool:
         """Whether the recorded steps serve ``loss``: its ``fn`` is the recorded one, or another closure of
@@ -189,7 +190,7 @@ class StepGraphs:
             return False
         if loss.fn is self.fn:
             return True
-        if _code(loss.fn) is not _code(self.fn) or _code(loss.fn) is loss.fn:
+        if hook_code(loss.fn) is not hook_code(self.fn) or hook_code(loss.fn) is loss.fn:
             return False
         return settings is self.settings or (
             loss.rounds_key is not None and loss.rounds_key == self.rounds_key
@@ -238,14 +239,14 @@ class StepGraphs:
         """Records the step for ``key``'s shapes (None, and the hook eager from now on, if capture fails)."""
         sx, sy, sstep = x.clone(), y.clone(), {k: v.clone() for k, v in draws.items()}
         body = self._body(sx, sy, sstep)
-        warm = (_code(self.fn), key)  # the hook's operations on these shapes have run on the side stream
+        warm = (hook_code(self.fn), key)  # the hook's operations on these shapes have run on the side stream
         warm_up = self.capture and warm not in self.warmed
         saved = self._save() if warm_up else None  # a capture alone computes nothing
         try:
             run = self._capture(body, warm_up=warm_up) if self.capture else body
         except RuntimeError as err:
             self._restore(saved)
-            self.failed.add(_code(self.fn))
+            self.failed.add(hook_code(self.fn))
             self.reuse = False
             logger.warning(
                 "engine.cuda_graphs: this loss hook could not be recorded, so it runs eagerly (%s)", err
@@ -348,12 +349,6 @@ def release_memory() -> None:
     host-memory allocator, so FLea's steps ran eagerly, and the process aborted at exit.
     """
     torch.cuda.empty_cache()
-
-
-def _code(fn: object) -> object:
-    """What a hook runs: a function's code object (the same for every closure made by one ``def``), else the
-    callable itself."""
-    return getattr(fn, "__code__", fn)
 
 
 def _shapes(tensors: ClientTensors) -> ShapeKey:

@@ -57,6 +57,7 @@ from fedaug.methods.fedrs import FedRS, FedRSConfig
 from fedaug.methods.losses import jensen_shannon
 from fedaug.methods.moon import MOON, MOONConfig
 from fedaug.models.base import SplitModel
+from fedaug.objective import hook_code
 from fedaug.registry import register
 
 
@@ -181,7 +182,7 @@ def js_consistency_loss(base_loss: LossFn, config: AugMixJSConfig) -> LossFn:
         return _with_js(on_originals, model, x, y, config)
 
     # recordings serve later rounds when the base's do: the wrapper adds config numbers only
-    key = None if base.rounds_key is None else (getattr(base_fn, "__code__", base_fn), base.rounds_key)
+    key = None if base.rounds_key is None else (hook_code(base_fn), base.rounds_key)
     if base_draws is None:
         return BatchableLoss(objective, base.client, rounds_key=key)
     draws = base_draws  # a local of the narrowed type, for the closure
