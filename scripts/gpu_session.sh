@@ -24,10 +24,11 @@
 # 10 minutes of one call): then `OUT=$OUT GRAPHS=<machine.txt's decision> MPS=1 LIMIT=<s> scripts/gpu_grid.sh`.
 # On the H100 on 2026-11-27 the GRID=0 call took 52 s and the machine's start about 40 s, which leaves one grid
 # command of 10 minutes inside the 15 minutes of device time (the grid took 380 s of sweep over two commands).
-# The next session's plan, two commands on one warm machine, then give the machine back:
-#   OUT=$OUT GRID=0 PROBE_ROUNDS=10 PROBE_S=200 PROBE_MODES=sequential,graphs,graphs_unreleased,batched \
-#       scripts/gpu_session.sh                                                     # about 3 minutes
-#   OUT=$OUT GRAPHS=true MPS=1 LIMIT=520 scripts/gpu_grid.sh                       # timeout_s 600
+# The next session's plan, two commands on one warm machine, the grid FIRST (it is what #32 still needs; a start
+# of 40-120 s, a 3-minute probe and a 10-minute grid would not fit 15 minutes), then give the machine back:
+#   OUT=$OUT GRAPHS=true MPS=1 LIMIT=470 scripts/gpu_grid.sh                       # timeout_s 560
+#   OUT=$OUT GRID=0 TESTS_S=90 PROBE_S=100 PROBE_ROUNDS=5 PROBE_MODES=graphs,graphs_unreleased \
+#       scripts/gpu_session.sh                                    # timeout_s: what status says is left, less 20
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_out}
