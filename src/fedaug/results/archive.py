@@ -26,7 +26,6 @@ import json
 import logging
 import shutil
 from pathlib import Path
-from typing import Any
 
 from fedaug.engine.checkpoint import gzipped, read_jsonl
 from fedaug.errors import FedaugError
@@ -36,13 +35,12 @@ from fedaug.results.store import load_runs
 logger = logging.getLogger(__name__)
 
 COPIED_FILES = ("config.yaml", "env.json", "summary.json")
-"""Copied as they are when present; ``timings.jsonl`` is gzipped, ``metrics.jsonl`` gzipped with its scalars
-only."""
+"""Copied as they are when present; ``timings.jsonl`` is gzipped as it is, ``metrics.jsonl`` gzipped with its
+scalars only."""
 
 
-def write_gzipped_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    """``rows`` as JSON lines (sorted keys) in gzip file ``path``, byte-identical for the same rows."""
-    text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+def write_gzipped(path: Path, text: str) -> None:
+    """``text`` in gzip file ``path``, byte-identical for the same text (no time or name in the header)."""
     path.write_bytes(gzip.compress(text.encode(), compresslevel=9, mtime=0))
 
 
@@ -83,10 +81,14 @@ def archive_runs(runs_dir: Path, out_dir: Path, *, include_unfinished: bool = Fa
                 shutil.copy2(run.path / name, target / name)
         records = read_jsonl(run.path / "metrics.jsonl")
         rows = [scalar_metrics(r) for r in records[:-1]] + records[-1:]
-        write_gzipped_jsonl(gzipped(target / "metrics.jsonl"), rows)
-        timings = read_jsonl(run.path / "timings.jsonl")
-        if timings:
-            write_gzipped_jsonl(gzipped(target / "timings.jsonl"), timings)
+        write_gzipped(
+            gzipped(target / "metrics.jsonl"), "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+        )
+        timings = run.path / "timings.jsonl"
+        if timings.exists():  # the lines as the run wrote them
+            write_gzipped(gzipped(target / timings.name), timings.read_text())
+        elif gzipped(timings).exists():  # an archived run archived again
+            shutil.copy2(gzipped(timings), gzipped(target / timings.name))
         written.append(target)
     logger.info("archived %d runs from %s into %s", len(written), runs_dir, out_dir)
     return written

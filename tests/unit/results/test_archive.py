@@ -123,6 +123,12 @@ def test_archiving_twice_writes_the_same_bytes_and_old_plain_archives_still_repo
     os.utime(run_dir / "metrics.jsonl", (1, 1))
     archive_runs(tmp_path / "runs", tmp_path / "archive")
     assert (target / "metrics.jsonl.gz").read_bytes() == first  # git sees no change
+    (run_dir / "timings.jsonl").write_text('{"round_time": 2.5, "round": 1}\n')  # kept as the run wrote it
+    archive_runs(tmp_path / "runs", tmp_path / "archive")
+    (again,) = archive_runs(tmp_path / "archive", tmp_path / "archive2")  # an archive archived again
+    for name in ("metrics.jsonl.gz", "timings.jsonl.gz"):
+        assert (again / name).read_bytes() == (target / name).read_bytes()
+    assert gzip.decompress((again / "timings.jsonl.gz").read_bytes()) == b'{"round_time": 2.5, "round": 1}\n'
     # an archive written before the lines were gzipped: plain metrics.jsonl, read the same way
     (target / "metrics.jsonl").write_bytes(gzip.decompress(first))
     (target / "metrics.jsonl.gz").unlink()
