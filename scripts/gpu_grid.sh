@@ -12,14 +12,18 @@
 # instead of taking turns (not measured yet: `STAGES="packed mps" scripts/gpu_check.sh` compares the two).
 # The sweep stops after LIMIT seconds (default 520) so the report and the archive still come back; a sweep cut
 # short resumes where it stopped when run again with the same RUNS.
+# SETS adds config overrides, space-separated (e.g. SETS="train.rounds=2 train.local_epochs=1").
 #   OUT=gpu_out scripts/gpu_grid.sh                       # on the GPU machine
 #   OUT=/tmp/g LIMIT=60 DEVICE=cpu WORKERS=2 SEEDS=0 scripts/gpu_grid.sh   # a quick check anywhere
+# tests/smoke/test_gpu_scripts.py runs it on the CPU (2 runs of 2 rounds) and reads its files back.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_out}
 RUNS=${RUNS:-/tmp/gpu_grid_runs}
 mkdir -p "$OUT" "$RUNS"
 export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+sets=()
+for item in ${SETS:-}; do sets+=(--set "$item"); done
 : > "$OUT/grid.log"  # then appended to: worker processes that outlive the sweep must not overwrite lines
 if [[ "${MPS:-0}" == 1 ]]; then scripts/mps.sh start >> "$OUT/grid.log" 2>&1 || echo "MPS did not start: without it" >> "$OUT/grid.log"; fi
 start=$(date +%s)
@@ -32,7 +36,7 @@ timeout "${LIMIT:-520}" python3 -m fedaug sweep configs/experiments/flea_table1_
     --grid "seed=[${SEEDS:-0, 1, 2}]" --grid "method=[${METHODS:-flea, fedavg}]" \
     --grid "partition.num_clients=[${KS:-150, 75}]" \
     --set "engine.batched_clients=${BATCHED:-false}" --set "engine.cuda_graphs=${GRAPHS:-true}" \
-    --set engine.progress=false \
+    --set engine.progress=false "${sets[@]}" \
     --device "${DEVICE:-cuda}" --workers "${WORKERS:-16}" --order "${ORDER:-longest-first}" \
     --heartbeat 60 --out-dir "$RUNS" >> "$OUT/grid.log" 2>&1
 echo "sweep exit $? after $(( $(date +%s) - start )) s" >> "$OUT/grid.log"

@@ -1,0 +1,98 @@
+"""The GPU session's scripts run end to end on the CPU before a lent GPU's minutes are spent on them.
+
+A lent GPU machine gives a task 15 minutes, starts included, so ``scripts/gpu_grid.sh`` and
+``scripts/gpu_session.sh`` must work the first time there. Here they run with tiny settings on the CPU (the
+CUDA tests skip, MPS and nvidia-smi are absent) and ``benchmarks/gpu_session_summary.py`` reads what they
+wrote.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="bash scripts")
+
+
+def _summary_module() -> ModuleType:
+    path = REPO_ROOT / "benchmarks" / "gpu_session_summary.py"
+    spec = importlib.util.spec_from_file_location("gpu_session_summary_smoke", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _script(name: str, tmp_path: Path, **env: str) -> str:
+    done = subprocess.run(
+        ["bash", str(REPO_ROOT / "scripts" / name)],
+        env={**os.environ, "DEVICE": "cpu", "MPS": "0", "OMP_NUM_THREADS": "1", **env},
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_the_grid_script_sweeps_archives_reports_and_its_summary_reads_it(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    _script(
+        "gpu_grid.sh",
+        tmp_path,
+        OUT=str(out),
+        RUNS=str(tmp_path / "runs"),
+        LIMIT="200",
+        WORKERS="2",
+        SEEDS="0",
+        KS="75",
+        SETS="train.rounds=2 train.local_epochs=1",
+    )
+    log = (out / "grid.log").read_text()
+    assert "sweep exit 0 after" in log, log
+    report = (out / "report" / "report.md").read_text()
+    assert "# 6 runs" in report and "| fedavg |" in report and "| flea |" in report
+    with tarfile.open(out / "grid_runs.tgz") as tar:
+        names = sorted(n for n in tar.getnames() if n.endswith(".gz"))
+    assert len(names) == 12 and names[0] == "archive/uci_har-dirichlet0.1-K75/fedavg/seed0/metrics.jsonl.gz"
+    grid = _summary_module().summarise(out)["grid"]
+    assert (len(grid["runs"]), grid["rounds_done"]) == (6, 12)  # 3 splits x 2 methods, 2 rounds each
+    assert grid["sweep_s"] is not None
+    if shutil.which("nvidia-smi") is None:  # the script samples the GPU's memory only where it can
+        assert grid["max_gpu_memory_mib"] is None and "GPU memory used" not in log
+
+
+def test_the_session_script_without_its_grid_writes_the_files_the_summary_reads(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    stdout = _script(
+        "gpu_session.sh",
+        tmp_path,
+        OUT=str(out),
+        GRID="0",
+        BUDGET="200",
+        TESTS_S="100",
+        PROBE_S="150",
+        PROBE_ROUNDS="1",
+        PROBE_MODES="sequential",
+    )
+    assert "grid skipped (GRID=0)" in stdout
+    tests = (out / "tests_graphs.txt").read_text()
+    assert "skipped" in tests and "failed" not in tests  # the CUDA tests skip on the CPU
+    summary = _summary_module().summarise(out)
+    assert sorted((row["method"], row["mode"]) for row in summary["probe"]) == [
+        ("fedavg", "sequential"),
+        ("flea", "sequential"),
+    ]
+    assert summary["grid"]["runs"] == []
