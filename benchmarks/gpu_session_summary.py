@@ -172,7 +172,13 @@ def summarise(*folders: Path) -> dict[str, Any]:
             "alone_best_s": min(alone) if alone else None,
             "packed_amortised_s": round(packed, 1) if packed else None,
         }
-    targets["grid"] = {"limit_s": TARGET_GRID_S, "projected_s": summary["grid"]["projected_s"]}
+    grid = summary["grid"]
+    targets["grid"] = {
+        "limit_s": TARGET_GRID_S,
+        "projected_s": grid["projected_s"],
+        # the target: all 36 runs inside one command of at most 10 minutes
+        "met": grid["finished"] == 36 and grid["sweep_commands"] == 1 and (wall or 1e9) <= TARGET_GRID_S,
+    }
     summary["targets"] = targets
     return summary
 
@@ -219,7 +225,8 @@ def render(summary: dict[str, Any]) -> str:
     lines += ["", "| target | limit | measured |", "|---|---:|---|"]
     for name, t in summary["targets"].items():
         if name == "grid":
-            measured = f"projected {_fmt(t['projected_s'])} s"
+            verdict = "met: 36 runs in one command" if t.get("met") else "not met in one command"
+            measured = f"projected {_fmt(t['projected_s'])} s; {verdict}"
         else:
             measured = f"alone {_fmt(t['alone_best_s'])} s, packed {_fmt(t['packed_amortised_s'])} s a run"
         lines.append(f"| {name} | {t['limit_s']:.0f} s | {measured} |")

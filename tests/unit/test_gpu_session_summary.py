@@ -81,7 +81,7 @@ def test_the_summary_gives_each_target_its_measured_number(session: Path) -> Non
     text = module.render(summary)
     assert "| fedavg | graphs | 0.10 | 10.00 | 0.25 | 20 | - | - | 0.40 |" in text
     assert "1 of 36 runs finished, 150 of 3600 rounds in 400.00 s of sweep;" in text
-    assert "| grid | 600 s | projected 9600.00 s |" in text
+    assert "| grid | 600 s | projected 9600.00 s; not met in one command |" in text
 
 
 def test_a_session_split_into_commands_sums_its_sweeps_and_takes_the_last_archive(
@@ -122,3 +122,26 @@ def test_a_missing_folder_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.
     finally:
         sys.argv = argv
     assert capsys.readouterr().err == f"gpu_session_summary.py: error: no folder {tmp_path / 'nope'}\n"
+
+
+def test_the_grid_target_is_met_only_by_all_36_runs_in_one_command_of_10_minutes(tmp_path: Path) -> None:
+    runs = [
+        f"archive/uci_har-{split}-K{k}/{method}/seed{seed}/timings.jsonl.gz"
+        for split in ("quantity2", "dirichlet0.3", "dirichlet0.1")
+        for k in (75, 150)
+        for method in ("fedavg", "flea")
+        for seed in range(3)
+    ]
+    module = _module()
+    verdicts = []
+    for sweep_s, run_names in ((590, runs), (610, runs), (590, runs[:-1])):
+        folder = tmp_path / f"{sweep_s}-{len(run_names)}"
+        folder.mkdir()
+        (folder / "grid.log").write_text(f"sweep exit 0 after {sweep_s} s\n")
+        with tarfile.open(folder / "grid_runs.tgz", "w:gz") as tar:
+            for name in run_names:
+                _add(tar, name, [{"round_time": 1.0}] * 100)
+        summary = module.summarise(folder)
+        verdicts.append((summary["grid"]["finished"], summary["targets"]["grid"]["met"]))
+    assert verdicts == [(36, True), (36, False), (35, False)]
+    assert "; met: 36 runs in one command |" in module.render(module.summarise(tmp_path / "590-36"))
