@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import warnings
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -100,7 +101,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     elif gzipped(path).exists():
         try:
             text = gzip.decompress(gzipped(path).read_bytes()).decode()
-        except (OSError, EOFError, UnicodeDecodeError) as exc:
+        except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
             raise FedaugError(
                 f"{gzipped(path)} is not a readable gzip file of JSON lines ({exc}); restore it from git "
                 "or archive the run again"

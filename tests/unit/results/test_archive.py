@@ -140,6 +140,9 @@ def test_a_corrupt_gzipped_archive_is_one_clear_error(tmp_path: Path) -> None:
     (tmp_path / "metrics.jsonl.gz").write_bytes(b"not gzip at all")
     with pytest.raises(FedaugError, match=r"metrics\.jsonl\.gz is not a readable gzip file.*restore it"):
         read_jsonl(tmp_path / "metrics.jsonl")
-    (tmp_path / "metrics.jsonl.gz").write_bytes(gzip.compress(b'{"round": 1}\n')[:-6])  # cut short
-    with pytest.raises(FedaugError, match="not a readable gzip file"):
-        read_jsonl(tmp_path / "metrics.jsonl")
+    whole = gzip.compress(b'{"round": 1}\n' * 100, mtime=0)
+    flipped = whole[:15] + bytes(b ^ 0xFF for b in whole[15:30]) + whole[30:]  # deflate data damaged
+    for damaged in (whole[:-6], flipped):  # cut short (EOFError), damaged (zlib.error)
+        (tmp_path / "metrics.jsonl.gz").write_bytes(damaged)
+        with pytest.raises(FedaugError, match="not a readable gzip file"):
+            read_jsonl(tmp_path / "metrics.jsonl")
