@@ -16,11 +16,14 @@ archive of the grid so far) and its sweep time is summed over every ``grid.log``
   ends still to come, so the projection is a lower bound);
 * the targets: FedAvg <= 15 s a run, FLea <= 60 s a run (a run alone, from the probe, and amortised over the
   packed grid: the sweep's wall time shared out by run time, per 100 rounds of the K = 75 runs), the 36-run
-  grid <= 600 s.
+  grid <= 600 s;
+* with ``--reference``, each setting's and method's best and last-10 accuracy against an earlier archive of
+  the same grid (paired by seed): a change that broke training on the GPU shows as points lost.
 
 Usage::
 
-    python benchmarks/gpu_session_summary.py /path/to/files_at [MORE_FOLDERS ...] [--json summary.json]
+    python benchmarks/gpu_session_summary.py /path/to/files_at [MORE_FOLDERS ...] [--json summary.json] \\
+        [--reference studies/flea_table1_har/h100/runs]
 """
 
 from __future__ import annotations
@@ -51,6 +54,17 @@ class GridRun:
     rounds: int
     seconds: float  # sum of its rounds' wall time
     best_acc: float | None
+    last10_acc: float | None = None  # the mean of its last 10 rounds' test accuracy, once it has 10
+
+
+def _rows(data: bytes, gzipped: bool) -> list[dict[str, Any]]:
+    """The JSON lines of a file's bytes (gzipped: as ``fedaug archive`` writes them)."""
+    text = gzip.decompress(data) if gzipped else data
+    return [json.loads(line) for line in text.decode().splitlines() if line.strip()]
+
+
+def _accs(rows: list[dict[str, Any]]) -> list[float]:
+    return [r["test/acc"] for r in rows if "test/acc" in r]
 
 
 def read_grid(tgz: Path) -> list[GridRun]:
@@ -65,23 +79,58 @@ def read_grid(tgz: Path) -> list[GridRun]:
                 continue
             handle = tar.extractfile(member)
             assert handle is not None
-            data = handle.read()
-            text = gzip.decompress(data) if parts[-1].endswith(".gz") else data
-            rows = [json.loads(line) for line in text.decode().splitlines() if line.strip()]
+            rows = _rows(handle.read(), parts[-1].endswith(".gz"))
             target = timings if name == "timings.jsonl" else metrics
             target[(parts[1], parts[2], parts[3])] = rows
     runs = []
     for key, rows in sorted(timings.items()):
-        accs = [r["test/acc"] for r in metrics.get(key, []) if "test/acc" in r]
+        accs = _accs(metrics.get(key, []))
         runs.append(
             GridRun(
                 *key,
                 rounds=len(rows),
                 seconds=sum(r.get("round_time", 0.0) for r in rows),
                 best_acc=max(accs) if accs else None,
+                last10_acc=statistics.fmean(accs[-10:]) if len(accs) >= 10 else None,
             )
         )
     return runs
+
+
+def read_reference(folder: Path) -> dict[tuple[str, str, str], list[float]]:
+    """Test accuracy per round of each run archived under ``folder`` (``<setting>/<method>/<seed>/``, e.g.
+    ``studies/flea_table1_har/h100/runs``), by (setting, method, seed)."""
+    found = {}
+    for path in sorted(folder.glob("*/*/*/metrics.jsonl*")):
+        if path.name in ("metrics.jsonl", "metrics.jsonl.gz"):
+            setting, method, seed = path.parent.relative_to(folder).parts
+            found[(setting, method, seed)] = _accs(_rows(path.read_bytes(), path.suffix == ".gz"))
+    return found
+
+
+def against_reference(
+    runs: list[GridRun], reference: dict[tuple[str, str, str], list[float]], rounds: int = 100
+) -> list[dict[str, Any]]:
+    """Per setting and method, this grid's finished runs minus the reference's of the same seeds, points of
+    best and last-10 accuracy (paired by seed): the same code on the same card should differ by float
+    rounding's drift only, a few points per run and near 0 on average."""
+    pairs: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for run in runs:
+        ref = reference.get((run.setting, run.method, run.seed), [])
+        if run.rounds >= rounds and len(ref) >= rounds and run.best_acc is not None and run.last10_acc:
+            best = 100 * (run.best_acc - max(ref))
+            last10 = 100 * (run.last10_acc - statistics.fmean(ref[-10:]))
+            pairs.setdefault((run.setting, run.method), []).append((best, last10))
+    return [
+        {
+            "setting": setting,
+            "method": method,
+            "seeds": len(diffs),
+            "best_points": round(statistics.fmean(d[0] for d in diffs), 2),
+            "last10_points": round(statistics.fmean(d[1] for d in diffs), 2),
+        }
+        for (setting, method), diffs in sorted(pairs.items())
+    ]
 
 
 def sweep_seconds(grid_log: Path) -> float | None:
@@ -130,8 +179,9 @@ def _first(folders: list[Path], name: str) -> Path | None:
     return next((f / name for f in folders if (f / name).exists()), None)
 
 
-def summarise(*folders: Path) -> dict[str, Any]:
-    """Everything :func:`render` prints, as a dict, from a session's folders (in its commands' order)."""
+def summarise(*folders: Path, reference: Path | None = None) -> dict[str, Any]:
+    """Everything :func:`render` prints, as a dict, from a session's folders (in its commands' order); with
+    ``reference``, a folder of archived runs of the same grid, the accuracy against it."""
     found = list(folders)
     machine_file, tests_file = _first(found, "machine.txt"), _first(found, "tests_graphs.txt")
     probe_file = _first(found, "probe.json")
@@ -180,6 +230,11 @@ def summarise(*folders: Path) -> dict[str, Any]:
         "met": grid["finished"] == 36 and grid["sweep_commands"] == 1 and (wall or 1e9) <= TARGET_GRID_S,
     }
     summary["targets"] = targets
+    if reference is not None:
+        summary["reference"] = {
+            "folder": str(reference),
+            "rows": against_reference(runs, read_reference(reference)),
+        }
     return summary
 
 
@@ -230,6 +285,20 @@ def render(summary: dict[str, Any]) -> str:
         else:
             measured = f"alone {_fmt(t['alone_best_s'])} s, packed {_fmt(t['packed_amortised_s'])} s a run"
         lines.append(f"| {name} | {t['limit_s']:.0f} s | {measured} |")
+    if "reference" in summary:
+        lines += [
+            "",
+            f"Accuracy against {summary['reference']['folder']} (points, this grid minus it, paired by seed, "
+            "finished runs):",
+            "",
+            "| setting | method | seeds | best | last-10 |",
+            "|---|---|---:|---:|---:|",
+        ]
+        for r in summary["reference"]["rows"]:
+            lines.append(
+                f"| {r['setting']} | {r['method']} | {r['seeds']} | {r['best_points']:+.2f} "
+                f"| {r['last10_points']:+.2f} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -242,12 +311,17 @@ def main() -> int:
         help="where the session's files came back to, one per command, in order",
     )
     parser.add_argument("--json", type=Path, help="also write the summary as JSON here")
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        help="archived runs of the same grid to compare accuracy with (studies/flea_table1_har/h100/runs)",
+    )
     args = parser.parse_args()
-    for folder in args.folders:
+    for folder in [*args.folders, *([args.reference] if args.reference else [])]:
         if not folder.is_dir():
             print(f"gpu_session_summary.py: error: no folder {folder}", file=sys.stderr)
             return 2
-    summary = summarise(*args.folders)
+    summary = summarise(*args.folders, reference=args.reference)
     print(render(summary), end="")
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2) + "\n")

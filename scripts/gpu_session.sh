@@ -29,6 +29,8 @@
 #   OUT=$OUT GRAPHS=true MPS=1 LIMIT=470 scripts/gpu_grid.sh                       # timeout_s 560
 #   OUT=$OUT GRID=0 TESTS_S=90 PROBE_S=100 PROBE_ROUNDS=5 PROBE_MODES=graphs,graphs_unreleased \
 #       scripts/gpu_session.sh                                    # timeout_s: what status says is left, less 20
+# and back here: python benchmarks/gpu_session_summary.py GRID_FILES SESSION_FILES \
+#       --reference studies/flea_table1_har/h100/runs      # accuracy against the H100's grid, paired by seed
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_out}

@@ -145,3 +145,40 @@ def test_the_grid_target_is_met_only_by_all_36_runs_in_one_command_of_10_minutes
         verdicts.append((summary["grid"]["finished"], summary["targets"]["grid"]["met"]))
     assert verdicts == [(36, True), (36, False), (35, False)]
     assert "; met: 36 runs in one command |" in module.render(module.summarise(tmp_path / "590-36"))
+
+
+def test_the_grid_is_compared_with_a_reference_archive_by_seed(tmp_path: Path) -> None:
+    def accs(best: float, last: float) -> list[dict[str, float]]:  # 100 rounds: a peak, then 10 at `last`
+        return [{"test/acc": 0.1}] * 89 + [{"test/acc": best}] + [{"test/acc": last}] * 10
+
+    grid = tmp_path / "grid"
+    grid.mkdir()
+    (grid / "grid.log").write_text("sweep exit 0 after 300 s\n")
+    with tarfile.open(grid / "grid_runs.tgz", "w:gz") as tar:
+        for seed, (best, last) in enumerate([(0.80, 0.70), (0.76, 0.60)]):
+            run = f"archive/uci_har-quantity2-K75/flea/seed{seed}"
+            _add(tar, f"{run}/timings.jsonl.gz", [{"round_time": 1.0}] * 100)
+            _add(tar, f"{run}/metrics.jsonl.gz", accs(best, last))
+        _add(tar, "archive/uci_har-quantity2-K75/fedavg/seed0/timings.jsonl.gz", [{"round_time": 1.0}] * 100)
+    reference = tmp_path / "reference"
+    for seed, (best, last) in enumerate([(0.78, 0.72), (0.74, 0.64)]):
+        run_dir = reference / "uci_har-quantity2-K75" / "flea" / f"seed{seed}"
+        run_dir.mkdir(parents=True)
+        text = "".join(json.dumps(r) + "\n" for r in accs(best, last))
+        if seed == 0:  # an archive written before the lines were gzipped
+            (run_dir / "metrics.jsonl").write_text(text)
+        else:
+            (run_dir / "metrics.jsonl.gz").write_bytes(gzip.compress(text.encode()))
+    module = _module()
+    summary = module.summarise(grid, reference=reference)
+    # best: +2 and +2 points; last-10: -2 and -4; FedAvg has no metrics and no reference: left out
+    assert summary["reference"]["rows"] == [
+        {
+            "setting": "uci_har-quantity2-K75",
+            "method": "flea",
+            "seeds": 2,
+            "best_points": 2.0,
+            "last10_points": -3.0,
+        }
+    ]
+    assert "| uci_har-quantity2-K75 | flea | 2 | +2.00 | -3.00 |" in module.render(summary)
