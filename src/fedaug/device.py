@@ -19,6 +19,7 @@ What is and is not bit-identical:
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Mapping
 from dataclasses import fields, is_dataclass, replace
@@ -220,3 +221,19 @@ def tensor_devices(obj: Any) -> set[torch.device]:
         elif is_dataclass(item) and not isinstance(item, type):
             stack.extend(getattr(item, f.name) for f in fields(item))
     return found
+
+
+def release_cached_memory() -> bool:
+    """Gives what PyTorch's CUDA allocator keeps cached back to the device, after collecting garbage (an ended
+    run's models, optimizer state and recorded steps can sit in reference cycles, e.g. a failed run's
+    traceback). A sweep's worker process calls it after each run: the process outlives the run, and memory
+    it keeps cached while idle, or after it ran out of memory, is memory the runs beside it cannot have.
+
+    Returns:
+        Whether there was anything to release: False in a process that has not used CUDA (any CPU run).
+    """
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+        return False
+    gc.collect()
+    torch.cuda.empty_cache()
+    return True

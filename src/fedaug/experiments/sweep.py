@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fedaug.device import release_cached_memory
 from fedaug.errors import ConfigError, RunLockedError, out_of_memory_sentence
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.estimate import remaining_seconds, run_status, running_line
@@ -257,6 +258,8 @@ def execute(config: ExperimentConfig, *, quiet: bool = False) -> Outcome:
     except Exception as exc:  # a failed run is reported; the sweep goes on with the others
         logger.debug("run %s failed", run_dir_for(config), exc_info=True)
         return Outcome("failed", error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - start)
+    finally:  # the worker outlives the run: what it kept cached on a GPU goes back to the runs beside it
+        release_cached_memory()
     return Outcome(status, summary=summary, seconds=time.perf_counter() - start)
 
 

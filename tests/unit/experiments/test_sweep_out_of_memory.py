@@ -115,3 +115,29 @@ def test_the_out_of_memory_sentence_is_cut_from_pytorchs_paragraph() -> None:
     )
     assert out_of_memory_sentence("CUDA out of memory") == "CUDA out of memory"
     assert out_of_memory_sentence("RuntimeError: CUDA error: an illegal memory access") is None
+
+
+def test_a_worker_gives_its_cached_gpu_memory_back_after_every_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    from fedaug import device
+
+    assert not device.release_cached_memory()  # a process that never used CUDA has nothing to release
+    released: list[str] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: released.append("empty_cache"))
+
+    def out_of_memory_run(config: ExperimentConfig, quiet: bool) -> dict[str, float]:
+        released.append("run")
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 MiB.")
+
+    (point,) = _points(tmp_path, 1)
+    monkeypatch.setattr(sweep, "run_experiment", out_of_memory_run)
+    outcome = sweep.execute(point.config, quiet=True)
+    assert out_of_memory(outcome) and released == ["run", "empty_cache"]  # freed before the sweep retries
+    monkeypatch.setattr(sweep, "run_experiment", lambda config, quiet: released.append("run") or {})
+    assert sweep.execute(point.config, quiet=True).status == "finished"
+    assert released == ["run", "empty_cache"] * 2
