@@ -327,3 +327,26 @@ def test_every_method_records_its_steps_on_cuda(
     assert [r.getMessage() for r in caplog.records if r.name == "fedaug.step_graphs"] == []
     counts = step_graphs._GRAPHS[sim.workspace("client")].counts
     assert counts["captured"] > 0 and counts["eager"] == 0, counts
+
+
+def test_a_sweep_worker_gives_its_cached_memory_back_on_cuda(
+    tmp_path: Path, cuda: torch.device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A sweep's worker process outlives its runs: after each one, what the allocator keeps cached goes back to
+    # the GPU for the runs beside it. Without the release (the check that this test can fail) it stays.
+    from fedaug.experiments import sweep
+    from fedaug.script import load_config
+
+    def reserved_after_a_run(seed: int) -> int:
+        overrides = {"engine.device": "cuda", "out_dir": str(tmp_path), "seed": seed, "method": "flea"}
+        outcome = sweep.execute(load_config("smoke", overrides=overrides), quiet=True)
+        assert outcome.status == "finished", outcome.error
+        torch.cuda.synchronize(cuda)
+        return torch.cuda.memory_reserved(cuda)
+
+    reserved_after_a_run(0)  # what stays for the process (cuBLAS's workspace, the CUDA context's) is made
+    torch.cuda.empty_cache()
+    before = torch.cuda.memory_reserved(cuda)
+    assert reserved_after_a_run(1) <= before
+    monkeypatch.setattr(sweep, "release_cached_memory", lambda: False)
+    assert reserved_after_a_run(2) > before
