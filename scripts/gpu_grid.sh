@@ -15,7 +15,7 @@
 # SETS adds config overrides, space-separated (e.g. SETS="train.rounds=2 train.local_epochs=1").
 #   OUT=gpu_out scripts/gpu_grid.sh                       # on the GPU machine
 #   OUT=/tmp/g LIMIT=60 DEVICE=cpu WORKERS=2 SEEDS=0 scripts/gpu_grid.sh   # a quick check anywhere
-# tests/smoke/test_gpu_scripts.py runs it on the CPU (2 runs of 2 rounds) and reads its files back.
+# tests/smoke/test_gpu_scripts.py runs it on the CPU (6 runs of 2 rounds) and reads its files back.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_out}

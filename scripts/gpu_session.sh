@@ -20,17 +20,20 @@
 #   OUT=$OUT scripts/gpu_session.sh                                           # on the GPU machine
 #   python benchmarks/gpu_session_summary.py FILES_AT     # back here: the numbers against #32's targets
 #   OUT=/tmp/s DEVICE=cpu MPS=0 BUDGET=150 PROBE_ROUNDS=2 WORKERS=2 SEEDS=0 scripts/gpu_session.sh  # dry run
-# GRID=0 stops after the probe, so the grid can have a command of its own on the same warm machine (the whole
-# 10 minutes of one call): then `OUT=$OUT GRAPHS=<machine.txt's decision> MPS=1 LIMIT=<s> scripts/gpu_grid.sh`.
-# On the H100 on 2026-11-27 the GRID=0 call took 52 s and the machine's start about 40 s, which leaves one grid
-# command of 10 minutes inside the 15 minutes of device time (the grid took 380 s of sweep over two commands).
-# The next session's plan, two commands on one warm machine, the grid FIRST (it is what #32 still needs; a start
-# of 40-120 s, a 3-minute probe and a 10-minute grid would not fit 15 minutes), then give the machine back:
-#   OUT=$OUT GRAPHS=true MPS=1 LIMIT=470 scripts/gpu_grid.sh                       # timeout_s 560
-#   OUT=$OUT GRID=0 TESTS_S=90 PROBE_S=100 PROBE_ROUNDS=5 PROBE_MODES=graphs,graphs_unreleased \
-#       scripts/gpu_session.sh                                    # timeout_s: what status says is left, less 20
-# and back here: python benchmarks/gpu_session_summary.py GRID_FILES SESSION_FILES \
+# GRID_FIRST=1 runs the grid first (GRAPHS default true), leaving AFTER_S seconds (default 150) of BUDGET for the
+# tests and then the probe, each cut to what is left: the grid is what matters most and always gets its time.
+# GRID=0 stops after the probe, so the grid can have a command of its own on the same warm machine: then
+# `OUT=$OUT GRAPHS=<machine.txt's decision> MPS=1 LIMIT=<s> scripts/gpu_grid.sh`.
+# On the H100 on 2026-11-27 the GRID=0 call took 52 s, the machine's start about 40 s, and the grid 380 s of
+# sweep over two commands (13 runs ran out of memory in the first).
+# The next session's plan, ONE command (a start of 40-120 s and one command of at most 600 s fit the 15 minutes
+# a task has; a second command would cost its own idle wait), then give the machine back:
+#   OUT=$OUT GRID_FIRST=1 BUDGET=570 AFTER_S=60 TESTS_S=90 PROBE_ROUNDS=5 PROBE_MODES=graphs,graphs_unreleased \
+#       MPS=1 scripts/gpu_session.sh                                               # timeout_s 600
+# (the sweep may take 450 s; what it leaves goes to the tests and the probe: 380 s of sweep would leave 130)
+# and back here: python benchmarks/gpu_session_summary.py FILES_AT \
 #       --reference studies/flea_table1_har/h100/runs      # accuracy against the H100's grid, paired by seed
+# tests/smoke/test_gpu_scripts.py runs this script on the CPU (GRID=0, and GRID_FIRST=1 with a 2-round grid).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_out}
@@ -39,23 +42,51 @@ BUDGET=${BUDGET:-550}
 DEVICE=${DEVICE:-cuda}
 start=$(date +%s)
 left() { echo $((BUDGET - ($(date +%s) - start))); }
+at_most() { echo $(($1 < $2 ? $1 : $2)); }  # the smaller of two numbers of seconds
 export PYTHONPATH="src:.:.gpu_deps${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())'; } > "$OUT/machine.txt" 2>&1
 
-timeout "${TESTS_S:-100}" python3 -m pytest -q -p no:cacheprovider -o addopts="--import-mode=importlib" tests/gpu \
-    -k "graphs or records or falls_back or memory or batched" > "$OUT/tests_graphs.txt" 2>&1
-tests_rc=$?
-echo "tests exit $tests_rc after $(($(date +%s) - start)) s" | tee -a "$OUT/tests_graphs.txt"
-# cut short by the timeout counts as passed when no test failed before it (pytest -q's progress lines)
-if ((tests_rc == 124)) && ! grep -E '^[.sxXFE]+( |$)' "$OUT/tests_graphs.txt" | grep -q '[FE]'; then tests_rc=0; fi
+run_tests() {  # $1: seconds at most
+  timeout "$1" python3 -m pytest -q -p no:cacheprovider -o addopts="--import-mode=importlib" tests/gpu \
+      -k "graphs or records or falls_back or memory or batched" > "$OUT/tests_graphs.txt" 2>&1
+  tests_rc=$?
+  echo "tests exit $tests_rc after $(($(date +%s) - start)) s" | tee -a "$OUT/tests_graphs.txt"
+  # cut short by the timeout counts as passed when no test failed before it (pytest -q's progress lines)
+  if ((tests_rc == 124)) && ! grep -E '^[.sxXFE]+( |$)' "$OUT/tests_graphs.txt" | grep -q '[FE]'; then tests_rc=0; fi
+}
 
-timeout "${PROBE_S:-110}" python3 benchmarks/gpu.py --device "$DEVICE" --modes "${PROBE_MODES:-sequential,graphs,batched}" \
-    --rounds "${PROBE_ROUNDS:-3}" --out "$OUT/probe.json" > "$OUT/probe.log" 2>&1
-echo "probe exit $? after $(($(date +%s) - start)) s" | tee -a "$OUT/probe.log"
+run_probe() {  # $1: seconds at most
+  timeout "$1" python3 benchmarks/gpu.py --device "$DEVICE" --modes "${PROBE_MODES:-sequential,graphs,batched}" \
+      --rounds "${PROBE_ROUNDS:-3}" --out "$OUT/probe.json" > "$OUT/probe.log" 2>&1
+  echo "probe exit $? after $(($(date +%s) - start)) s" | tee -a "$OUT/probe.log"
+}
 
-if [[ -z "${GRAPHS:-}" ]]; then
-  # graphs when the tests passed and every method's median round was faster with them
-  GRAPHS=$(python3 - "$OUT/probe.json" "$tests_rc" <<'EOF'
+run_grid() {  # $1: the sweep's seconds at most
+  echo "grid: engine.cuda_graphs=$GRAPHS, MPS=${MPS:-1} (grid.log says whether it started), $1 s for the sweep" \
+      | tee -a "$OUT/machine.txt"
+  if [[ "${GRID:-1}" == 0 ]]; then
+    echo "grid skipped (GRID=0)"
+  elif (($1 > 30)); then
+    OUT=$OUT GRAPHS=$GRAPHS MPS=${MPS:-1} LIMIT=$1 DEVICE=$DEVICE scripts/gpu_grid.sh
+  else
+    echo "no time left for the grid"
+  fi
+}
+
+# the archive, the report and the tarball take about 20 s; starting MPS and checking it up to 30 s more
+grid_overhead=$((${MPS:-1} == 1 ? 60 : 30))
+if [[ "${GRID_FIRST:-0}" == 1 ]]; then
+  # the grid first, with engine.cuda_graphs unless GRAPHS=false, leaving AFTER_S for the tests and the probe
+  GRAPHS=${GRAPHS:-true}
+  run_grid $(($(left) - grid_overhead - ${AFTER_S:-150}))
+  if (($(left) > 20)); then run_tests "$(at_most "${TESTS_S:-100}" $(($(left) - 10)))"; fi
+  if (($(left) > 20)); then run_probe "$(at_most "${PROBE_S:-110}" $(($(left) - 5)))"; fi
+else
+  run_tests "${TESTS_S:-100}"
+  run_probe "${PROBE_S:-110}"
+  if [[ -z "${GRAPHS:-}" ]]; then
+    # graphs when the tests passed and every method's median round was faster with them
+    GRAPHS=$(python3 - "$OUT/probe.json" "$tests_rc" <<'EOF'
 import json, sys
 try:
     methods = json.load(open(sys.argv[1]))["methods"]
@@ -69,16 +100,7 @@ except (OSError, KeyError, ValueError, TypeError):
     print("false")
 EOF
 )
-fi
-# the archive, the report and the tarball take about 20 s; starting MPS and checking it up to 30 s more
-grid_s=$(($(left) - (${MPS:-1} == 1 ? 60 : 30)))
-echo "grid: engine.cuda_graphs=$GRAPHS, MPS=${MPS:-1} (grid.log says whether it started), ${grid_s} s left" \
-    | tee -a "$OUT/machine.txt"
-if [[ "${GRID:-1}" == 0 ]]; then
-  echo "grid skipped (GRID=0)"
-elif ((grid_s > 30)); then
-  OUT=$OUT GRAPHS=$GRAPHS MPS=${MPS:-1} LIMIT=$grid_s DEVICE=$DEVICE scripts/gpu_grid.sh
-else
-  echo "no time left for the grid"
+  fi
+  run_grid $(($(left) - grid_overhead))
 fi
 echo "session done after $(($(date +%s) - start)) s" | tee -a "$OUT/machine.txt"

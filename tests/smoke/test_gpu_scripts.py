@@ -47,19 +47,30 @@ def _script(name: str, tmp_path: Path, **env: str) -> str:
     return done.stdout
 
 
-def test_the_grid_script_sweeps_archives_reports_and_its_summary_reads_it(tmp_path: Path) -> None:
+GRID_ENV = {  # gpu_grid.sh on the CPU: 3 splits x FedAvg and FLea, seed 0, K = 75, 2 rounds of 1 epoch
+    "WORKERS": "2",
+    "SEEDS": "0",
+    "KS": "75",
+    "SETS": "train.rounds=2 train.local_epochs=1",
+}
+
+
+def test_the_session_grid_first_then_tests_and_probe_writes_what_the_summary_reads(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    _script(
-        "gpu_grid.sh",
+    stdout = _script(
+        "gpu_session.sh",
         tmp_path,
         OUT=str(out),
         RUNS=str(tmp_path / "runs"),
-        LIMIT="200",
-        WORKERS="2",
-        SEEDS="0",
-        KS="75",
-        SETS="train.rounds=2 train.local_epochs=1",
+        GRID_FIRST="1",
+        BUDGET="400",
+        AFTER_S="60",
+        TESTS_S="60",
+        PROBE_ROUNDS="1",
+        PROBE_MODES="sequential",
+        **GRID_ENV,
     )
+    assert "engine.cuda_graphs=true" in stdout  # GRID_FIRST: graphs unless GRAPHS=false (ignored on a CPU)
     log = (out / "grid.log").read_text()
     assert "sweep exit 0 after" in log, log
     report = (out / "report" / "report.md").read_text()
@@ -67,32 +78,25 @@ def test_the_grid_script_sweeps_archives_reports_and_its_summary_reads_it(tmp_pa
     with tarfile.open(out / "grid_runs.tgz") as tar:
         names = sorted(n for n in tar.getnames() if n.endswith(".gz"))
     assert len(names) == 12 and names[0] == "archive/uci_har-dirichlet0.1-K75/fedavg/seed0/metrics.jsonl.gz"
-    grid = _summary_module().summarise(out)["grid"]
-    assert (len(grid["runs"]), grid["rounds_done"]) == (6, 12)  # 3 splits x 2 methods, 2 rounds each
-    assert grid["sweep_s"] is not None
-    if shutil.which("nvidia-smi") is None:  # the script samples the GPU's memory only where it can
-        assert grid["max_gpu_memory_mib"] is None and "GPU memory used" not in log
-
-
-def test_the_session_script_without_its_grid_writes_the_files_the_summary_reads(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    stdout = _script(
-        "gpu_session.sh",
-        tmp_path,
-        OUT=str(out),
-        GRID="0",
-        BUDGET="200",
-        TESTS_S="100",
-        PROBE_S="150",
-        PROBE_ROUNDS="1",
-        PROBE_MODES="sequential",
-    )
-    assert "grid skipped (GRID=0)" in stdout
     tests = (out / "tests_graphs.txt").read_text()
     assert "skipped" in tests and "failed" not in tests  # the CUDA tests skip on the CPU
     summary = _summary_module().summarise(out)
+    grid = summary["grid"]
+    assert (len(grid["runs"]), grid["rounds_done"]) == (6, 12)  # 3 splits x 2 methods, 2 rounds each
+    assert grid["sweep_s"] is not None and not summary["targets"]["grid"]["met"]
+    if shutil.which("nvidia-smi") is None:  # the script samples the GPU's memory only where it can
+        assert grid["max_gpu_memory_mib"] is None and "GPU memory used" not in log
     assert sorted((row["method"], row["mode"]) for row in summary["probe"]) == [
         ("fedavg", "sequential"),
         ("flea", "sequential"),
     ]
-    assert summary["grid"]["runs"] == []
+
+
+def test_the_session_without_its_grid_decides_against_graphs_without_a_probe(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    stdout = _script(
+        "gpu_session.sh", tmp_path, OUT=str(out), GRID="0", BUDGET="100", TESTS_S="60", PROBE_S="1"
+    )
+    assert "grid: engine.cuda_graphs=false" in stdout and "grid skipped (GRID=0)" in stdout
+    assert "probe exit 124" in (out / "probe.log").read_text()  # cut short: no probe.json, so no graphs
+    assert _summary_module().summarise(out)["probe"] == []
