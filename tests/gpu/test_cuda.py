@@ -23,8 +23,10 @@ from fedaug.api import ClientData, TrainSettings
 from fedaug.device import host_to_device, resolve_device, set_deterministic, tensor_devices
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation
+from fedaug.experiments import sweep
 from fedaug.methods.flea import FLea, FLeaConfig
 from fedaug.models import build_model
+from fedaug.script import load_config
 from tests.helpers import bn_model, image_spec, killed_in_round, run_files, run_on_device
 from tests.unit.engine.helpers import assert_same_run, unequal_float64_spec
 
@@ -334,9 +336,6 @@ def test_a_sweep_worker_gives_its_cached_memory_back_on_cuda(
 ) -> None:
     # A sweep's worker process outlives its runs: after each one, what the allocator keeps cached goes back to
     # the GPU for the runs beside it. Without the release (the check that this test can fail) it stays.
-    from fedaug.experiments import sweep
-    from fedaug.script import load_config
-
     def reserved_after_a_run(seed: int) -> int:
         overrides = {"engine.device": "cuda", "out_dir": str(tmp_path), "seed": seed, "method": "flea"}
         outcome = sweep.execute(load_config("smoke", overrides=overrides), quiet=True)
