@@ -1,11 +1,15 @@
 """Helpers shared by tests in several folders (``smoke``, ``unit``, ``gpu``): the conftest blobs as images
-with a BatchNorm model, a method killed in the middle of a round, and a run dir's result files."""
+with a BatchNorm model, a method killed in the middle of a round, a run dir's result files, and
+``benchmarks/gpu_session_summary.py`` as a module."""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 import torch
@@ -17,7 +21,7 @@ from fedaug.device import tensor_devices
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation, SimulationSpec
 from fedaug.models.base import FlattenPool, SplitModel
-from tests.conftest import make_spec
+from tests.conftest import REPO_ROOT, make_spec
 
 M = TypeVar("M", bound=Method)
 
@@ -90,3 +94,15 @@ def killed_in_round(
 def run_files(run_dir: Path) -> tuple[str, str]:
     """The text of ``metrics.jsonl`` and ``summary.json`` in ``run_dir`` (equal files = equal runs)."""
     return (run_dir / "metrics.jsonl").read_text(), (run_dir / "summary.json").read_text()
+
+
+def gpu_session_summary() -> ModuleType:
+    """``benchmarks/gpu_session_summary.py`` (a script, not part of the package) loaded as a module."""
+    spec = importlib.util.spec_from_file_location(
+        "gpu_session_summary", REPO_ROOT / "benchmarks" / "gpu_session_summary.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module

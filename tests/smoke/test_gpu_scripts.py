@@ -8,30 +8,19 @@ wrote.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.helpers import gpu_session_summary
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="bash scripts")
-
-
-def _summary_module() -> ModuleType:
-    path = REPO_ROOT / "benchmarks" / "gpu_session_summary.py"
-    spec = importlib.util.spec_from_file_location("gpu_session_summary_smoke", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def _script(name: str, tmp_path: Path, **env: str) -> str:
@@ -80,7 +69,7 @@ def test_the_session_grid_first_then_tests_and_probe_writes_what_the_summary_rea
     assert len(names) == 12 and names[0] == "archive/uci_har-dirichlet0.1-K75/fedavg/seed0/metrics.jsonl.gz"
     tests = (out / "tests_graphs.txt").read_text()
     assert "skipped" in tests and "failed" not in tests  # the CUDA tests skip on the CPU
-    summary = _summary_module().summarise(out)
+    summary = gpu_session_summary().summarise(out)
     grid = summary["grid"]
     assert (len(grid["runs"]), grid["rounds_done"]) == (6, 12)  # 3 splits x 2 methods, 2 rounds each
     assert grid["sweep_s"] is not None and not summary["targets"]["grid"]["met"]
@@ -99,4 +88,4 @@ def test_the_session_without_its_grid_decides_against_graphs_without_a_probe(tmp
     )
     assert "grid: engine.cuda_graphs=false" in stdout and "grid skipped (GRID=0)" in stdout
     assert "probe exit 124" in (out / "probe.log").read_text()  # cut short: no probe.json, so no graphs
-    assert _summary_module().summarise(out)["probe"] == []
+    assert gpu_session_summary().summarise(out)["probe"] == []

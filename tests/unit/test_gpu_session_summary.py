@@ -3,26 +3,15 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import io
 import json
 import sys
 import tarfile
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_session_summary.py"
-
-
-def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_session_summary", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
+from tests.helpers import gpu_session_summary
 
 
 def _add(tar: tarfile.TarFile, name: str, rows: list[dict[str, float]]) -> None:
@@ -66,7 +55,7 @@ def session(tmp_path: Path) -> Path:
 
 
 def test_the_summary_gives_each_target_its_measured_number(session: Path) -> None:
-    module = _module()
+    module = gpu_session_summary()
     summary = module.summarise(session)
     grid = summary["grid"]
     assert (grid["finished"], grid["rounds_done"], grid["sweep_s"]) == (1, 150, 400.0)
@@ -97,7 +86,7 @@ def test_a_session_split_into_commands_sums_its_sweeps_and_takes_the_last_archiv
         for method in ("fedavg", "flea"):
             name = f"archive/uci_har-quantity2-K75/{method}/seed0/timings.jsonl.gz"
             _add(tar, name, [{"round_time": 1.0}] * 100)
-    module = _module()
+    module = gpu_session_summary()
     summary = module.summarise(session, resumed)
     grid = summary["grid"]
     assert (grid["finished"], grid["rounds_done"], grid["sweep_s"], grid["sweep_commands"]) == (
@@ -114,7 +103,7 @@ def test_a_session_split_into_commands_sums_its_sweeps_and_takes_the_last_archiv
 
 
 def test_a_missing_folder_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    module = _module()
+    module = gpu_session_summary()
     argv = sys.argv
     sys.argv = ["gpu_session_summary.py", str(tmp_path / "nope")]
     try:
@@ -132,7 +121,7 @@ def test_the_grid_target_is_met_only_by_all_36_runs_in_one_command_of_10_minutes
         for method in ("fedavg", "flea")
         for seed in range(3)
     ]
-    module = _module()
+    module = gpu_session_summary()
     verdicts = []
     for sweep_s, run_names in ((590, runs), (610, runs), (590, runs[:-1])):
         folder = tmp_path / f"{sweep_s}-{len(run_names)}"
@@ -169,7 +158,7 @@ def test_the_grid_is_compared_with_a_reference_archive_by_seed(tmp_path: Path) -
             (run_dir / "metrics.jsonl").write_text(text)
         else:
             (run_dir / "metrics.jsonl.gz").write_bytes(gzip.compress(text.encode()))
-    module = _module()
+    module = gpu_session_summary()
     summary = module.summarise(grid, reference=reference)
     # best: +2 and +2 points; last-10: -2 and -4; FedAvg has no metrics and no reference: left out
     assert summary["reference"]["rows"] == [
