@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from fedaug import local_training, registry, step_graphs
-from fedaug.api import ClientData, TrainSettings
+from fedaug.api import ClientData, Method, TrainSettings
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation, round_train_settings
 from fedaug.experiments.load import load_config
@@ -304,17 +304,22 @@ def test_a_new_rounds_hook_gives_the_dropped_recordings_memory_back(
     assert step_graphs._GRAPHS[sim.workspace("client")].counts["captured"] == 2 * (releases + 1)
 
 
+def _registered(name: str) -> Callable[[], Method]:
+    """A maker of the registered method ``name`` with its defaults."""
+    return lambda: registry.get("method", name)()
+
+
 ACROSS_ROUNDS = {  # method (as built) -> the rounds whose hooks are recorded, in a 4-round run
-    "feddecorr": (lambda: registry.get("method", "feddecorr")(), 1),
-    "fedlc": (lambda: registry.get("method", "fedlc")(), 1),
-    "fedrs": (lambda: registry.get("method", "fedrs")(), 1),
-    "fedntd": (lambda: registry.get("method", "fedntd")(), 1),
-    "moon": (lambda: registry.get("method", "moon")(), 1),
-    "fedprox": (lambda: registry.get("method", "fedprox")(), 1),
-    "fedprox_augmix": (lambda: registry.get("method", "fedprox_augmix")(), 1),
-    "fedmix": (lambda: registry.get("method", "fedmix")(), 1),
-    "fedntd_augmix": (lambda: registry.get("method", "fedntd_augmix")(), 1),
-    "fedaugmix": (lambda: registry.get("method", "fedaugmix")(), 1),  # AugMix on plain cross-entropy
+    "feddecorr": (_registered("feddecorr"), 1),
+    "fedlc": (_registered("fedlc"), 1),
+    "fedrs": (_registered("fedrs"), 1),
+    "fedntd": (_registered("fedntd"), 1),
+    "moon": (_registered("moon"), 1),
+    "fedprox": (_registered("fedprox"), 1),
+    "fedprox_augmix": (_registered("fedprox_augmix"), 1),
+    "fedmix": (_registered("fedmix"), 1),
+    "fedntd_augmix": (_registered("fedntd_augmix"), 1),
+    "fedaugmix": (_registered("fedaugmix"), 1),  # AugMix on plain cross-entropy
     "flea, constant lambda2": (lambda: FLea(FLeaConfig(decor_schedule="constant")), 2),  # warm-up, then mix
     # lambda2 reaches the step as a tensor: the official schedule's changing lambda2 needs no new recording
     "flea, official lambda2": (lambda: FLea(FLeaConfig(decor_schedule="official")), 2),
@@ -328,9 +333,9 @@ def test_hooks_with_a_rounds_key_are_recorded_once_for_every_round(
 ) -> None:
     # BatchableLoss.rounds_key: a hook whose round state reaches it as client tensors (FLea's buffer, padded
     # to a power of two; MOON's previous model) or lives in workspace models loaded in place (the teachers) is
-    # recorded once and replayed in later rounds, unless the key changes (FLea's official lambda2 schedule
-    # changes every round up to round 21). On the GPU's path (replays checked), 4 rounds, the run must be the
-    # eager run bit for bit: a replay reading a stale round's tensors would change it.
+    # recorded once and replayed in later rounds, unless the key changes (FLea under bf16, where lambda2 is in
+    # the key; in float32 it reaches the step as a tensor). On the GPU's path (replays checked), 4 rounds, the
+    # run must be the eager run bit for bit: a replay reading a stale round's tensors would change it.
     make, recording_rounds = ACROSS_ROUNDS[case]
     runs = {}
     released: list[int] = []
