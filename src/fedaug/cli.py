@@ -125,7 +125,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from fedaug.device import resolve_device
+    from fedaug.device import DeviceError, resolve_device
     from fedaug.experiments.estimate import dry_run_lines
     from fedaug.experiments.runner import check_run_dir_path
     from fedaug.experiments.sweep import HEARTBEAT_SECONDS, check_sweep_options, expand_sweep, run_sweep
@@ -136,10 +136,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     points = expand_sweep(args.config, [*overrides, *args.overrides], args.grid, smoke=args.smoke)
     for point in points:
         check_run_dir_path(point.run_dir)  # an --out-dir naming a file: one error now
+    devices = sorted({p.config.engine.device for p in points})
     if args.dry_run:
         print("\n".join(dry_run_lines(points)))
+        for name in devices:  # a plan may be written for another machine: a note, not a refusal
+            try:
+                resolve_device(name)
+            except DeviceError as error:
+                print(f"note: this machine could not run them: {error}")
         return 0
-    for name in sorted({p.config.engine.device for p in points}):
+    for name in devices:
         resolve_device(name)  # a device this machine lacks: one error now, not one failure per run
     logger.info("%s (--dry-run lists them)", dry_run_lines(points)[-1])
     result = run_sweep(points, workers=args.workers, heartbeat=heartbeat, order=args.order)

@@ -139,6 +139,24 @@ def test_sweep_refuses_a_missing_device_before_running(
     assert not (tmp_path / "runs").exists()
 
 
+def test_sweep_dry_run_lists_the_plan_and_notes_a_missing_device(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"extends: {SMOKE}\ngrid:\n  seed: [0, 1]\n")
+    argv = ["sweep", str(sweep), "--out-dir", str(tmp_path / "runs"), "--dry-run"]
+    assert main([*argv, "--device", "cuda"]) == 0  # a plan for a GPU machine, written on this one
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[:2]] == ["new", "new"]
+    assert lines[-1].startswith("note: this machine could not run them: engine.device='cuda'")
+    assert "no CUDA device" in lines[-1]
+    assert main([*argv, "--device", "cpu"]) == 0
+    assert "note:" not in capsys.readouterr().out
+    assert not (tmp_path / "runs").exists()
+
+
 def test_env_json_records_the_device_and_a_resume_on_another_device_warns(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
