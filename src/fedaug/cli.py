@@ -142,8 +142,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         for name in devices:  # a plan may be written for another machine: a note, not a refusal
             try:
                 resolve_device(name)
-            except DeviceError as error:
-                print(f"note: this machine could not run them: {error}")
+            except DeviceError as missing:
+                print(f"note: this machine could not run them: {missing}")
         return 0
     for name in devices:
         resolve_device(name)  # a device this machine lacks: one error now, not one failure per run

@@ -178,6 +178,11 @@ CONFIG_VALUES = [
     ("seed-float", ["seed=1.5"], "seed must be of type int, got 1.5"),
     ("compare-not-list", ["compare=5"], "compare must be a list, got 5"),
     ("compare-unknown-method", ["compare=[fedavg, nosuch]"], "unknown method 'nosuch'"),
+    (
+        "method-outside-compare",  # its section would be dropped and the compared methods run instead
+        ["compare=[fedavg, flea]", "method=fedprox"],
+        "method 'fedprox' is not among the methods this config compares (compare: [fedavg, flea])",
+    ),
     # partitions
     ("alpha-negative", ["partition.alpha=-1"], "alpha must be a finite number > 0, got -1"),
     ("alpha-zero", ["partition.alpha=0"], "alpha must be a finite number > 0, got 0"),

@@ -272,3 +272,17 @@ class ExperimentConfig:
         check_run_name(self.name)
         if not self.out_dir.strip() or "\0" in self.out_dir:
             raise ConfigError(f"out_dir must be a folder path, got {self.out_dir!r}")
+        check_compared_method(self.method.name, self.compare)
+
+
+def check_compared_method(method: str, compare: list[str]) -> None:
+    """ConfigError if ``compare`` lists methods but not ``method``: its section (a ``--set method=...``)
+    would be dropped without a word, and the listed methods run instead."""
+    if not compare or method in compare:
+        return
+    listed = ", ".join(compare)
+    raise ConfigError(
+        f"method {method!r} is not among the methods this config compares (compare: [{listed}]), so it would "
+        f"not run; run it alone with --set 'compare=[]' (fedaug run: --method {method}), or beside them with "
+        f"--set 'compare=[{listed}, {method}]'"
+    )

@@ -34,7 +34,7 @@ from typing import Any
 
 from fedaug.device import release_cached_memory
 from fedaug.errors import ConfigError, RunLockedError, out_of_memory_sentence
-from fedaug.experiments.config import ExperimentConfig
+from fedaug.experiments.config import ExperimentConfig, check_compared_method
 from fedaug.experiments.estimate import remaining_seconds, run_status, running_line
 from fedaug.experiments.load import (
     OPEN_SECTIONS,
@@ -116,6 +116,7 @@ def read_sweep(
     for override in grid_overrides:
         blocks = _replace_axis(blocks, override)
     if tree.get("compare") and not any("method" in b or "method.name" in b for b in blocks):
+        check_compared_method(tree["method"]["name"], list(tree["compare"]))
         blocks = [{**b, "method": list(tree["compare"])} for b in blocks]  # seeds first, methods last
     tree["compare"] = []
     return tree, blocks

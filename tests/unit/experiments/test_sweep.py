@@ -118,6 +118,15 @@ def test_compare_becomes_the_method_axis(tmp_path: Path) -> None:
     ]
 
 
+def test_a_method_outside_compare_is_refused_unless_the_grid_names_methods(tmp_path: Path) -> None:
+    path = write_sweep(tmp_path, "compare: [fedavg, flea]\ngrid:\n  seed: [0, 1]\n")
+    with pytest.raises(ConfigError, match=r"method 'fedprox' is not among .* \(compare: \[fedavg, flea\]\)"):
+        read_sweep(path, ["method=fedprox"])
+    assert read_sweep(path, ["method=fedprox", "compare=[]"])[1] == [{"seed": [0, 1]}]
+    _, blocks = read_sweep(path, ["method=fedprox"], ["method=[fedprox, flea]"])  # the grid's methods run
+    assert blocks == [{"seed": [0, 1], "method": ["fedprox", "flea"]}]
+
+
 def test_duplicates_are_run_once_and_clashes_refused(tmp_path: Path) -> None:
     assert len(expand_sweep(write_sweep(tmp_path, "grid:\n  seed: [0, 0]\n"))) == 1
     clash = write_sweep(tmp_path, "grid:\n  method: [flea]\n  method.decor_weight: [1, '1']\n")
