@@ -150,8 +150,8 @@ def write_report(
             ours beside the paper's (:func:`fedaug.results.tables.gain_table`).
 
     Raises:
-        FedaugError: for a bad format, a missing folder, no runs with results, or a method in ``methods``
-            without runs.
+        FedaugError: for a bad format, a missing folder, no runs with results, a method in ``methods``
+            without runs, or a ``baseline`` or ``highlight`` that no row names.
     """
     _check_formats(formats)
     if out_dir is not None:
@@ -167,8 +167,9 @@ def write_report(
             f"no run dirs with results under {where} (unfinished ones need --include-unfinished)"
         )
     grouping = group_runs(runs)
-    if baseline is not None and resolve_row(grouping, baseline) is None:
-        raise FedaugError(f"--baseline {baseline}: no such method among {', '.join(grouping.rows)}")
+    for option, name in (("--baseline", baseline), ("--highlight", highlight)):
+        if name is not None and resolve_row(grouping, name) is None:
+            raise FedaugError(f"{option} {name}: no such method among {', '.join(grouping.rows)}")
     tables = build_tables(
         grouping,
         highlight=highlight,
@@ -176,8 +177,6 @@ def write_report(
         reference=published,
         baseline=baseline,
     )
-    if highlight is not None and tables[0].highlight is None:
-        logger.warning("--highlight %s: no such method among %s", highlight, ", ".join(grouping.rows))
     if reference and not any(t.reference for t in tables):
         logger.warning("no published number in %s matches these settings and methods", reference)
     outputs = write_texts(tables, formats, out_dir, title=_summary_line(grouping, where))

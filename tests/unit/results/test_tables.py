@@ -258,14 +258,15 @@ def test_gain_cells_pairing_runs_of_different_cpus_are_marked(
     assert not best.cross_cpu and "‡" not in to_markdown(best)
 
 
-def test_unknown_baseline_is_refused_naming_the_rows(grouping: Grouping) -> None:
+@pytest.mark.parametrize("option", ["baseline", "highlight"])
+def test_unknown_baseline_or_highlight_is_refused_naming_the_rows(grouping: Grouping, option: str) -> None:
     from fedaug.errors import FedaugError
 
     runs_dir = grouping.cells[("fedavg", grouping.columns[0])][0].path.parents[3]
     with pytest.raises(
-        FedaugError, match=r"--baseline moon: no such method among fedavg, fedlc, feddata, flea"
+        FedaugError, match=rf"--{option} moon: no such method among fedavg, fedlc, feddata, flea"
     ):
-        write_report(runs_dir, baseline="moon")
+        write_report(runs_dir, **{option: "moon"})
 
 
 def test_report_title_counts_the_cpus_and_a_fixed_partition_seed_is_its_own_column(
