@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fedaug import registry
+from fedaug.errors import ConfigError
 from fedaug.validation import check_int
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,7 @@ def cmd_analyze_features(args: argparse.Namespace) -> int:
     device = resolve_device(args.device, key="--device")
     for key in ("plentiful", "plentiful_clients", "scarce", "scarce_clients"):
         check_int(f"--{key.replace('_', '-')}", getattr(args, key), 1)
+    check_int("--seed", args.seed, 0)
     names = [m.strip() for m in args.methods.split(",") if m.strip()]
     methods = [registry.get("method", name)() for name in names]
     _, run_dir, round_num = parse_spec(args.target)
@@ -72,6 +74,13 @@ def cmd_analyze_features(args: argparse.Namespace) -> int:
     dataset = load_dataset(
         config.data.name, data_dir=args.data_dir or config.data.data_dir, **config.data.options
     )
+    for kind in ("plentiful", "scarce"):  # before any training: the second arm would fail after the first
+        clients, size = getattr(args, f"{kind}_clients"), getattr(args, kind)
+        if clients * size > len(dataset.y_train):
+            raise ConfigError(
+                f"--{kind}-clients {clients} x --{kind} {size} = {clients * size} training samples, but "
+                f"{config.data.name} has {len(dataset.y_train)}; lower either"
+            )
     model, _, start_round = global_model(ckpt, config, dataset, device)
 
     def model_fn() -> Any:

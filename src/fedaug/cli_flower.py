@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fedaug.errors import ConfigError, FedaugError
-from fedaug.validation import check_int
+from fedaug.validation import check_int, flag_int, flag_number
 
 if TYPE_CHECKING:
     from fedaug.experiments.config import ExperimentConfig
@@ -304,7 +304,10 @@ def add_flower_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     serve.add_argument("--fresh", action="store_true", help="discard existing run dirs and start over")
     serve.add_argument(
-        "--node-timeout", type=float, default=600.0, help="seconds to wait for all SuperNodes (default 600)"
+        "--node-timeout",
+        type=flag_number(0, low_open=True),
+        default=600.0,
+        help="seconds to wait for all SuperNodes (default 600)",
     )
     serve.add_argument("--work-dir", help="keep the Flower app, FLWR_HOME and superlink.log here")
     add_device_arg(serve)
@@ -328,13 +331,15 @@ def add_flower_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     client.add_argument(
         "--register-timeout",
-        type=float,
+        type=flag_number(0),
         default=120.0,
         help="seconds to keep knocking while the SuperLink refuses this node's key (default %(default)s)",
     )
     client.add_argument("--data-dir", help="where this node's datasets live (default: the experiment's)")
     client.add_argument(
-        "--runtime-port", type=int, help="local port for its ClientApp processes (default: free)"
+        "--runtime-port",
+        type=flag_int(1, 65535),
+        help="local port for its ClientApp processes (default: free)",
     )
     client.add_argument(
         "--device",

@@ -44,7 +44,7 @@ from fedaug.attacks.target import (
 from fedaug.data.datasets import load_dataset
 from fedaug.engine.evaluation import evaluate
 from fedaug.methods.zsdg import ZSDGSettings, class_accuracy, generate
-from fedaug.validation import check_int
+from fedaug.validation import check_int, flag_int
 
 
 def add_zsdg_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -59,7 +59,7 @@ def add_zsdg_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--per-class", type=int, default=8, help="samples per class (default 8)")
     parser.add_argument("--iterations", type=int, help="Adam steps (default: the run's, else 500)")
     parser.add_argument("--lr", type=float, help="Adam learning rate (default: the run's, else 0.05)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the Gaussian start (default 0)")
+    parser.add_argument("--seed", type=flag_int(0), default=0, help="seed of the Gaussian start (default 0)")
     parser.add_argument("--data-dir", help="directory holding the datasets (default: the run's)")
     parser.add_argument("--out", type=Path, default=Path("zsdg"), help="output folder (default ./zsdg)")
     parser.add_argument("--save-samples", action="store_true", help="also write zsdg_samples.pt")

@@ -9,16 +9,20 @@ caller names another class (partitioners raise :class:`~fedaug.errors.PartitionE
 * :func:`check_number`: a finite real number in a range (numpy scalars count; a bool is not a number; NaN
   and inf are refused);
 * :func:`check_int`: an integer (not a bool) at least ``low`` and at most ``high``;
-* :func:`check_bool`: true or false.
+* :func:`check_bool`: true or false;
+* :func:`flag_int`, :func:`flag_number`: the same checks as an argparse ``type``, so that a command-line
+  flag is refused while its arguments are parsed (``argument --epochs: must be >= 1, got 0``), before any
+  data or checkpoint is loaded.
 
 :mod:`fedaug.methods.checks` applies them to the fields of a method's config dataclass.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fedaug.errors import ConfigError, FedaugError
@@ -99,3 +103,42 @@ def check_bool(key: str, value: Any, *, error: type[FedaugError] = ConfigError) 
     """Raises unless ``value`` is True or False."""
     if not isinstance(value, bool):
         raise invalid(key, "true or false", value, error)
+
+
+def flag_int(low: int = 0, high: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type``: the flag's text as an integer checked as by :func:`check_int`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        _as_flag(check_int, value, low, high)
+        return value
+
+    return parse
+
+
+def flag_number(
+    low: float = -math.inf, high: float = math.inf, *, low_open: bool = False
+) -> Callable[[str], float]:
+    """An argparse ``type``: the flag's text as a finite float checked as by :func:`check_number`."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+        _as_flag(check_number, value, low, high, low_open=low_open)
+        return value
+
+    return parse
+
+
+def _as_flag(check: Callable[..., None], value: Any, *args: Any, **kwargs: Any) -> None:
+    """Raises ArgumentTypeError with ``check``'s message unless it passes ``value`` (argparse names the
+    flag)."""
+    try:
+        check("", value, *args, **kwargs)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error).strip()) from None

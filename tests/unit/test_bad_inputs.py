@@ -656,6 +656,36 @@ def test_a_real_process_prints_one_line(
             ["flower", "client", "--superlink", "h:1", "--partition-id", "x"],
             "fedaug flower client: error: argument --partition-id: invalid int value: 'x'",
         ),
+        # numeric flags of the attacks, zsdg and Flower: refused while parsing, before a checkpoint loads
+        (
+            ["attack", "reconstruct", "r", "--out", "o", "--epochs", "-1"],
+            "fedaug attack reconstruct: error: argument --epochs: must be >= 1, got -1",
+        ),
+        (
+            ["attack", "reconstruct", "r", "--out", "o", "--lr", "nan"],
+            "argument --lr: must be a finite number > 0, got nan",
+        ),
+        (
+            ["attack", "reconstruct", "r", "--out", "o", "--width", "0"],
+            "argument --width: must be >= 1, got 0",
+        ),
+        (
+            ["attack", "context", "r", "--out", "o", "--threads", "0"],
+            "argument --threads: must be in 1..1024",
+        ),
+        (["attack", "context", "r", "--out", "o", "--eval-size", "0"], "argument --eval-size: must be >= 1"),
+        (["attack", "invert", "--batch-size", "0"], "argument --batch-size: must be >= 1, got 0"),
+        (["attack", "invert", "--tv", "-1"], "argument --tv: must be a finite number >= 0, got -1.0"),
+        (["attack", "invert", "--seed", "1.5"], "argument --seed: must be an integer, got '1.5'"),
+        (["zsdg", "r", "--seed", "-1"], "fedaug zsdg: error: argument --seed: must be >= 0, got -1"),
+        (
+            ["flower", "serve", "--node-timeout", "nan"],
+            "argument --node-timeout: must be a finite number > 0",
+        ),
+        (
+            ["flower", "client", "--superlink", "h:1", "--partition-id", "0", "--runtime-port", "99999"],
+            "argument --runtime-port: must be in 1..65535, got 99999",
+        ),
     ],
 )
 def test_usage_errors_are_one_line_without_the_usage_text(

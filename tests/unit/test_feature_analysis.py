@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from fedaug.analysis import features
 from fedaug.analysis.features import davies_bouldin, iid_clients
 from fedaug.cli import main
 from tests.conftest import REPO_ROOT
@@ -78,4 +79,20 @@ def test_feature_analysis_refuses_a_round_without_checkpoint(
     capsys.readouterr()
     assert main(["analyze", "features", f"{run_dir}@7", "--out", str(tmp_path / "f")]) == 2
     assert "no checkpoint for round 7" in capsys.readouterr().err
+    assert not (tmp_path / "f").exists()
+
+
+def test_feature_analysis_refuses_more_samples_than_the_dataset_before_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    smoke = str(REPO_ROOT / "configs" / "smoke.yaml")
+    assert main(["run", smoke, "--out-dir", str(tmp_path / "runs"), "--set", "train.rounds=1"]) == 0
+    run_dir = next(p for p in (tmp_path / "runs").rglob("seed0") if p.parent.name == "fedavg")
+    capsys.readouterr()
+    monkeypatch.setattr(features, "one_round", lambda *a, **k: pytest.fail("trained before the check"))
+    # the plentiful arm fits (3 x 60 of the smoke data's 600); the scarce arm, trained second, does not
+    args = ["--plentiful", "60", "--plentiful-clients", "3", "--scarce", "100", "--scarce-clients", "7"]
+    assert main(["analyze", "features", str(run_dir), "--out", str(tmp_path / "f"), *args]) == 2
+    err = capsys.readouterr().err
+    assert "--scarce-clients 7 x --scarce 100 = 700 training samples, but synthetic has 600" in err
     assert not (tmp_path / "f").exists()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 
 import numpy as np
 import pytest
 
 from fedaug.errors import ConfigError, PartitionError
-from fedaug.validation import check_bool, check_choice, check_int, check_number
+from fedaug.validation import check_bool, check_choice, check_int, check_number, flag_int, flag_number
 
 
 @pytest.mark.parametrize(
@@ -66,3 +67,25 @@ def test_valid_values_pass(call) -> None:
 def test_the_caller_chooses_the_error_class() -> None:
     with pytest.raises(PartitionError, match=r"^alpha must be a finite number > 0, got 0$"):
         check_number("alpha", 0, 0, low_open=True, error=PartitionError)
+
+
+@pytest.mark.parametrize(
+    ("parse", "text", "message"),
+    [
+        (flag_int(1), "0", "must be >= 1, got 0"),
+        (flag_int(1, 8), "9", "must be in 1..8, got 9"),
+        (flag_int(0), "2.5", "must be an integer, got '2.5'"),
+        (flag_number(0, low_open=True), "0", "must be a finite number > 0, got 0.0"),
+        (flag_number(0), "inf", "must be a finite number >= 0, got inf"),
+        (flag_number(0), "ten", "must be a number, got 'ten'"),
+    ],
+)
+def test_flag_types_refuse_with_the_checks_message(parse, text: str, message: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError) as error:
+        parse(text)
+    assert str(error.value) == message
+
+
+def test_flag_types_return_the_parsed_value() -> None:
+    assert flag_int(1)("3") == 3 and isinstance(flag_int(1)("3"), int)
+    assert flag_number(0, low_open=True)("1e-3") == 1e-3

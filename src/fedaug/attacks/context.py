@@ -50,6 +50,7 @@ from fedaug.attacks.target import (
 from fedaug.errors import ConfigError
 from fedaug.registry import register
 from fedaug.seeding import seed_for, torch_generator
+from fedaug.validation import flag_int, flag_number
 
 logger = logging.getLogger(__name__)
 
@@ -358,27 +359,35 @@ class Context:
         add_target_arguments(parser, "context")
         parser.add_argument("--sizes", default="100,300,1000,3000,10000", help="attacker training sizes")
         parser.add_argument(
-            "--repeats", type=int, default=3, help="repeats per size (fresh samples and init)"
+            "--repeats", type=flag_int(1), default=3, help="repeats per size (fresh samples and init)"
         )
-        parser.add_argument("--eval-size", type=int, default=2000, help="held-out evaluation samples")
-        parser.add_argument("--marker-size", type=int, default=5, help="side of the square (official: 5)")
+        parser.add_argument("--eval-size", type=flag_int(1), default=2000, help="held-out evaluation samples")
+        parser.add_argument(
+            "--marker-size", type=flag_int(1), default=5, help="side of the square (official: 5)"
+        )
         parser.add_argument(
             "--marker-at", default="2,2", help="row,col of its top-left corner (official: 2,2)"
         )
         parser.add_argument(
             "--marker-colour", help="one value per channel, natural scale (default: red / white)"
         )
-        parser.add_argument("--group-size", type=int, help="inputs per FedMix average (default: the run's)")
+        parser.add_argument(
+            "--group-size", type=flag_int(1), help="inputs per FedMix average (default: the run's)"
+        )
         parser.add_argument(
             "--attacker-data",
             choices=("train", "test"),
             default="train",
             help="train: train set -> test set (paper); test: one half of the test set -> the other half",
         )
-        parser.add_argument("--epochs", type=int, default=10, help="classifier passes over its samples")
-        parser.add_argument("--min-steps", type=int, default=500, help="at least this many Adam steps")
-        parser.add_argument("--batch-size", type=int, default=64)
-        parser.add_argument("--lr", type=float, default=1e-3)
+        parser.add_argument(
+            "--epochs", type=flag_int(0), default=10, help="classifier passes over its samples"
+        )
+        parser.add_argument(
+            "--min-steps", type=flag_int(0), default=500, help="at least this many Adam steps"
+        )
+        parser.add_argument("--batch-size", type=flag_int(1), default=64)
+        parser.add_argument("--lr", type=flag_number(0, low_open=True), default=1e-3)
         parser.add_argument("--layer", type=int, help="split layer for methods that share no features")
         add_run_arguments(parser)
 

@@ -55,6 +55,7 @@ from fedaug.data.datasets import Dataset, load_dataset
 from fedaug.device import to_device
 from fedaug.engine.checkpoint import short_reason
 from fedaug.errors import CheckpointError, ConfigError, path_error
+from fedaug.experiments.config import MAX_THREADS
 from fedaug.local_training import snapshot_state
 from fedaug.methods.fedaugmix import FedAugMix, FedAugMixConfig
 from fedaug.methods.fedavg import FedAvg
@@ -63,6 +64,7 @@ from fedaug.models.base import SplitModel
 from fedaug.registry import register
 from fedaug.seeding import seed_for, torch_generator
 from fedaug.types import StateDict
+from fedaug.validation import flag_int, flag_number
 
 logger = logging.getLogger(__name__)
 
@@ -404,24 +406,47 @@ class Invert:
         add("--loss-scaling", choices=("on", "off", "both"), default="on", help="the client's loss scaling")
         add(
             "--num-batches",
-            type=int,
+            type=flag_int(1),
             default=1,
             help="attacked batches (each a client of --batch-size images)",
         )
-        add("--batch-size", type=int, default=4, help="images per client (paper: 4)")
-        add("--local-epochs", type=int, default=5, help="client epochs = SGD steps (paper: 5)")
-        add("--client-lr", type=float, default=1e-4, help="client SGD learning rate (default 1e-4)")
-        add("--iterations", type=int, default=2500, help="attack iterations (paper: 2500)")
-        add("--attack-lr", type=float, default=0.1, help="signed-Adam step size (paper: 0.1)")
+        add("--batch-size", type=flag_int(1), default=4, help="images per client (paper: 4)")
+        add("--local-epochs", type=flag_int(1), default=5, help="client epochs = SGD steps (paper: 5)")
         add(
-            "--tv", type=float, default=1e-2, help="total-variation weight (paper's value lost; default 1e-2)"
+            "--client-lr",
+            type=flag_number(0, low_open=True),
+            default=1e-4,
+            help="client SGD learning rate (default 1e-4)",
         )
-        add("--restarts", type=int, default=1, help="random restarts, best final cost kept")
-        add("--js-lambda", type=float, default=FedAugMixConfig.js_lambda, help="Fed-AugMix lambda")
-        add("--scaled-lambda", type=float, default=FedAugMixConfig.scaled_lambda, help="Fed-AugMix Lambda")
-        add("--kappa", type=float, default=FedAugMixConfig.scaling_kappa, help="Fed-AugMix kappa")
-        add("--seed", type=int, default=0, help="seed of the images, the untrained model and all draws")
-        add("--threads", type=int, default=1, help="torch threads (default 1)")
+        add("--iterations", type=flag_int(1), default=2500, help="attack iterations (paper: 2500)")
+        add(
+            "--attack-lr",
+            type=flag_number(0, low_open=True),
+            default=0.1,
+            help="signed-Adam step size (paper: 0.1)",
+        )
+        add(
+            "--tv",
+            type=flag_number(0),
+            default=1e-2,
+            help="total-variation weight (paper's value lost; default 1e-2)",
+        )
+        add("--restarts", type=flag_int(1), default=1, help="random restarts, best final cost kept")
+        add("--js-lambda", type=flag_number(0), default=FedAugMixConfig.js_lambda, help="Fed-AugMix lambda")
+        add(
+            "--scaled-lambda",
+            type=flag_number(0),
+            default=FedAugMixConfig.scaled_lambda,
+            help="Fed-AugMix Lambda",
+        )
+        add("--kappa", type=flag_number(0), default=FedAugMixConfig.scaling_kappa, help="Fed-AugMix kappa")
+        add(
+            "--seed",
+            type=flag_int(0),
+            default=0,
+            help="seed of the images, the untrained model and all draws",
+        )
+        add("--threads", type=flag_int(1, MAX_THREADS), default=1, help="torch threads (default 1)")
         add_device_argument(parser)
         add("--tag", help="name part of the grid files (default: the severities)")
         add("--out", default="runs/attack_invert", help="output directory (results.jsonl, table.md, grids)")

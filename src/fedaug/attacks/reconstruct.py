@@ -51,6 +51,7 @@ from fedaug.errors import ConfigError
 from fedaug.privacy.dcor import distance_correlation, u_distance_correlation_sqr
 from fedaug.registry import register
 from fedaug.seeding import seed_for, torch_generator
+from fedaug.validation import flag_int, flag_number
 
 logger = logging.getLogger(__name__)
 
@@ -350,10 +351,14 @@ class Reconstruct:
         parser.add_argument(
             "--decoders", default="linear,conv4,deep", help=f"comma-separated, from {', '.join(DECODERS)}"
         )
-        parser.add_argument("--epochs", type=int, default=20, help="decoder training epochs (paper: 20)")
-        parser.add_argument("--batch-size", type=int, default=128)
-        parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (paper: 1e-3)")
-        parser.add_argument("--width", type=int, default=32, help="decoder channels (paper: 32)")
+        parser.add_argument(
+            "--epochs", type=flag_int(1), default=20, help="decoder training epochs (paper: 20)"
+        )
+        parser.add_argument("--batch-size", type=flag_int(1), default=128)
+        parser.add_argument(
+            "--lr", type=flag_number(0, low_open=True), default=1e-3, help="Adam learning rate (paper: 1e-3)"
+        )
+        parser.add_argument("--width", type=flag_int(1), default=32, help="decoder channels (paper: 32)")
         parser.add_argument(
             "--attacker-data",
             choices=("test", "train"),
@@ -362,13 +367,16 @@ class Reconstruct:
             "train: the paper's setting (train set -> test set)",
         )
         parser.add_argument(
-            "--attack-size", type=int, default=0, help="use at most this many attacker images (0: all)"
+            "--attack-size",
+            type=flag_int(0),
+            default=0,
+            help="use at most this many attacker images (0: all)",
         )
-        parser.add_argument("--eval-size", type=int, default=2000, help="held-out images evaluated")
+        parser.add_argument("--eval-size", type=flag_int(1), default=2000, help="held-out images evaluated")
         parser.add_argument(
             "--layer", type=int, help="split layer for methods that share no features (default: the model's)"
         )
-        parser.add_argument("--examples", type=int, default=8, help="examples per row of the grid")
+        parser.add_argument("--examples", type=flag_int(1), default=8, help="examples per row of the grid")
         parser.add_argument(
             "--plots", action="store_true", help="also plot the FLea runs' dCor and exposure curves"
         )

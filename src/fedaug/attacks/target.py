@@ -36,11 +36,12 @@ from fedaug.data.datasets import Dataset, load_dataset
 from fedaug.device import resolve_device
 from fedaug.engine.checkpoint import RunStore, corrupt_file, read_jsonl, short_reason
 from fedaug.errors import CheckpointError, ConfigError
-from fedaug.experiments.config import ExperimentConfig
+from fedaug.experiments.config import MAX_THREADS, ExperimentConfig
 from fedaug.experiments.load import config_from_dict
 from fedaug.experiments.resolve import build_method
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
+from fedaug.validation import flag_int
 from fedaug.yamlio import read_yaml_file
 
 SHARED = {"flea": "features", "flea_official": "features", "fedmix": "averages", "feddata": "raw"}
@@ -298,8 +299,8 @@ def add_target_arguments(parser: argparse.ArgumentParser, report: str) -> None:
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """``--seed``, ``--threads``, ``--data-dir`` and ``--device``: the last arguments of every
     ``fedaug attack`` command."""
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--seed", type=flag_int(0), default=0)
+    parser.add_argument("--threads", type=flag_int(1, MAX_THREADS), default=1, help="torch threads")
     parser.add_argument("--data-dir", help="dataset folder (default: the run's, then $FEDAUG_DATA)")
     add_device_argument(parser)
 
