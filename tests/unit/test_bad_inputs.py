@@ -219,6 +219,12 @@ CONFIG_VALUES = [
     ("unknown-model-option", ["model.nosuch=1"], "has no option(s) nosuch"),
     ("unknown-method", ["method=nosuch"], "unknown method 'nosuch'"),
     ("unknown-method-option", ["method.nosuch=1"], "unknown config key 'method.nosuch'"),
+    (
+        "option-of-other-methods",  # the smoke preset's FedAvg has none; the option's owners are named
+        ["method.decor_weight=0"],
+        "valid keys: none (fedavg has no options); decor_weight is an option of flea, flea_eq6, "
+        "flea_official",
+    ),
     ("flea-split-layer-99", ["method=flea", "method.split_layer=99"], "method.split_layer: split layer 99"),
     ("flea-split-layer-negative", ["method=flea", "method.split_layer=-5"], "split layer -5 does not exist"),
     (

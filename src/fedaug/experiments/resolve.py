@@ -11,11 +11,13 @@ half-made run dir.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -45,9 +47,27 @@ _hinted: set[str] = set()  # hints already logged in this process
 def build_method(config: ExperimentConfig) -> Method:
     """The registered method with its typed config built from ``method.*`` options."""
     cls = registry.get("method", config.method.name)
+    _check_method_options(config.method.name, cls.config_cls, config.method.options)
     method_config = build_dataclass(cls.config_cls, config.method.options, path="method")
     method: Method = cls(method_config)
     return method
+
+
+def _check_method_options(name: str, config_cls: type, options: Mapping[str, Any]) -> None:
+    """ConfigError for an option ``name``'s config lacks, naming its options and the methods that have it
+    (``--set method.decor_weight=0`` with the default preset's FedAvg: the option is FLea's)."""
+    valid = {f.name for f in dataclasses.fields(config_cls)}
+    unknown = next((key for key in options if key not in valid), None)
+    if unknown is None:
+        return
+    owners = [
+        other
+        for other in registry.available("method")
+        if unknown in {f.name for f in dataclasses.fields(registry.get("method", other).config_cls)}
+    ]
+    keys = ", ".join(sorted(valid)) if valid else f"none ({name} has no options)"
+    where = f"; {unknown} is an option of {', '.join(owners)} (choose one: --method NAME)" if owners else ""
+    raise ConfigError(f"unknown config key 'method.{unknown}'; valid keys: {keys}{where}")
 
 
 def load_data_and_partition(config: ExperimentConfig) -> tuple[Dataset, Partition]:
