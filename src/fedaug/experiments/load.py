@@ -196,7 +196,8 @@ def build_dataclass(cls: type[T], values: Mapping[str, Any], *, path: str) -> T:
         where = f"{path}.{key}" if path else str(key)
         if key not in fields:
             hint = " (a sweep file has a grid: run it with fedaug sweep)" if where == "grid" else ""
-            raise ConfigError(f"unknown config key {where!r}; valid keys: {', '.join(sorted(fields))}{hint}")
+            keys = ", ".join(sorted(fields)) or "none"
+            raise ConfigError(f"unknown config key {where!r}; valid keys: {keys}{hint}")
         kwargs[key] = _coerce(hints[key], value, where)
     return cls(**kwargs)
 
