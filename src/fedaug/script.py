@@ -57,7 +57,15 @@ def load_config(
 
     Raises:
         ConfigError: an unknown preset, key or value (naming it and the valid choices).
+        TypeError: a preset that is not a name or path, or overrides that are neither a list nor a mapping
+            (one ``"key=value"`` string too: give a list).
     """
+    bad = [p for p in presets if not isinstance(p, str | Path)]
+    if bad or isinstance(overrides, str) or not isinstance(overrides, Sequence | Mapping):
+        raise TypeError(
+            f"load_config takes preset names or paths and overrides as a list of 'key=value' strings or a "
+            f"mapping, got presets {presets!r} and overrides {overrides!r}"
+        )
     items = overrides.items() if isinstance(overrides, Mapping) else None
     sets = [f"{key}={json.dumps(value)}" for key, value in items] if items is not None else list(overrides)
     return load_run_config(list(presets) or [DEFAULT], sets, smoke=smoke)
@@ -69,6 +77,11 @@ def run(config: ExperimentConfig, *, fresh: bool = False) -> list[RunResult]:
     Every method's options and run dir are checked before the first run starts. A finished run is read back,
     an interrupted one resumes; ``fresh`` discards existing run dirs first (their results are lost).
     """
+    if not isinstance(config, ExperimentConfig):  # run("smoke") would fail deep inside with an AttributeError
+        raise TypeError(
+            f"run takes the ExperimentConfig of load_config, got {type(config).__name__} {config!r}: "
+            f"run(load_config({config!r}))"
+        )
     configs = comparison_configs(config)
     for sub in configs:
         check_experiment(sub, fresh=fresh)

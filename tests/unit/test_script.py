@@ -39,6 +39,21 @@ def test_bad_input_raises_config_error_naming_it() -> None:
         load_config("smokey")
 
 
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: run("smoke"), r"run takes the ExperimentConfig of load_config, got str 'smoke'"),
+        (lambda: load_config(5), r"load_config takes preset names or paths .* got presets \(5,\)"),
+        (lambda: load_config("smoke", overrides="train.rounds=3"), r"overrides 'train.rounds=3'"),
+        (lambda: load_config("smoke", overrides=5), r"and overrides 5$"),
+    ],
+    ids=["run-a-name", "preset-an-int", "overrides-one-string", "overrides-an-int"],
+)
+def test_arguments_of_the_wrong_type_say_what_is_expected(call, message: str) -> None:
+    with pytest.raises(TypeError, match=message):
+        call()
+
+
 def test_run_gives_the_command_lines_results_and_reads_finished_runs_back(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
