@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fedaug import registry
 from fedaug.errors import ConfigError, FedaugError
 from fedaug.paths import check_folder_target
 from fedaug.results import plots as figures
@@ -151,7 +152,8 @@ def write_report(
 
     Raises:
         FedaugError: for a bad format, a missing folder, no runs with results, a method in ``methods``
-            without runs, or a ``baseline`` or ``highlight`` that no row names.
+            without runs, a ``baseline`` or ``highlight`` that no row names, or an ``exclude`` name that is
+            neither a registered method nor a row.
     """
     _check_formats(formats)
     if out_dir is not None:
@@ -170,6 +172,12 @@ def write_report(
     for option, name in (("--baseline", baseline), ("--highlight", highlight)):
         if name is not None and resolve_row(grouping, name) is None:
             raise FedaugError(f"{option} {name}: no such method among {', '.join(grouping.rows)}")
+    methods_known = set(registry.available("method"))
+    for name in exclude:  # absent from these runs is fine (the default, feddata, often is); a typo is not
+        if name not in methods_known and resolve_row(grouping, name) is None:
+            raise FedaugError(
+                f"--exclude {name}: not a method; methods with runs here: {', '.join(grouping.rows)}"
+            )
     tables = build_tables(
         grouping,
         highlight=highlight,

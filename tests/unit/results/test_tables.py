@@ -269,6 +269,15 @@ def test_unknown_baseline_or_highlight_is_refused_naming_the_rows(grouping: Grou
         write_report(runs_dir, **{option: "moon"})
 
 
+def test_exclude_takes_any_method_but_refuses_a_typo(grouping: Grouping) -> None:
+    from fedaug.errors import FedaugError
+
+    runs_dir = grouping.cells[("fedavg", grouping.columns[0])][0].path.parents[3]
+    assert write_report(runs_dir, highlight="flea", exclude=["moon"]).printed  # registered, no runs: fine
+    with pytest.raises(FedaugError, match=r"--exclude fedav: not a method; methods with runs here: fedavg, "):
+        write_report(runs_dir, highlight="flea", exclude=["fedav"])
+
+
 def test_report_title_counts_the_cpus_and_a_fixed_partition_seed_is_its_own_column(
     tmp_path: Path, make_run: Callable[..., Path]
 ) -> None:
