@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import platform
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -312,6 +313,19 @@ def _add_report_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     report.set_defaults(func=cmd_report)
 
 
+def version_line() -> str:
+    """``fedaug 0.1.0 (torch 2.13.0+cpu, Python 3.11.9)``, read without importing torch."""
+    from importlib import metadata
+
+    from fedaug import __version__
+
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = "not installed"
+    return f"fedaug {__version__} (torch {torch_version}, Python {platform.python_version()})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     from fedaug.catalog import LIST_KINDS, kind
 
@@ -327,6 +341,9 @@ def build_parser() -> argparse.ArgumentParser:
         "fedaug COMMAND --help shows a command's options and an example.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging and full tracebacks")
+    parser.add_argument(
+        "--version", action="version", version=version_line(), help="fedaug's, torch's and Python's versions"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser(
         "run",

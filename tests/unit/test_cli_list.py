@@ -282,3 +282,17 @@ def test_partition_plot_refuses_a_config_file_as_its_path(capsys: pytest.Capture
     assert main(["partition", "--plot", SMOKE]) == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith("fedaug: error: --plot takes a .png or .pdf path") and "before --plot" in line
+
+
+def test_version_names_fedaug_torch_and_python(capsys: pytest.CaptureFixture[str]) -> None:
+    import platform
+
+    import torch
+
+    import fedaug
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    expected = f"fedaug {fedaug.__version__} (torch {torch.__version__}, Python {platform.python_version()})"
+    assert capsys.readouterr().out.strip() == expected
