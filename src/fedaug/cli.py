@@ -129,7 +129,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from fedaug.device import DeviceError, resolve_device
     from fedaug.experiments.estimate import dry_run_lines
     from fedaug.experiments.runner import check_run_dir_path
-    from fedaug.experiments.sweep import HEARTBEAT_SECONDS, check_sweep_options, expand_sweep, run_sweep
+    from fedaug.experiments.sweep import (
+        HEARTBEAT_SECONDS,
+        check_sweep_options,
+        expand_sweep,
+        run_sweep,
+    )
+    from fedaug.experiments.workers import cpu_oversubscription
 
     heartbeat = HEARTBEAT_SECONDS if args.heartbeat is None else args.heartbeat
     check_sweep_options(args.workers, heartbeat, args.order)  # with --dry-run too
@@ -148,6 +154,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     for name in devices:
         resolve_device(name)  # a device this machine lacks: one error now, not one failure per run
+    crowded = cpu_oversubscription(points, args.workers)
+    if crowded:
+        logger.warning(crowded)
     logger.info("%s (--dry-run lists them)", dry_run_lines(points)[-1])
     result = run_sweep(points, workers=args.workers, heartbeat=heartbeat, order=args.order)
     busy = f", {len(result.busy)} busy (run by another process)" if result.busy else ""

@@ -12,6 +12,9 @@ sweep again reports those runs BUSY instead of resuming them. So:
   ends itself within a second of that process's death, also an abrupt one (SIGKILL, out of memory).
 
 A run stopped mid-round resumes from its last checkpoint, with the results of an uninterrupted run.
+
+:func:`cpu_oversubscription` is the sweep's warning when its CPU runs would take more threads at once than the
+machine has cores.
 """
 
 from __future__ import annotations
@@ -20,12 +23,18 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
+
+from fedaug.device import resolve_device
+
+if TYPE_CHECKING:
+    from fedaug.experiments.sweep_order import SweepPoint
 
 PARENT_POLL_SECONDS = 0.5
 """How often a worker checks that its sweep still runs."""
@@ -83,3 +92,29 @@ def terminate_workers(pool: ProcessPoolExecutor, timeout: float = 10.0) -> int:
             process.join()
     pool.shutdown(wait=False, cancel_futures=True)
     return len(alive)
+
+
+def cpu_oversubscription(points: Sequence[SweepPoint], workers: int) -> str | None:
+    """A warning when the CPU runs of a sweep would use more threads at once than this machine has cores
+    (each run then goes slower and the sweep as a whole no faster), else None. GPU runs are not counted:
+    their workers mostly wait for the device."""
+    cpu = [p for p in points if resolve_device(p.config.engine.device).type == "cpu"]
+    if not cpu:
+        return None
+    threads = max(p.config.engine.num_threads or 1 for p in cpu)
+    at_once = min(workers, len(cpu)) * threads
+    cores = usable_cores()
+    if at_once <= cores:
+        return None
+    return (
+        f"--workers {workers} with engine.num_threads={threads} runs {at_once} threads on this machine's "
+        f"{cores} CPU cores: the runs share cores, so each goes slower and the sweep ends no sooner "
+        f"(--workers {max(1, cores // threads)} fits)"
+    )
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity where the OS tells it, else all)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1

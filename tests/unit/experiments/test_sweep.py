@@ -8,6 +8,7 @@ import pytest
 
 from fedaug.cli import main
 from fedaug.errors import ConfigError
+from fedaug.experiments import workers
 from fedaug.experiments.sweep import (
     expand_grid,
     expand_sweep,
@@ -211,3 +212,21 @@ def test_flea_objective_preset_has_every_variant_per_split_and_seed() -> None:
         (("local_ce_weight", 1.0),),
         (("decor_form", "dcor"), ("decor_schedule", "official"), ("local_ce_weight", 1.0)),
     }
+
+
+def test_more_cpu_threads_than_cores_is_a_warning_naming_what_fits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workers, "usable_cores", lambda: 4)
+    points = expand_sweep(write_sweep(tmp_path, "grid:\n  seed: [0, 1, 2, 3, 4, 5]\n"), ["engine.device=cpu"])
+    assert workers.cpu_oversubscription(points, 4) is None  # one thread a run (a sweep's default) per core
+    assert workers.cpu_oversubscription(points[:2], 8) is None  # two runs cannot use 8 workers
+    assert workers.cpu_oversubscription(points, 6) == (
+        "--workers 6 with engine.num_threads=1 runs 6 threads on this machine's 4 CPU cores: the runs share "
+        "cores, so each goes slower and the sweep ends no sooner (--workers 4 fits)"
+    )
+    two = expand_sweep(
+        write_sweep(tmp_path, "grid:\n  seed: [0, 1, 2]\n"), ["engine.device=cpu", "engine.num_threads=2"]
+    )
+    assert "runs 6 threads" in str(workers.cpu_oversubscription(two, 3))
+    assert "(--workers 2 fits)" in str(workers.cpu_oversubscription(two, 3))
