@@ -129,12 +129,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from fedaug.device import DeviceError, resolve_device
     from fedaug.experiments.estimate import dry_run_lines
     from fedaug.experiments.runner import check_run_dir_path
-    from fedaug.experiments.sweep import (
-        HEARTBEAT_SECONDS,
-        check_sweep_options,
-        expand_sweep,
-        run_sweep,
-    )
+    from fedaug.experiments.sweep import HEARTBEAT_SECONDS, check_sweep_options, expand_sweep, run_sweep
     from fedaug.experiments.workers import cpu_oversubscription
 
     heartbeat = HEARTBEAT_SECONDS if args.heartbeat is None else args.heartbeat
