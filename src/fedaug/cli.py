@@ -146,11 +146,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 resolve_device(name)
             except DeviceError as missing:
                 print(f"note: this machine could not run them: {missing}")
+        if crowded := cpu_oversubscription(points, args.workers):
+            print(f"note: {crowded}")
         return 0
     for name in devices:
         resolve_device(name)  # a device this machine lacks: one error now, not one failure per run
-    crowded = cpu_oversubscription(points, args.workers)
-    if crowded:
+    if crowded := cpu_oversubscription(points, args.workers):
         logger.warning(crowded)
     logger.info("%s (--dry-run lists them)", dry_run_lines(points)[-1])
     result = run_sweep(points, workers=args.workers, heartbeat=heartbeat, order=args.order)

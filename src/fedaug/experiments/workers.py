@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from fedaug.device import resolve_device
+from fedaug.device import DeviceError, resolve_device
 
 if TYPE_CHECKING:
     from fedaug.experiments.sweep_order import SweepPoint
@@ -98,7 +98,7 @@ def cpu_oversubscription(points: Sequence[SweepPoint], workers: int) -> str | No
     """A warning when the CPU runs of a sweep would use more threads at once than this machine has cores
     (each run then goes slower and the sweep as a whole no faster), else None. GPU runs are not counted:
     their workers mostly wait for the device."""
-    cpu = [p for p in points if resolve_device(p.config.engine.device).type == "cpu"]
+    cpu = [p for p in points if _on_cpu(p.config.engine.device)]
     if not cpu:
         return None
     threads = max(p.config.engine.num_threads or 1 for p in cpu)
@@ -118,3 +118,11 @@ def usable_cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+def _on_cpu(device: str) -> bool:
+    """Whether ``engine.device`` means the CPU here (a device this machine lacks does not)."""
+    try:
+        return resolve_device(device).type == "cpu"
+    except DeviceError:
+        return False

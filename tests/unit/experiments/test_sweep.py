@@ -230,3 +230,19 @@ def test_more_cpu_threads_than_cores_is_a_warning_naming_what_fits(
     )
     assert "runs 6 threads" in str(workers.cpu_oversubscription(two, 3))
     assert "(--workers 2 fits)" in str(workers.cpu_oversubscription(two, 3))
+    gpu = expand_sweep(write_sweep(tmp_path, "grid:\n  seed: [0, 1, 2, 3, 4, 5]\n"), ["engine.device=cuda"])
+    assert workers.cpu_oversubscription(gpu, 6) is None  # GPU runs (or a GPU this machine lacks) not counted
+
+
+def test_dry_run_notes_more_workers_than_cores(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workers, "usable_cores", lambda: 2)
+    path = write_sweep(tmp_path, "grid:\n  seed: [0, 1, 2]\n")
+    assert main(["sweep", str(path), "--device", "cpu", "--workers", "3", "--dry-run"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "note: --workers 3 with engine.num_threads=1 runs 3 threads on this machine's 2 CPU cores: the runs "
+        "share cores, so each goes slower and the sweep ends no sooner (--workers 2 fits)"
+    )
+    assert main(["sweep", str(path), "--device", "cpu", "--workers", "2", "--dry-run"]) == 0
+    assert "note:" not in capsys.readouterr().out
