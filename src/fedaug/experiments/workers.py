@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from tqdm import tqdm
 
 from fedaug.device import DeviceError, resolve_device
+from fedaug.reproducibility.resume import finished_summary
 
 if TYPE_CHECKING:
     from fedaug.experiments.sweep_order import SweepPoint
@@ -95,10 +96,14 @@ def terminate_workers(pool: ProcessPoolExecutor, timeout: float = 10.0) -> int:
 
 
 def cpu_oversubscription(points: Sequence[SweepPoint], workers: int) -> str | None:
-    """A warning when the CPU runs of a sweep would use more threads at once than this machine has cores
-    (each run then goes slower and the sweep as a whole no faster), else None. GPU runs are not counted:
+    """A warning when the unfinished CPU runs of a sweep would use more threads at once than this machine has
+    cores (each run then goes slower and the sweep as a whole no faster), else None. GPU runs are not counted:
     their workers mostly wait for the device."""
-    cpu = [p for p in points if _on_cpu(p.config.engine.device)]
+    cpu = [
+        p
+        for p in points
+        if _on_cpu(p.config.engine.device) and finished_summary(p.run_dir, p.config.train.rounds) is None
+    ]
     if not cpu:
         return None
     threads = max(p.config.engine.num_threads or 1 for p in cpu)

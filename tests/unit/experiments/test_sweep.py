@@ -221,6 +221,12 @@ def test_more_cpu_threads_than_cores_is_a_warning_naming_what_fits(
     points = expand_sweep(write_sweep(tmp_path, "grid:\n  seed: [0, 1, 2, 3, 4, 5]\n"), ["engine.device=cpu"])
     assert workers.cpu_oversubscription(points, 4) is None  # one thread a run (a sweep's default) per core
     assert workers.cpu_oversubscription(points[:2], 8) is None  # two runs cannot use 8 workers
+    for point in points[:4]:  # finished runs are skipped: two left for 6 workers
+        point.run_dir.mkdir(parents=True)
+        (point.run_dir / "summary.json").write_text(f'{{"rounds": {point.config.train.rounds}}}')
+    assert workers.cpu_oversubscription(points, 6) is None
+    for point in points[:4]:
+        (point.run_dir / "summary.json").unlink()
     assert workers.cpu_oversubscription(points, 6) == (
         "--workers 6 with engine.num_threads=1 runs 6 threads on this machine's 4 CPU cores: the runs share "
         "cores, so each goes slower and the sweep ends no sooner (--workers 4 fits)"
