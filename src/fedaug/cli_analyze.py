@@ -11,7 +11,7 @@ from typing import Any
 
 from fedaug import registry
 from fedaug.errors import ConfigError
-from fedaug.validation import check_int
+from fedaug.validation import flag_int
 
 logger = logging.getLogger(__name__)
 EXAMPLE = "fedaug analyze features runs/f/uci_har-quantity2-K75/fedavg/seed0@12 --out features"
@@ -35,14 +35,16 @@ def add_analyze_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     features.add_argument("target", help="RUN_DIR@ROUND: the starting global model (a kept checkpoint)")
     features.add_argument("--out", required=True, help="folder for features.json and features.png")
-    features.add_argument("--plentiful", type=int, default=500, help="samples per plentiful client (500)")
-    features.add_argument("--plentiful-clients", type=int, default=10, help="plentiful clients (10)")
-    features.add_argument("--scarce", type=int, default=100, help="samples per scarce client (100)")
-    features.add_argument("--scarce-clients", type=int, default=50, help="scarce clients (50)")
+    features.add_argument(
+        "--plentiful", type=flag_int(1), default=500, help="samples per plentiful client (500)"
+    )
+    features.add_argument("--plentiful-clients", type=flag_int(1), default=10, help="plentiful clients (10)")
+    features.add_argument("--scarce", type=flag_int(1), default=100, help="samples per scarce client (100)")
+    features.add_argument("--scarce-clients", type=flag_int(1), default=50, help="scarce clients (50)")
     features.add_argument(
         "--methods", default="fedavg,flea", help="methods trained on the scarce clients (fedavg,flea)"
     )
-    features.add_argument("--seed", type=int, default=0, help="seed of the client split and training")
+    features.add_argument("--seed", type=flag_int(0), default=0, help="seed of the client split and training")
     features.add_argument("--data-dir", help="directory holding the datasets (default: the run's)")
     features.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     features.set_defaults(func=cmd_analyze_features)
@@ -61,9 +63,6 @@ def cmd_analyze_features(args: argparse.Namespace) -> int:
     from fedaug.paths import check_folder_target
 
     device = resolve_device(args.device, key="--device")
-    for key in ("plentiful", "plentiful_clients", "scarce", "scarce_clients"):
-        check_int(f"--{key.replace('_', '-')}", getattr(args, key), 1)
-    check_int("--seed", args.seed, 0)
     names = [m.strip() for m in args.methods.split(",") if m.strip()]
     methods = [registry.get("method", name)() for name in names]
     _, run_dir, round_num = parse_spec(args.target)

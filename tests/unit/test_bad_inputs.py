@@ -685,6 +685,10 @@ def test_a_real_process_prints_one_line(
         (["attack", "invert", "--seed", "1.5"], "argument --seed: must be an integer, got '1.5'"),
         (["zsdg", "r", "--seed", "-1"], "fedaug zsdg: error: argument --seed: must be >= 0, got -1"),
         (
+            ["analyze", "features", "r@1", "--out", "o", "--scarce-clients", "0"],
+            "fedaug analyze features: error: argument --scarce-clients: must be >= 1, got 0",
+        ),
+        (
             ["flower", "serve", "--node-timeout", "nan"],
             "argument --node-timeout: must be a finite number > 0",
         ),
