@@ -126,14 +126,20 @@ def test_cli_refuses_a_missing_device_before_making_a_run_dir(
     assert not (tmp_path / "runs").exists()
 
 
-def test_sweep_refuses_a_missing_device_before_running(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _two_seed_sweep(tmp_path: Path) -> list[str]:
+    """``fedaug sweep`` of the smoke preset over seeds 0 and 1 into ``tmp_path/runs``, on a machine without a
+    GPU (skips the test on one with)."""
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(f"extends: {SMOKE}\ngrid:\n  seed: [0, 1]\n")
-    code = main(["sweep", str(sweep), "--out-dir", str(tmp_path / "runs"), "--device", "cuda"])
+    return ["sweep", str(sweep), "--out-dir", str(tmp_path / "runs")]
+
+
+def test_sweep_refuses_a_missing_device_before_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main([*_two_seed_sweep(tmp_path), "--device", "cuda"])
     assert code == 2
     assert "no CUDA device" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
@@ -142,11 +148,7 @@ def test_sweep_refuses_a_missing_device_before_running(
 def test_sweep_dry_run_lists_the_plan_and_notes_a_missing_device(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    if torch.cuda.is_available():
-        pytest.skip("this machine has a GPU")
-    sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(f"extends: {SMOKE}\ngrid:\n  seed: [0, 1]\n")
-    argv = ["sweep", str(sweep), "--out-dir", str(tmp_path / "runs"), "--dry-run"]
+    argv = [*_two_seed_sweep(tmp_path), "--dry-run"]
     assert main([*argv, "--device", "cuda"]) == 0  # a plan for a GPU machine, written on this one
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines[:2]] == ["new", "new"]

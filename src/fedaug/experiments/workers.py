@@ -99,10 +99,11 @@ def cpu_oversubscription(points: Sequence[SweepPoint], workers: int) -> str | No
     """A warning when the unfinished CPU runs of a sweep would use more threads at once than this machine has
     cores (each run then goes slower and the sweep as a whole no faster), else None. GPU runs are not counted:
     their workers mostly wait for the device."""
+    on_cpu = {device for device in {p.config.engine.device for p in points} if _on_cpu(device)}
     cpu = [
         p
         for p in points
-        if _on_cpu(p.config.engine.device) and finished_summary(p.run_dir, p.config.train.rounds) is None
+        if p.config.engine.device in on_cpu and finished_summary(p.run_dir, p.config.train.rounds) is None
     ]
     if not cpu:
         return None
