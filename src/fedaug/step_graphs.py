@@ -42,6 +42,7 @@ equal to one without to float rounding (``tests/gpu/``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import warnings
@@ -140,13 +141,17 @@ class StepGraphs:
         if self.capture:  # fused and capturable: one kernel per step, recordable
             self.lr = torch.zeros((), device=device)
             self.optimizer = torch.optim.Adam(
-                self.params, lr=self.lr, weight_decay=self.weight_decay, fused=True, capturable=True
+                self.params, lr=0.0, weight_decay=self.weight_decay, fused=True, capturable=True
             )
         else:  # float64 lr and the single-tensor path: the eager CPU Adam's arithmetic exactly
             self.lr = torch.zeros((), dtype=torch.float64)
             self.optimizer = torch.optim.Adam(
-                self.params, lr=self.lr, weight_decay=self.weight_decay, foreach=False
+                self.params, lr=0.0, weight_decay=self.weight_decay, foreach=False
             )
+        # the tensor goes in after the constructor, whose range check (0.0 <= lr) would read a GPU tensor
+        # on the host and wait for the GPU
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.lr
 
     def matches(self, model: nn.Module, params: list[nn.Parameter], settings: TrainSettings) -> bool:
         """Whether these graphs serve ``model`` trained with ``settings`` (same tensors, same decay)."""
@@ -245,11 +250,16 @@ class StepGraphs:
         try:
             run = self._capture(body, warm_up=warm_up) if self.capture else body
         except RuntimeError as err:
+            # the message only: the exception's frames hold the failed step's autograd graph, whose
+            # gradient-accumulation nodes belong to the side stream, and a log handler may keep the record
+            cause = err.__context__ if isinstance(err.__context__, RuntimeError) else err  # the step's own
+            reason = (str(cause).strip() or type(cause).__name__).splitlines()[0]
+            del err, cause
             self._restore(saved)
             self.failed.add(hook_code(self.fn))
             self.reuse = False
             logger.warning(
-                "engine.cuda_graphs: this loss hook could not be recorded, so it runs eagerly (%s)", err
+                "engine.cuda_graphs: this loss hook could not be recorded, so it runs eagerly (%s)", reason
             )
             return None
         self._restore(saved)
@@ -283,7 +293,11 @@ class StepGraphs:
                 try:
                     captured = body()
                 finally:
-                    graph.capture_end()  # raises too when the capture was invalidated
+                    try:
+                        graph.capture_end()  # raises too when the capture was invalidated
+                    except RuntimeError:
+                        _end_generator_capture()
+                        raise
         finally:
             # also after a failed capture: the warm-up steps must finish before the weights are put back
             main.wait_stream(side)
@@ -319,6 +333,21 @@ class StepGraphs:
             t for p in self.params for t in self.optimizer.state.get(p, {}).values() if isinstance(t, Tensor)
         ]
         return [*self.model.parameters(), *self.model.buffers(), *state]
+
+
+def _end_generator_capture() -> None:
+    """Takes the CUDA random generator out of capture mode after a failed capture, on the current stream.
+
+    ``CUDAGraph.capture_end`` ends the generator's capture only after the stream's capture ended without an
+    error, so a failed capture left it in capture mode, and the process's next random draw on the GPU
+    (``torch.randn(..., device="cuda")``) failed with "Offset increment outside graph capture encountered
+    unexpectedly". An empty capture begins and ends it properly; its graph is never replayed.
+    """
+    graph = torch.cuda.CUDAGraph()
+    with warnings.catch_warnings(), contextlib.suppress(RuntimeError):
+        warnings.filterwarnings("ignore", message=".*empty.*")  # "The CUDA Graph is empty ..."
+        graph.capture_begin()
+        graph.capture_end()
 
 
 def graphs_hint(device: torch.device, cuda_graphs: bool) -> str | None:

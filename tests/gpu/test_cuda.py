@@ -149,7 +149,12 @@ def _sync_warnings(block: Any) -> list[str]:
             block()
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    return [f"{w.filename}:{w.lineno}" for w in caught if "synchroniz" in str(w.message)]
+    # not the notice the first "warn" of a process gives ("Synchronization debug mode is a prototype feature")
+    return [
+        f"{w.filename}:{w.lineno}"
+        for w in caught
+        if "synchroniz" in str(w.message) and "prototype" not in str(w.message)
+    ]
 
 
 def test_host_to_device_does_not_wait_for_the_gpu(cuda: torch.device) -> None:
@@ -246,6 +251,8 @@ def test_a_hook_that_reads_on_the_host_falls_back_to_eager_on_cuda(
 ) -> None:
     # .item() inside a capture is an error on the GPU: the hook trains eagerly instead, with a warning, and
     # the weights the warm-up steps changed are put back (the same result as the eager loop, to rounding).
+    # float64: in float32 the gradient of the bias before BatchNorm is rounding noise, which Adam scales to
+    # steps of about lr, differently in the fused and the foreach Adam (0.0025 apart after 10 steps, H100).
     def reads(model: torch.nn.Module, x: Tensor, y: Tensor, client: Any, step: Any) -> Any:
         loss = torch.nn.functional.cross_entropy(model(x), y)
         if loss.item() > 1e9:  # a host read of a device value
@@ -255,9 +262,12 @@ def test_a_hook_that_reads_on_the_host_falls_back_to_eager_on_cuda(
     results = {}
     for graphs in (False, True):
         torch.manual_seed(0)
-        model = bn_model().to(cuda)
+        model = bn_model().to(cuda, torch.float64)
         data = ClientData(
-            0, torch.randn(40, 1, 2, 4, device=cuda), torch.randint(0, 3, (40,), device=cuda), 3
+            0,
+            torch.randn(40, 1, 2, 4, device=cuda, dtype=torch.float64),
+            torch.randint(0, 3, (40,), device=cuda),
+            3,
         )
         with caplog.at_level("WARNING", logger="fedaug.step_graphs"):
             local_training.train_local(
@@ -269,8 +279,11 @@ def test_a_hook_that_reads_on_the_host_falls_back_to_eager_on_cuda(
             )
         results[graphs] = torch.cat([v.flatten().double() for v in model.state_dict().values()])
     assert step_graphs._GRAPHS[model].counts["captured"] == 0
-    assert any("could not be recorded" in r.getMessage() for r in caplog.records)
-    torch.testing.assert_close(results[True], results[False], rtol=1e-5, atol=1e-5)
+    messages = [r.getMessage() for r in caplog.records if "could not be recorded" in r.getMessage()]
+    assert len(messages) == 1 and "captur" in messages[0], messages
+    torch.testing.assert_close(results[True], results[False], rtol=1e-9, atol=1e-9)
+    # the failed capture left the random generator in capture mode: the process's next draw on the GPU failed
+    assert torch.randn(3, device=cuda).isfinite().all()
 
 
 def _reserved_per_round(cuda: torch.device, rounds: int) -> list[int]:
@@ -343,9 +356,17 @@ def test_a_sweep_worker_gives_its_cached_memory_back_on_cuda(
         torch.cuda.synchronize(cuda)
         return torch.cuda.memory_reserved(cuda)
 
+    # Whether a run left cached memory behind also depends on what earlier tests left in the process (its
+    # tensors can fit in their segments' free space), so the release itself is counted too.
+    emptied = []
+    empty_cache = torch.cuda.empty_cache
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(1) or empty_cache())
     reserved_after_a_run(0)  # what stays for the process (cuBLAS's workspace, the CUDA context's) is made
-    torch.cuda.empty_cache()
+    empty_cache()
     before = torch.cuda.memory_reserved(cuda)
+    emptied.clear()
     assert reserved_after_a_run(1) <= before
+    assert emptied == [1]
     monkeypatch.setattr(sweep, "release_cached_memory", lambda: False)
-    assert reserved_after_a_run(2) > before
+    reserved_after_a_run(2)
+    assert emptied == [1]
