@@ -155,9 +155,9 @@ def measure(configs: list[str], overrides: list[str], rounds: int, device: torch
     full_rounds = load_config(configs, overrides).train.rounds
     on = f"engine.device={device}"
     with tempfile.TemporaryDirectory() as tmp:
-        config = load_config(
-            configs, [*overrides, on, f"train.rounds={rounds}", f"out_dir={tmp}", "engine.progress=false"]
-        )
+        fixed = [on, f"train.rounds={rounds}", f"out_dir={tmp}", "engine.progress=false"]
+        # the floor is an eager loop: the engine's steps are eager too unless --set turns graphs on
+        config = load_config(configs, ["engine.cuda_graphs=false", *overrides, *fixed])
         if config.engine.num_threads is not None:
             torch.set_num_threads(config.engine.num_threads)
         run_dir = run_dir_for(config)

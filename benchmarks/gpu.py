@@ -97,11 +97,11 @@ def model_flops(batch: int = 32) -> tuple[float, float, int, list[int]]:
 
 
 MODES = {  # engine overrides of each mode
-    "sequential": [],
+    "sequential": ["engine.cuda_graphs=false"],  # eager steps: graphs are on by default on a GPU
     "batched": ["engine.batched_clients=true"],
     "graphs": ["engine.cuda_graphs=true"],
     "graphs_unreleased": ["engine.cuda_graphs=true"],
-    "packed": [],
+    "packed": ["engine.cuda_graphs=false"],
     "packed_graphs": ["engine.cuda_graphs=true"],
 }
 

@@ -115,7 +115,7 @@ def cmd_analyze_features(args: argparse.Namespace) -> int:
     groups += [Group(f"scarce ({args.scarce})", m, args.scarce_clients, args.scarce) for m in methods]
     data = (dataset.x_train.to(device), dataset.y_train.to(device), x_test, y_test)
     state = ServerState(start_round, snapshot_state(model))
-    train = round_settings(config, start_round + 1)
+    train = round_settings(config, start_round + 1, device)
     rows = []
     for group in groups:
         logger.info("one round: %s, %s", group.name, group.method.name)

@@ -350,17 +350,6 @@ def _end_generator_capture() -> None:
         graph.capture_end()
 
 
-def graphs_hint(device: torch.device, cuda_graphs: bool) -> str | None:
-    """A suggestion for a run on a GPU without ``engine.cuda_graphs`` (None on a CPU or with them on)."""
-    if device.type != "cuda" or cuda_graphs:
-        return None
-    return (
-        "engine.cuda_graphs is off: on a GPU, --set engine.cuda_graphs=true replays each local step as one "
-        "CUDA graph (the default preset's rounds on an H100: FedAvg 0.11 s instead of 0.57, FLea 0.33 "
-        "instead of 1.09; docs/guide/gpu.md)"
-    )
-
-
 def release_memory() -> None:
     """Returns the memory of dropped recordings to the device (:meth:`StepGraphs.start_client`).
 

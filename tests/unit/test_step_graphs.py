@@ -18,7 +18,10 @@ from fedaug import local_training, registry, step_graphs
 from fedaug.api import ClientData, Method, TrainSettings
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation, round_train_settings
+from fedaug.errors import ConfigError
+from fedaug.experiments.config import EngineConfig
 from fedaug.experiments.load import load_config
+from fedaug.experiments.resolve import cuda_graphs_on
 from fedaug.experiments.runner import prepare
 from fedaug.local_training import (
     BatchableLoss,
@@ -382,8 +385,39 @@ def test_a_cpu_run_ignores_the_setting_and_says_so(tmp_path: Path, caplog: pytes
     ]
 
 
-def test_a_gpu_run_without_graphs_is_told_about_them() -> None:
-    hint = step_graphs.graphs_hint(torch.device("cuda", 0), cuda_graphs=False)
-    assert hint is not None and "--set engine.cuda_graphs=true" in hint
-    assert step_graphs.graphs_hint(torch.device("cuda", 0), cuda_graphs=True) is None
-    assert step_graphs.graphs_hint(torch.device("cpu"), cuda_graphs=False) is None
+@pytest.mark.parametrize(
+    ("value", "batched", "deterministic", "device", "on"),
+    [
+        ("auto", False, False, "cuda", True),  # the default records on a GPU
+        ("auto", False, False, "cpu", False),
+        ("auto", True, False, "cuda", False),  # batched rounds do not record
+        ("auto", False, True, "cuda", False),  # resuming bit-exactly with graphs is untested on a GPU
+        (True, True, True, "cuda", True),  # asked for: recorded wherever the engine can
+        (True, False, False, "cpu", False),
+        (False, False, False, "cuda", False),
+    ],
+)
+def test_engine_cuda_graphs_resolves_per_device(
+    value: bool | str, batched: bool, deterministic: bool, device: str, on: bool
+) -> None:
+    engine = EngineConfig(cuda_graphs=value, batched_clients=batched, deterministic=deterministic)
+    assert cuda_graphs_on(engine, torch.device(device)) is on
+
+
+def test_a_cpu_run_with_the_default_says_nothing_about_graphs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = load_config([SMOKE], [f"out_dir={tmp_path}", "engine.device=cpu"])
+    with caplog.at_level(logging.INFO, logger="fedaug.experiments.resolve"):
+        run = prepare(config, tmp_path / "run")
+    assert config.engine.cuda_graphs == "auto" and not run.spec.cuda_graphs
+    assert [r.getMessage() for r in caplog.records if "graphs" in r.getMessage()] == []
+
+
+def test_engine_cuda_graphs_accepts_auto_true_false_only(tmp_path: Path) -> None:
+    with pytest.raises(
+        ConfigError, match=r"^engine.cuda_graphs must be one of auto, True, False, got 'always'$"
+    ):
+        load_config([SMOKE], [f"out_dir={tmp_path}", "engine.cuda_graphs=always"])
+    with pytest.raises(ConfigError, match=r"^engine.cuda_graphs must be one of auto, True, False, got 1$"):
+        EngineConfig(cuda_graphs=1)  # type: ignore[arg-type]  # 1 is not True

@@ -21,6 +21,9 @@ from fedaug.local_training import OPTIMIZERS
 from fedaug.precision import PRECISIONS
 from fedaug.validation import check_choice, check_int, check_number
 
+CUDA_GRAPHS_MODES = ("auto", True, False)
+"""The values of ``engine.cuda_graphs``."""
+
 LR_SCHEDULES = ("exponential", "official_flea")
 
 
@@ -190,10 +193,12 @@ class EngineConfig:
             cross-entropy methods with adam/sgd in float32 only, see :mod:`fedaug.engine.batched`); equal to
             the sequential loop up to float rounding.
         cuda_graphs: on a GPU, record each local training step as a CUDA graph and replay it
-            (:mod:`fedaug.step_graphs`): one launch per step instead of about a hundred. Every BatchableLoss
-            hook is recorded (plain CE once per run, per-client closures once per round); the rest train
-            eagerly with a warning. Results equal training without graphs to float rounding. Off by default;
-            ignored on a CPU (with a warning).
+            (:mod:`fedaug.step_graphs`): one launch per step instead of about a hundred (on an H100 a FedAvg
+            round of the default preset takes 0.10-0.15 s instead of 0.46). Every BatchableLoss hook is
+            recorded; the rest train eagerly with a warning. Results equal training without graphs to float
+            rounding. ``auto`` (default): on for a CUDA device, except with ``batched_clients`` or
+            ``deterministic``; ``true``: on wherever a GPU computes (a CPU run warns and trains without);
+            ``false``: off.
         channels_last: channels-last memory format for conv models: ``auto`` (default: the evaluation model of
             HARNet and the BN CNNs, where it was measured faster), ``none``, ``eval`` or ``all`` (training
             too; see :mod:`fedaug.engine.memory_format`).
@@ -224,7 +229,7 @@ class EngineConfig:
     progress: bool = True
     precision: str = "float32"
     batched_clients: bool = False
-    cuda_graphs: bool = False
+    cuda_graphs: bool | str = "auto"
     channels_last: str = "auto"
     keep_checkpoints: list[int] = field(default_factory=list)
     local_eval_every: int = 1
@@ -246,6 +251,7 @@ class EngineConfig:
             raise ConfigError(f"engine.keep_checkpoints must list rounds >= 1, got {self.keep_checkpoints!r}")
         check_choice("engine.channels_last", self.channels_last, CHANNELS_LAST_MODES)
         check_choice("engine.precision", self.precision, PRECISIONS)
+        check_choice("engine.cuda_graphs", self.cuda_graphs, CUDA_GRAPHS_MODES)
 
 
 @dataclass(frozen=True)

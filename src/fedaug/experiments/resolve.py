@@ -37,11 +37,20 @@ from fedaug.models import build_model
 from fedaug.models.base import SplitModel
 from fedaug.paths import cache_dir
 from fedaug.precision import bf16_warning
-from fedaug.step_graphs import graphs_hint
 
 logger = logging.getLogger(__name__)
 
-_hinted: set[str] = set()  # hints already logged in this process
+
+def cuda_graphs_on(engine: EngineConfig, device: torch.device) -> bool:
+    """Whether a run on ``device`` records its local steps as CUDA graphs (``engine.cuda_graphs``).
+
+    ``auto`` turns them on for a CUDA device unless ``engine.batched_clients`` (batched rounds do not record)
+    or ``engine.deterministic`` (a killed and resumed run records its steps again in the round it resumes,
+    and repeating an uninterrupted run to the last bit that way is not tested on a GPU).
+    """
+    if device.type != "cuda" or engine.cuda_graphs is False:
+        return False
+    return engine.cuda_graphs is True or not (engine.batched_clients or engine.deterministic)
 
 
 def build_method(config: ExperimentConfig) -> Method:
@@ -220,12 +229,9 @@ def resolve_run(
     engine, on_cpu = config.engine, settings.device.type == "cpu"
     if engine.batched_clients and on_cpu and (note := conv_model_note(parts.model_fn())):
         logger.warning(note)
-    if engine.cuda_graphs and on_cpu:
+    if engine.cuda_graphs is True and on_cpu:
         logger.warning("engine.cuda_graphs needs a CUDA device; this run trains on the CPU without graphs")
-    elif (hint := graphs_hint(settings.device, engine.cuda_graphs)) is not None and hint not in _hinted:
-        _hinted.add(hint)  # once per process: a sweep worker resolves run after run
-        logger.info(hint)
-    elif engine.cuda_graphs and engine.batched_clients:
+    elif engine.cuda_graphs is True and engine.batched_clients:
         logger.warning(
             "engine.cuda_graphs and engine.batched_clients: batched rounds do not record graphs; "
             "rounds the batched engine refuses train client by client with graphs"
@@ -246,7 +252,7 @@ def resolve_run(
         progress=engine.progress,
         precision=settings.precision,
         batched_clients=engine.batched_clients,
-        cuda_graphs=engine.cuda_graphs and not on_cpu,
+        cuda_graphs=cuda_graphs_on(engine, settings.device),
         channels_last=resolve_channels_last(engine.channels_last, config.model.name),
         keep_checkpoints=tuple(engine.keep_checkpoints),
         local_test_indices=None

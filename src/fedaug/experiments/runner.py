@@ -31,7 +31,13 @@ from fedaug.engine.lock import LOCK_NAME, RunDirLock, check_unlocked
 from fedaug.engine.simulation import Simulation, SimulationSpec, round_train_settings
 from fedaug.errors import PathError, path_error
 from fedaug.experiments.config import ExperimentConfig, MethodSpec
-from fedaug.experiments.resolve import ResolvedRun, build_method, resolve_components, resolve_run
+from fedaug.experiments.resolve import (
+    ResolvedRun,
+    build_method,
+    cuda_graphs_on,
+    resolve_components,
+    resolve_run,
+)
 from fedaug.machine import use_threads
 from fedaug.precision import flush_denormals
 from fedaug.reproducibility.branch import start_from_fedavg
@@ -54,11 +60,12 @@ def check_run_dir_path(run_dir: Path) -> None:
         return
 
 
-def round_settings(config: ExperimentConfig, round_num: int) -> TrainSettings:
-    """The local training settings the engine gives the method in ``round_num`` of ``config``'s run."""
+def round_settings(config: ExperimentConfig, round_num: int, device: torch.device) -> TrainSettings:
+    """The local training settings the engine gives the method in ``round_num`` of ``config``'s run on
+    ``device``."""
     engine = config.engine
     return round_train_settings(
-        config.train.settings, engine.precision, round_num, cuda_graphs=engine.cuda_graphs
+        config.train.settings, engine.precision, round_num, cuda_graphs=cuda_graphs_on(engine, device)
     )
 
 
