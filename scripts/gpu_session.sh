@@ -24,15 +24,12 @@
 # tests and then the probe, each cut to what is left: the grid is what matters most and always gets its time.
 # GRID=0 stops after the probe, so the grid can have a command of its own on the same warm machine: then
 # `OUT=$OUT GRAPHS=<machine.txt's decision> MPS=1 LIMIT=<s> scripts/gpu_grid.sh`.
-# On the H100 on 2026-11-27 the GRID=0 call took 52 s, the machine's start about 40 s, and the grid 380 s of
-# sweep over two commands (13 runs ran out of memory in the first).
-# The next session's plan, ONE command (a start of 40-120 s and one command of at most 600 s fit the 15 minutes
-# a task has; a second command would cost its own idle wait), then give the machine back:
+# On an H100 (2026-11-27) this one command took 283 s, the grid's sweep 223 s (all 36 runs, at most 48.7 GiB):
 #   OUT=$OUT GRID_FIRST=1 BUDGET=570 AFTER_S=60 TESTS_S=90 PROBE_ROUNDS=5 PROBE_MODES=graphs,graphs_unreleased \
 #       MPS=1 scripts/gpu_session.sh                                               # timeout_s 600
-# (the sweep may take 450 s; what it leaves goes to the tests and the probe: 380 s of sweep would leave 130)
-# and back here: python benchmarks/gpu_session_summary.py FILES_AT \
-#       --reference studies/flea_table1_har/h100/runs      # accuracy against the H100's grid, paired by seed
+# (a start of 40-120 s and one such command fit the 15 minutes a task has), and back here:
+#   python benchmarks/gpu_session_summary.py FILES_AT \
+#       --reference studies/flea_table1_har/h100/runs      # accuracy against the first H100 grid, paired by seed
 # tests/smoke/test_gpu_scripts.py runs this script on the CPU (GRID=0, and GRID_FIRST=1 with a 2-round grid).
 set -uo pipefail
 cd "$(dirname "$0")/.."
