@@ -421,3 +421,5 @@ def test_engine_cuda_graphs_accepts_auto_true_false_only(tmp_path: Path) -> None
         load_config([SMOKE], [f"out_dir={tmp_path}", "engine.cuda_graphs=always"])
     with pytest.raises(ConfigError, match=r"^engine.cuda_graphs must be one of auto, True, False, got 1$"):
         EngineConfig(cuda_graphs=1)  # type: ignore[arg-type]  # 1 is not True
+    with pytest.raises(ConfigError, match=r"^engine.cuda_graphs must be of type bool or str, got 2 \(int\)$"):
+        load_config([SMOKE], [f"out_dir={tmp_path}", "engine.cuda_graphs=2"])

@@ -211,11 +211,15 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
         if value is None and type(None) in args:
             return None
         errors = []
-        for arg in (a for a in args if a is not type(None)):
+        arms = [a for a in args if a is not type(None)]
+        for arg in arms:
             try:
                 return _coerce(arg, value, where)
             except ConfigError as exc:
                 errors.append(str(exc))
+        if len(arms) > 1 and all(isinstance(a, type) for a in arms):  # bool | str: name every type
+            names = " or ".join(a.__name__ for a in arms)
+            raise ConfigError(f"{where} must be of type {names}, got {value!r} ({type(value).__name__})")
         raise ConfigError(errors[0])
     if origin in (dict, Mapping) or hint is dict:
         if not isinstance(value, Mapping):
