@@ -19,10 +19,10 @@ from fedaug.api import ClientData, Method, TrainSettings
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation, round_train_settings
 from fedaug.errors import ConfigError
+from fedaug.experiments import resolve
 from fedaug.experiments.config import EngineConfig
 from fedaug.experiments.load import load_config
-from fedaug.experiments.resolve import cuda_graphs_on
-from fedaug.experiments.runner import prepare
+from fedaug.experiments.runner import prepare, run_experiment
 from fedaug.local_training import (
     BatchableLoss,
     ClientTensors,
@@ -401,7 +401,7 @@ def test_engine_cuda_graphs_resolves_per_device(
     value: bool | str, batched: bool, deterministic: bool, device: str, on: bool
 ) -> None:
     engine = EngineConfig(cuda_graphs=value, batched_clients=batched, deterministic=deterministic)
-    assert cuda_graphs_on(engine, torch.device(device)) is on
+    assert resolve.cuda_graphs_on(engine, torch.device(device)) is on
 
 
 def test_a_cpu_run_with_the_default_says_nothing_about_graphs(
@@ -423,3 +423,16 @@ def test_engine_cuda_graphs_accepts_auto_true_false_only(tmp_path: Path) -> None
         EngineConfig(cuda_graphs=1)  # type: ignore[arg-type]  # 1 is not True
     with pytest.raises(ConfigError, match=r"^engine.cuda_graphs must be of type bool or str, got 2 \(int\)$"):
         load_config([SMOKE], [f"out_dir={tmp_path}", "engine.cuda_graphs=2"])
+
+
+def test_a_run_with_graphs_says_so_when_it_starts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = load_config([SMOKE], [f"out_dir={tmp_path}", "engine.device=cpu", "train.rounds=1"])
+    with caplog.at_level(logging.INFO, logger="fedaug.experiments.runner"):
+        run_experiment(config)
+        monkeypatch.setattr(resolve, "cuda_graphs_on", lambda engine, device: True)  # as on a GPU
+        run_experiment(config, fresh=True)
+    starts = [r.getMessage() for r in caplog.records if r.getMessage().startswith("run ")]
+    assert len(starts) == 2 and starts[0].endswith(", on cpu"), starts
+    assert starts[1] == starts[0] + ", local steps as CUDA graphs"

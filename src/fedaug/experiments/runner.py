@@ -151,7 +151,7 @@ def _run_locked(
             return finished
     record_run(resolved)
     logger.info(
-        "run %s: %s on %s (%d clients, %d per round), %d rounds, on %s",
+        "run %s: %s on %s (%d clients, %d per round), %d rounds, on %s%s",
         run_dir,
         config.method.name,
         config.data.name,
@@ -159,6 +159,7 @@ def _run_locked(
         resolved.spec.clients_per_round,
         config.train.rounds,
         describe_device(resolved.settings.device),
+        ", local steps as CUDA graphs" if resolved.spec.cuda_graphs else "",
     )
     start_from_fedavg(resolved)
     with flush_denormals(resolved.settings.flush_denormals):
