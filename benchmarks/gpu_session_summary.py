@@ -211,7 +211,12 @@ def summarise(*folders: Path, reference: Path | None = None) -> dict[str, Any]:
     }
     targets = {}
     for method, limit in TARGET_RUN_S.items():
-        alone = [r["run_s"] for r in probe if r["method"] == method and r["run_s"] is not None]
+        # the modes a run can be given (graphs_unreleased is a diagnostic: the engine without its release)
+        alone = [
+            r["run_s"]
+            for r in probe
+            if r["method"] == method and r["run_s"] is not None and r["mode"] != "graphs_unreleased"
+        ]
         # the sweep's wall time shared out by run time, per 100 rounds of the default preset's K = 75 runs
         mine = [r for r in runs if r.method == method and r.setting.endswith("-K75")]
         rounds = sum(r.rounds for r in mine)

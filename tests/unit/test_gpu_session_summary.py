@@ -37,6 +37,8 @@ def session(tmp_path: Path) -> Path:
                     "best_acc": 0.25,
                     "step_graphs": {"captured": 20, "record_s": 0.4},
                 },
+                # a diagnostic mode, faster here: not a way to run, so not the "alone" number
+                {"mode": "graphs_unreleased", "median_round_s": 0.05},
             ]
         }
     }
@@ -62,7 +64,7 @@ def test_the_summary_gives_each_target_its_measured_number(session: Path) -> Non
     assert grid["projected_s"] == 400.0 * 3600 / 150
     assert grid["runs"][0]["best_acc"] == 0.7 and grid["runs"][0]["seconds"] == 100.0
     targets = summary["targets"]
-    assert targets["fedavg"]["alone_best_s"] == 10.0  # the graphs mode's 0.1 s a round x 100
+    assert targets["fedavg"]["alone_best_s"] == 10.0  # the graphs mode's 0.1 s a round x 100, not 0.05's
     # the sweep's 400 s shared by run time: FedAvg 100 of 250 s, for 1 run of 100 rounds; FLea 150 of 250 s,
     # for half a run
     assert targets["fedavg"]["packed_amortised_s"] == 160.0
