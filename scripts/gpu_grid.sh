@@ -6,10 +6,12 @@
 # longest-first; grid: as listed), then `fedaug archive` and `fedaug report`. A fresh RUNS folder has no round
 # times to estimate from, so the grid lists FLea before FedAvg and K = 150 before 75 (METHODS, KS): the first
 # runs handed out are the long ones, and the rest go longest-first once their siblings have logged rounds.
-# GRAPHS (default true) replays each local step as a CUDA graph (engine.cuda_graphs: on an H100 0.11 s a FedAvg
-# round and 0.33 s a FLea round, against 0.57 and 1.09 eager; GRAPHS=false trains eagerly).
-# MPS=1 runs the sweep under NVIDIA MPS (scripts/mps.sh), where the workers' kernels share the GPU at once
-# instead of taking turns (not measured yet: `STAGES="packed mps" scripts/gpu_check.sh` compares the two).
+# GRAPHS (default true) replays each local step as a CUDA graph (engine.cuda_graphs: on an H100 0.15 s a FedAvg
+# round and 0.37 s a FLea round, against 0.46 and 1.06 eager; GRAPHS=false trains eagerly, GRAPHS=auto is the
+# engine's default). MPS=1 runs the sweep under NVIDIA MPS (scripts/mps.sh), where the workers' kernels share
+# the GPU at once instead of taking turns (not compared with MPS=0 yet: `STAGES="packed mps"
+# scripts/gpu_check.sh` does). On an H100 (2026-11-27) WORKERS=16 GRAPHS=true MPS=1 finished the 36 runs in 223 s
+# of sweep, at most 48.7 GiB of GPU memory (studies/flea_table1_har/h100_one_call).
 # The sweep stops after LIMIT seconds (default 520) so the report and the archive still come back; a sweep cut
 # short resumes where it stopped when run again with the same RUNS.
 # SETS adds config overrides, space-separated (e.g. SETS="train.rounds=2 train.local_epochs=1").
