@@ -130,7 +130,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from fedaug.experiments.estimate import dry_run_lines
     from fedaug.experiments.runner import check_run_dir_path
     from fedaug.experiments.sweep import HEARTBEAT_SECONDS, check_sweep_options, expand_sweep, run_sweep
-    from fedaug.experiments.workers import cpu_oversubscription
+    from fedaug.experiments.workers import cpu_oversubscription, gpu_underuse
 
     heartbeat = HEARTBEAT_SECONDS if args.heartbeat is None else args.heartbeat
     check_sweep_options(args.workers, heartbeat, args.order)  # with --dry-run too
@@ -146,13 +146,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 resolve_device(name)
             except DeviceError as missing:
                 print(f"note: this machine could not run them: {missing}")
-        if crowded := cpu_oversubscription(points, args.workers):
-            print(f"note: {crowded}")
+        for note in (cpu_oversubscription(points, args.workers), gpu_underuse(points, args.workers)):
+            if note:
+                print(f"note: {note}")
         return 0
     for name in devices:
         resolve_device(name)  # a device this machine lacks: one error now, not one failure per run
     if crowded := cpu_oversubscription(points, args.workers):
         logger.warning(crowded)
+    if idle := gpu_underuse(points, args.workers):
+        logger.info(idle)
     logger.info("%s (--dry-run lists them)", dry_run_lines(points)[-1])
     result = run_sweep(points, workers=args.workers, heartbeat=heartbeat, order=args.order)
     busy = f", {len(result.busy)} busy (run by another process)" if result.busy else ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from fedaug.cli import main
 from fedaug.errors import ConfigError
@@ -252,3 +253,29 @@ def test_dry_run_notes_more_workers_than_cores(
     )
     assert main(["sweep", str(path), "--device", "cpu", "--workers", "2", "--dry-run"]) == 0
     assert "note:" not in capsys.readouterr().out
+
+
+def test_gpu_runs_one_at_a_time_get_a_note_naming_the_workers_that_fit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as on a GPU machine with 8 cores: auto and cuda resolve to the GPU
+    monkeypatch.setattr(workers, "usable_cores", lambda: 8)
+
+    def gpu_machine(name: str) -> torch.device:
+        return torch.device("cpu" if name == "cpu" else "cuda")
+
+    monkeypatch.setattr(workers, "resolve_device", gpu_machine)
+    three = expand_sweep(write_sweep(tmp_path, "grid:\n  seed: [0, 1, 2]\n"), ["engine.device=cuda"])
+    assert workers.gpu_underuse(three, 1) == (
+        "3 runs on a GPU one at a time: --workers 3 runs 3 at once on it, which finishes sooner (each run "
+        "alone leaves the GPU mostly idle; docs/guide/gpu.md)"
+    )
+    assert workers.gpu_underuse(three, 2) is None  # already shared
+    assert workers.gpu_underuse(three[:1], 1) is None  # one run: nothing to share
+    assert workers.gpu_underuse(expand_sweep(tmp_path / "sweep.yaml", ["engine.device=cpu"]), 1) is None
+    ten = expand_sweep(write_sweep(tmp_path, "grid:\n  seed: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n"), [])
+    assert "--workers 8 runs 8 at once" in str(workers.gpu_underuse(ten, 1))  # a core per worker
+    for point in ten[:9]:  # finished runs are not counted: one left
+        point.run_dir.mkdir(parents=True)
+        (point.run_dir / "summary.json").write_text(f'{{"rounds": {point.config.train.rounds}}}')
+    assert workers.gpu_underuse(ten, 1) is None
