@@ -89,3 +89,24 @@ def test_the_session_without_its_grid_decides_against_graphs_without_a_probe(tmp
     assert "grid: engine.cuda_graphs=false" in stdout and "grid skipped (GRID=0)" in stdout
     assert "probe exit 124" in (out / "probe.log").read_text()  # cut short: no probe.json, so no graphs
     assert gpu_session_summary().summarise(out)["probe"] == []
+
+
+def test_the_grid_script_runs_another_papers_grid(tmp_path: Path, shared_data: Path) -> None:
+    # CONFIG and GRIDS pick another preset and its axes (';' between them); BASELINE= reports without one
+    out = tmp_path / "out"
+    _script(
+        "gpu_grid.sh",
+        tmp_path,
+        OUT=str(out),
+        RUNS=str(tmp_path / "runs"),
+        WORKERS="2",
+        CONFIG="configs/experiments/fedaugmix_table3_mnist.yaml",
+        GRIDS="seed=[0]; method=[fedavg, fedaugmix]",
+        BASELINE="",
+        SETS=f"data.data_dir={shared_data} train.rounds=1 train.local_epochs=1",
+    )
+    assert "sweep exit 0 after" in (out / "grid.log").read_text()
+    report = (out / "report" / "report.md").read_text()
+    assert report.startswith("# 2 runs") and "| fedaugmix |" in report and "minus" not in report
+    with tarfile.open(out / "grid_runs.tgz") as tar:
+        assert "archive/mnist-dirichlet0.5-K100/fedaugmix/seed0/summary.json" in tar.getnames()
