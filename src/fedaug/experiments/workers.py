@@ -99,12 +99,7 @@ def cpu_oversubscription(points: Sequence[SweepPoint], workers: int) -> str | No
     """A warning when the unfinished CPU runs of a sweep would use more threads at once than this machine has
     cores (each run then goes slower and the sweep as a whole no faster), else None. GPU runs are not counted:
     their workers mostly wait for the device."""
-    on_cpu = {device for device in {p.config.engine.device for p in points} if _on_cpu(device)}
-    cpu = [
-        p
-        for p in points
-        if p.config.engine.device in on_cpu and finished_summary(p.run_dir, p.config.train.rounds) is None
-    ]
+    cpu = _unfinished_on(points, "cpu")
     if not cpu:
         return None
     threads = max(p.config.engine.num_threads or 1 for p in cpu)
@@ -128,12 +123,7 @@ def gpu_underuse(points: Sequence[SweepPoint], workers: int) -> str | None:
     """
     if workers > 1:
         return None
-    on_gpu = {device for device in {p.config.engine.device for p in points} if _on_cuda(device)}
-    gpu = [
-        p
-        for p in points
-        if p.config.engine.device in on_gpu and finished_summary(p.run_dir, p.config.train.rounds) is None
-    ]
+    gpu = _unfinished_on(points, "cuda")
     if len(gpu) < 2:
         return None
     fits = min(len(gpu), usable_cores(), 16)
@@ -150,17 +140,20 @@ def usable_cores() -> int:
     return os.cpu_count() or 1
 
 
-def _on_cpu(device: str) -> bool:
-    """Whether ``engine.device`` means the CPU here (a device this machine lacks does not)."""
-    try:
-        return resolve_device(device).type == "cpu"
-    except DeviceError:
-        return False
+def _unfinished_on(points: Sequence[SweepPoint], kind: str) -> list[SweepPoint]:
+    """The points not finished yet whose ``engine.device`` is of ``kind`` (``cpu`` or ``cuda``) here; each
+    distinct device name is resolved once (a device this machine lacks is of neither kind)."""
+    names = {name for name in {p.config.engine.device for p in points} if _kind(name) == kind}
+    return [
+        p
+        for p in points
+        if p.config.engine.device in names and finished_summary(p.run_dir, p.config.train.rounds) is None
+    ]
 
 
-def _on_cuda(device: str) -> bool:
-    """Whether ``engine.device`` means a CUDA GPU here (a device this machine lacks does not)."""
+def _kind(device: str) -> str | None:
+    """``engine.device``'s device type here (None for a device this machine lacks)."""
     try:
-        return resolve_device(device).type == "cuda"
+        return resolve_device(device).type
     except DeviceError:
-        return False
+        return None
