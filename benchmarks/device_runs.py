@@ -19,6 +19,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+import fedaug.experiments.runner as runner  # noqa: E402
 from fedaug.device import device_facts, resolve_device  # noqa: E402
 from fedaug.engine.checkpoint import read_jsonl  # noqa: E402
 from fedaug.errors import FedaugError  # noqa: E402
@@ -47,6 +50,25 @@ OFFICIAL_CODE_H200: dict[str, Any] = {
 }
 
 
+@contextmanager
+def timed(module: Any, name: str, seconds: list[float]) -> Iterator[None]:
+    """``module.name`` wrapped so that each call's duration is appended to ``seconds``."""
+    original = getattr(module, name)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            seconds.append(time.perf_counter() - began)
+
+    setattr(module, name, wrapper)
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
+
+
 def run_one(method: str, args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
     """Runs ``method`` from scratch on the preset and returns its times and summary."""
     overrides = [
@@ -61,14 +83,20 @@ def run_one(method: str, args: argparse.Namespace, out_dir: Path) -> dict[str, A
     device = resolve_device(config.engine.device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+    resolving: list[float] = []
     start = time.perf_counter()
-    summary = run_experiment(config, fresh=True)
+    with timed(runner, "resolve_run", resolving):
+        summary = run_experiment(config, fresh=True)
     wall = time.perf_counter() - start
     rounds = [r["round_time"] for r in read_jsonl(run_dir_for(config) / "timings.jsonl")]
     result: dict[str, Any] = {
         "method": method,
         "rounds": len(rounds),
         "wall_s": round(wall, 2),
+        # the wall time outside the rounds, and the part of it that resolving the config took (loading and
+        # partitioning the data, building the method; the process's first run also pays one-time imports)
+        "outside_rounds_s": round(wall - sum(rounds), 2),
+        "resolve_s": round(sum(resolving), 2),
         "first_round_s": round(rounds[0], 4),
         "median_round_s": round(statistics.median(rounds), 4),
         "mean_round_s": round(statistics.fmean(rounds), 4),
