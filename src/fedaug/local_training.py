@@ -173,7 +173,8 @@ def recorded_steps(
     if reason is not None or batchable is None:
         if reason not in _graph_refusals:
             _graph_refusals.add(str(reason))
-            logger.warning("engine.cuda_graphs: training without CUDA graphs (%s)", reason)
+            # info, not a warning: graphs are on by default on a GPU, and such a client only trains eagerly
+            logger.info("engine.cuda_graphs: training without CUDA graphs (%s)", reason)
         return None
     graphs = graphs_for(model, params, settings)
     graphs.start_client(batchable, settings)

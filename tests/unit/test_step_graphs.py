@@ -225,11 +225,14 @@ def test_hooks_that_are_not_batchable_and_dropout_models_are_refused(
     # a refused client trains eagerly, with the results of cuda_graphs off, and the reason is logged once
     monkeypatch.setattr(local_training, "_graph_refusals", set())
     eager = _train(_fresh_model(), lambda d: plain, replace(SETTINGS, cuda_graphs=False))
-    with caplog.at_level(logging.WARNING, logger="fedaug.local_training"):
+    with caplog.at_level(logging.INFO, logger="fedaug.local_training"):
         _assert_same(eager, _train(_fresh_model(), lambda d: plain, SETTINGS))
-    assert [r.getMessage() for r in caplog.records] == [
-        "engine.cuda_graphs: training without CUDA graphs (the loss hook is not a BatchableLoss "
-        "(it may hide per-step state from the graph))"
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        (
+            "INFO",  # graphs are on by default on a GPU: a client they do not fit is not a problem
+            "engine.cuda_graphs: training without CUDA graphs (the loss hook is not a BatchableLoss "
+            "(it may hide per-step state from the graph))",
+        )
     ]
 
 

@@ -195,10 +195,10 @@ class EngineConfig:
         cuda_graphs: on a GPU, record each local training step as a CUDA graph and replay it
             (:mod:`fedaug.step_graphs`): one launch per step instead of about a hundred (on an H100 a FedAvg
             round of the default preset takes 0.10-0.15 s instead of 0.46). Every BatchableLoss hook is
-            recorded; the rest train eagerly with a warning. Results equal training without graphs to float
-            rounding. ``auto`` (default): on for a CUDA device, except with ``batched_clients`` or
-            ``deterministic``; ``true``: on wherever a GPU computes (a CPU run warns and trains without);
-            ``false``: off.
+            recorded; the rest train eagerly (logged once, with the reason). Results equal training without
+            graphs to float rounding. ``auto`` (default): on for a CUDA device, except with
+            ``batched_clients`` or ``deterministic``; ``true``: on wherever a GPU computes (a CPU run warns
+            and trains without); ``false``: off.
         channels_last: channels-last memory format for conv models: ``auto`` (default: the evaluation model of
             HARNet and the BN CNNs, where it was measured faster), ``none``, ``eval`` or ``all`` (training
             too; see :mod:`fedaug.engine.memory_format`).
