@@ -410,6 +410,7 @@ def test_engine_cuda_graphs_resolves_per_device(
 def test_a_cpu_run_with_the_default_says_nothing_about_graphs(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    # "auto" is a true string: read as a bool it would warn "needs a CUDA device" on every CPU run
     config = load_config([SMOKE], [f"out_dir={tmp_path}", "engine.device=cpu"])
     with caplog.at_level(logging.INFO, logger="fedaug.experiments.resolve"):
         run = prepare(config, tmp_path / "run")
