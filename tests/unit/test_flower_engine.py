@@ -13,13 +13,16 @@ import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 pytest.importorskip("flwr")
 
-from fedaug import registry
+from fedaug import local_training, registry
+from fedaug.api import TrainSettings
+from fedaug.engine import simulation
 from fedaug.errors import ClientError, FedaugError, IncompatibleModelError
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.load import load_config
@@ -131,3 +134,21 @@ def test_missing_nodes_are_reported(tmp_path: Path) -> None:
     # Execute / Assert
     with pytest.raises(FedaugError, match=r"only 3 of 4 SuperNodes connected within 0.1s"):
         serve(loopback(num_nodes=3), [config], fresh=False, node_timeout=0.1)
+
+
+def test_a_node_records_graphs_as_its_own_device_allows_not_as_the_servers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The payload carries the TrainSettings the server resolved for its device (engine.cuda_graphs): here a
+    # server that records, whose CPU nodes must still train eagerly (and GPU nodes of a CPU server record).
+    settings = simulation.round_train_settings
+
+    def on_a_gpu_server(*args: Any, **kwargs: Any) -> TrainSettings:
+        return dataclasses.replace(settings(*args, **kwargs), cuda_graphs=True)
+
+    monkeypatch.setattr(simulation, "round_train_settings", on_a_gpu_server)
+    recording: list[bool] = []
+    monkeypatch.setattr(local_training, "recorded_steps", lambda *args: recording.append(True))
+    config = tiny_config(tmp_path, "fedavg")
+    serve(loopback(num_nodes=4), [config], fresh=False, node_timeout=5)
+    assert len(metrics(config)) == 2 and recording == []

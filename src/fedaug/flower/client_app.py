@@ -32,7 +32,7 @@ import yaml
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
-from fedaug.api import ClientContext, Method
+from fedaug.api import ClientContext, Method, Payload
 from fedaug.engine.memory_format import apply_channels_last
 from fedaug.engine.simulation import SimulationSpec, client_context, on_device
 from fedaug.errors import ConfigError
@@ -128,8 +128,14 @@ def _run_phase(
         workspace=host.workspace,
         client_state=load_client_state(context, host.device),
     )
+    payload = decode(msg.content, device=host.device)
+    # engine.cuda_graphs: the server resolved it for its own device; the node trains by what its device allows
+    if isinstance(payload, Payload):
+        payload = dataclasses.replace(
+            payload, train=dataclasses.replace(payload.train, cuda_graphs=host.spec.cuda_graphs)
+        )
     with flush_denormals(host.flush_denormals):
-        return call(host.method, decode(msg.content, device=host.device), ctx)
+        return call(host.method, payload, ctx)
 
 
 def load_client_state(context: Context, device: torch.device | None = None) -> Any:
