@@ -129,7 +129,8 @@ def gpu_underuse(points: Sequence[SweepPoint], workers: int) -> str | None:
     fits = min(len(gpu), usable_cores(), 16)
     return (
         f"{len(gpu)} runs on a GPU one at a time: --workers {fits} runs {fits} at once on it, which finishes "
-        "sooner (each run alone leaves the GPU mostly idle; docs/guide/gpu.md)"
+        "sooner (each run alone leaves the GPU mostly idle; each takes about 2-3 GiB of its memory with the "
+        "default preset; docs/guide/gpu.md)"
     )
 
 

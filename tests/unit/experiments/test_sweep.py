@@ -268,7 +268,8 @@ def test_gpu_runs_one_at_a_time_get_a_note_naming_the_workers_that_fit(
     three = expand_sweep(write_sweep(tmp_path, "grid:\n  seed: [0, 1, 2]\n"), ["engine.device=cuda"])
     assert workers.gpu_underuse(three, 1) == (
         "3 runs on a GPU one at a time: --workers 3 runs 3 at once on it, which finishes sooner (each run "
-        "alone leaves the GPU mostly idle; docs/guide/gpu.md)"
+        "alone leaves the GPU mostly idle; each takes about 2-3 GiB of its memory with the default preset; "
+        "docs/guide/gpu.md)"
     )
     assert workers.gpu_underuse(three, 2) is None  # already shared
     assert workers.gpu_underuse(three[:1], 1) is None  # one run: nothing to share
