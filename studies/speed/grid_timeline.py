@@ -67,23 +67,25 @@ def lanes(spans: list[Span]) -> list[int]:
     return out
 
 
-def in_progress(spans: list[Span], step: float = 1.0) -> tuple[list[float], list[int]]:
-    """Runs in progress every ``step`` seconds, at most the number of lanes (whole seconds in the log make a
-    run that starts as another ends overlap it by up to a second)."""
+def in_progress(spans: list[Span], most: int, step: float = 1.0) -> tuple[list[float], list[int]]:
+    """Runs in progress every ``step`` seconds, at most ``most`` (the number of lanes: whole seconds in the
+    log make a run that starts as another ends overlap it by up to a second)."""
     end = max(s.end for s in spans)
     times = [k * step for k in range(int(end / step) + 1)]
-    most = len(set(lanes(spans)))
     return times, [min(most, sum(s.start <= t < s.end for s in spans)) for t in times]
 
 
-def plot(spans: list[Span], out: Path, title: str) -> None:
+def plot(
+    spans: list[Span], lane_of: list[int], busy: tuple[list[float], list[int]], out: Path, title: str
+) -> None:
+    """The bars in their lanes (``lane_of``, from :func:`lanes`) above the runs in progress (``busy``, from
+    :func:`in_progress`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    lane_of = lanes(spans)
     methods = sorted({s.method for s in spans})
     colours = dict(zip(methods, plt.get_cmap("tab10").colors, strict=False))
     fig, (top, bottom) = plt.subplots(
@@ -106,7 +108,7 @@ def plot(spans: list[Span], out: Path, title: str) -> None:
     top.set_ylim(max(lane_of) + 0.6, -0.6)
     top.legend(handles=handles, loc="lower right", fontsize=8)
     top.set_title(title, fontsize=10)
-    times, counts = in_progress(spans)
+    times, counts = busy
     bottom.step(times, counts, where="post", color="black")
     bottom.set_ylabel("runs at once")
     bottom.set_xlabel("seconds since the first run started")
@@ -125,14 +127,15 @@ def main() -> None:
     spans = read_spans(args.log)
     makespan = max(s.end for s in spans)
     busy = sum(s.end - s.start for s in spans)
-    _, counts = in_progress(spans)
+    lane_of = lanes(spans)
+    times, counts = in_progress(spans, len(set(lane_of)))
     peak = max(counts)
     below = sum(c < peak for c in counts[: int(makespan)])
     title = args.title or (
         f"{len(spans)} runs in {makespan:.0f} s, at most {peak} at once; "
         f"{busy / makespan:.1f} runs in progress on average, fewer than {peak} for {below} s"
     )
-    plot(spans, args.out, title)
+    plot(spans, lane_of, (times, counts), args.out, title)
     print(title)
     print(f"wrote {args.out}")
 
