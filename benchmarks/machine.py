@@ -22,6 +22,7 @@ import torch
 
 from fedaug.device import DeviceError, device_facts, resolve_device
 from fedaug.machine import cpu_facts
+from fedaug.results.portable import portable_text
 
 __all__ = [
     "add_device_argument",
@@ -73,10 +74,11 @@ def clock(device: torch.device) -> float:
 
 
 def write_report(path: str | Path, report: object, *, echo: bool = False) -> None:
-    """Writes ``report`` as indented JSON to ``path`` (making its folder), then prints it (``echo``) or
+    """Writes ``report`` as indented JSON to ``path`` (making its folder; absolute paths rewritten by
+    :func:`fedaug.results.portable.portable_text`), then prints it (``echo``) or
     ``wrote <path>``."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(report, indent=2)
+    text = portable_text(json.dumps(report, indent=2))  # committed: no path of this machine
     out.write_text(text + "\n")
     print(text if echo else f"wrote {out}")

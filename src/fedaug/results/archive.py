@@ -30,13 +30,15 @@ from pathlib import Path
 from fedaug.engine.checkpoint import gzipped, read_jsonl
 from fedaug.errors import FedaugError
 from fedaug.paths import check_folder_target
+from fedaug.results.portable import portable_text, read_text
 from fedaug.results.store import load_runs
 
 logger = logging.getLogger(__name__)
 
 COPIED_FILES = ("config.yaml", "env.json", "summary.json")
-"""Copied as they are when present; ``timings.jsonl`` is gzipped as it is, ``metrics.jsonl`` gzipped with its
-scalars only."""
+"""Copied when present, with no absolute path (:func:`fedaug.results.portable.portable_text`: ``out_dir``
+and ``data.data_dir`` dropped from the config, the others rewritten); ``timings.jsonl`` is gzipped as it is,
+``metrics.jsonl`` gzipped with its scalars only."""
 
 
 def write_gzipped(path: Path, text: str) -> None:
@@ -78,7 +80,8 @@ def archive_runs(runs_dir: Path, out_dir: Path, *, include_unfinished: bool = Fa
         target.mkdir(parents=True)
         for name in COPIED_FILES:
             if (run.path / name).exists():
-                shutil.copy2(run.path / name, target / name)
+                text = (run.path / name).read_text()
+                (target / name).write_text(portable_text(text, config=name == "config.yaml"))
         records = read_jsonl(run.path / "metrics.jsonl")
         rows = [scalar_metrics(r) for r in records[:-1]] + records[-1:]
         write_gzipped(
@@ -86,9 +89,9 @@ def archive_runs(runs_dir: Path, out_dir: Path, *, include_unfinished: bool = Fa
         )
         timings = run.path / "timings.jsonl"
         if timings.exists():  # the lines as the run wrote them
-            write_gzipped(gzipped(target / timings.name), timings.read_text())
+            write_gzipped(gzipped(target / timings.name), portable_text(timings.read_text()))
         elif gzipped(timings).exists():  # an archived run archived again
-            shutil.copy2(gzipped(timings), gzipped(target / timings.name))
+            write_gzipped(gzipped(target / timings.name), portable_text(read_text(gzipped(timings))))
         written.append(target)
     logger.info("archived %d runs from %s into %s", len(written), runs_dir, out_dir)
     return written
