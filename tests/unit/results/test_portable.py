@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -95,3 +96,13 @@ def test_no_archived_file_holds_an_absolute_path() -> None:
             if absolute_paths(line):
                 found.append(f"{path.relative_to(REPOSITORY)}:{number}: {line.strip()[:120]}")
     assert found == [], "absolute paths in archives:\n" + "\n".join(found[:20])
+
+
+def test_a_benchmark_report_is_written_without_absolute_paths(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("bench_machine", REPOSITORY / "benchmarks" / "machine.py")
+    assert spec is not None and spec.loader is not None
+    machine = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(machine)
+    out = tmp_path / "result.json"
+    machine.write_report(out, {"config": "/work/main/configs/default.yaml", "data": "/srv/x/data/mnist"})
+    assert json.loads(out.read_text()) == {"config": "configs/default.yaml", "data": "<data_dir>/mnist"}
