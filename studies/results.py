@@ -320,9 +320,9 @@ def k150(archive: Archive) -> str:
             )
     papers = []
     for setting in K150_SPLITS.values():
-        runs = archive.runs(UCI_CPU, "fedavg", setting)
+        base = archive.runs(UCI_CPU, "fedavg", setting)
         papers.append(
-            " / ".join(paper_cell(archive.paper("best_acc", m, runs)) for m in ("fedavg", "flea", "fedmix"))
+            " / ".join(paper_cell(archive.paper("best_acc", m, base)) for m in ("fedavg", "flea", "fedmix"))
         )
     rows.append(["paper FedAvg / FLea / FedMix (best, 5 seeds)", "-", *papers])
     return markdown_table(["method", "seeds", *K150_SPLITS], rows)
@@ -792,7 +792,8 @@ def verdicts(archive: Archive) -> str:
         + " (seeds 0-2, paired); the default `flea` adds the authors' code's local cross-entropy, unsquared "
         "dCor and lambda2 = 1."
     )
-    zda, zda_not = [], []
+    zda: list[str] = []
+    zda_not: list[str] = []
     for name in ("FMNIST multimodal", "MNIST multimodal"):
         base = archive.runs((*ZDA, "fedzda/cpu_drift/runs"), "fedavg", ZDA_CELLS[name])
         for row, short in (("fedzdac", "ZDAC"), ("fedzdas", "ZDAS")):
