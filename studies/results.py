@@ -168,15 +168,31 @@ def seeds_of(runs: Sequence[Run], device: str = "CPU") -> str:
     return seeds_text(chosen) if chosen else "-"
 
 
-def off_reference(rows: dict[str, Sequence[Run]]) -> str:
-    """A sentence naming the canonical seeds that ran off the reference CPU, '' if none."""
-    notes = []
-    for name, runs in rows.items():
-        off = {s: r for s, r in canonical(runs).items() if r.cpu != REFERENCE_CPU}
-        if off:
-            where = ", ".join(f"{s} on an {cpu_name(r)}" for s, r in off.items())
-            notes.append(f"{name} seed {where}")
-    return ("Off the reference CPU (" + REFERENCE_CPU + "): " + "; ".join(notes) + ".\n") if notes else ""
+def _article(noun: str) -> str:
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
+
+
+def off_reference(cells: dict[str, Sequence[Run]]) -> str:
+    """A line naming the canonical runs not on :data:`REFERENCE_CPU`, cell by cell ('' if none): the rule
+    of docs/results.md uses them where a seed has no run on the reference CPU, and says so."""
+    groups: dict[str, list[str]] = {}
+    for name, runs in cells.items():
+        by_cpu: dict[str, list[int]] = {}
+        for seed, run in canonical(runs).items():
+            if run.cpu != REFERENCE_CPU:
+                by_cpu.setdefault(cpu_name(run), []).append(seed)
+        if by_cpu:
+            where = ", ".join(
+                f"{seeds_text(seeds)} on {_article(cpu)}" for cpu, seeds in sorted(by_cpu.items())
+            )
+            groups.setdefault(where, []).append(name)
+    if not groups:
+        return ""
+    parts = [
+        f"{where} ({'every cell' if len(names) == len(cells) else ', '.join(names)})"
+        for where, names in groups.items()
+    ]
+    return f"\nCanonical runs not on the {REFERENCE_CPU}: " + "; ".join(parts) + ".\n"
 
 
 # --- UCI-HAR, K = 75: FLea's objective and Table 1 ---------------------------------------------------------
@@ -231,7 +247,12 @@ def table1_cpu(archive: Archive) -> str:
             f"{paper_cell(archive.paper('best_acc', 'flea', runs))}"
         )
     rows.append(["paper FedAvg / FLea (best, 5 seeds)", "-", *papers])
-    return markdown_table(["method", "seeds", *HAR_SPLITS], rows)
+    cells = {
+        f"{name.split(' (')[0]} {split}": archive.runs(UCI_CPU, row, har(split))
+        for name, row in FLEA_ROWS.items()
+        for split in HAR_SPLITS
+    }
+    return markdown_table(["method", "seeds", *HAR_SPLITS], rows) + off_reference(cells)
 
 
 @fragment("devices")
@@ -325,7 +346,12 @@ def k150(archive: Archive) -> str:
             " / ".join(paper_cell(archive.paper("best_acc", m, base)) for m in ("fedavg", "flea", "fedmix"))
         )
     rows.append(["paper FedAvg / FLea / FedMix (best, 5 seeds)", "-", *papers])
-    return markdown_table(["method", "seeds", *K150_SPLITS], rows)
+    cells = {
+        f"{name} {split}": archive.runs(UCI_CPU, row, setting)
+        for name, row in (("FedAvg", "fedavg"), ("`flea`", "flea"), ("FedMix", "fedmix"))
+        for split, setting in K150_SPLITS.items()
+    }
+    return markdown_table(["method", "seeds", *K150_SPLITS], rows) + off_reference(cells)
 
 
 FSDD = ("flea_fsdd/runs",)
@@ -361,7 +387,13 @@ def fsdd(archive: Archive) -> str:
                 *(gain_cell(gains[clients, s], count=True) for s in FSDD_SPLITS),
             ]
         )
-    return markdown_table(["K", "", "seeds", *FSDD_SPLITS], rows)
+    cells = {
+        f"{row} {split} K={k}": archive.runs(FSDD, row, f"fsdd {split} K={k}")
+        for k in (27, 54)
+        for row in ("fedavg", "flea")
+        for split in FSDD_SPLITS
+    }
+    return markdown_table(["K", "", "seeds", *FSDD_SPLITS], rows) + off_reference(cells)
 
 
 @fragment("fsdd-claim")
@@ -402,7 +434,12 @@ def baselines_seed0(archive: Archive) -> str:
             paper = archive.paper("best_acc", row.split(" ")[0], runs)
             cells.append(cell(runs, BEST, LAST10) + ("" if paper is None else f" ({paper_cell(paper)})"))
         rows.append(cells)
-    return markdown_table(["method", *HAR_SPLITS], rows)
+    cells = {
+        f"`{row}` {split}": [r for r in archive.runs(BASELINES, row, har(split)) if r.seed == 0]
+        for row in BASELINE_ROWS
+        for split in HAR_SPLITS
+    }
+    return markdown_table(["method", *HAR_SPLITS], rows) + off_reference(cells)
 
 
 @fragment("baselines-gains")
@@ -442,7 +479,13 @@ def baselines_gains(archive: Archive) -> str:
         ]
     )
     header = ["method - FedAvg", "split", "seeds", "best, paired", "last-10, paired", "paper, best"]
-    return markdown_table(header, rows)
+    cells = {
+        f"`{row}` {split}": archive.runs(BASELINES, row, har(split))
+        for row in BASELINE_ROWS
+        for split in HAR_SPLITS
+        if len(canonical(archive.runs(BASELINES, row, har(split)))) > 1
+    }
+    return markdown_table(header, rows) + off_reference(cells)
 
 
 ZDA = ("fedzda/runs",)
@@ -483,7 +526,12 @@ def fedzda(archive: Archive) -> str:
                 text += f" ({paper[0].mean:.2f} / {paper[1].mean:g})"
             cells.append(text)
         rows.append([cells[0], ", ".join(sorted(seeds)), *cells[1:]])
-    return markdown_table(["method", "seeds", *ZDA_CELLS], rows)
+    cells = {
+        f"`{row}` {name}": archive.runs(ZDA, row, setting)
+        for row in ZDA_ROWS
+        for name, setting in ZDA_CELLS.items()
+    }
+    return markdown_table(["method", "seeds", *ZDA_CELLS], rows) + off_reference(cells)
 
 
 @fragment("fedzda-gains")
@@ -518,6 +566,7 @@ def fedzda_gains(archive: Archive) -> str:
 
 
 AUGMIX = ("fedaugmix/table3/runs",)
+AUGMIX_ROWS = ("fedavg", "fedaugmix", "fedprox", "fedprox_augmix")
 
 
 @fragment("fedaugmix")
@@ -525,7 +574,7 @@ def fedaugmix(archive: Archive) -> str:
     """The Fed-AugMix rows whose per-round metrics are archived (seed 2), with the paper's best."""
     rows = []
     setting = "mnist Dir(0.5) K=100"
-    for row in ("fedavg", "fedaugmix", "fedprox", "fedprox_augmix"):
+    for row in AUGMIX_ROWS:
         runs = archive.runs(AUGMIX, row, setting)
         rows.append(
             [
@@ -536,7 +585,10 @@ def fedaugmix(archive: Archive) -> str:
                 paper_cell(archive.paper("best_acc", row, runs)),
             ]
         )
-    return markdown_table(["method", "seeds", "best %", "last-10 %", "paper, best %"], rows)
+    cells = {f"`{row}`": archive.runs(AUGMIX, row, setting) for row in AUGMIX_ROWS}
+    return markdown_table(["method", "seeds", "best %", "last-10 %", "paper, best %"], rows) + off_reference(
+        cells
+    )
 
 
 # --- README: the headline table -----------------------------------------------------------------------------
