@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from fedaug.results.fragments import (
@@ -172,7 +172,7 @@ def _article(noun: str) -> str:
     return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
 
 
-def off_reference(cells: dict[str, Sequence[Run]]) -> str:
+def off_reference(cells: Mapping[str, Sequence[Run]]) -> str:
     """A line naming the canonical runs not on :data:`REFERENCE_CPU`, cell by cell ('' if none): the rule
     of docs/results.md uses them where a seed has no run on the reference CPU, and says so."""
     groups: dict[str, list[str]] = {}
@@ -434,12 +434,12 @@ def baselines_seed0(archive: Archive) -> str:
             paper = archive.paper("best_acc", row.split(" ")[0], runs)
             cells.append(cell(runs, BEST, LAST10) + ("" if paper is None else f" ({paper_cell(paper)})"))
         rows.append(cells)
-    cells = {
+    runs_of = {
         f"`{row}` {split}": [r for r in archive.runs(BASELINES, row, har(split)) if r.seed == 0]
         for row in BASELINE_ROWS
         for split in HAR_SPLITS
     }
-    return markdown_table(["method", *HAR_SPLITS], rows) + off_reference(cells)
+    return markdown_table(["method", *HAR_SPLITS], rows) + off_reference(runs_of)
 
 
 @fragment("baselines-gains")
@@ -526,12 +526,12 @@ def fedzda(archive: Archive) -> str:
                 text += f" ({paper[0].mean:.2f} / {paper[1].mean:g})"
             cells.append(text)
         rows.append([cells[0], ", ".join(sorted(seeds)), *cells[1:]])
-    cells = {
+    runs_of = {
         f"`{row}` {name}": archive.runs(ZDA, row, setting)
         for row in ZDA_ROWS
         for name, setting in ZDA_CELLS.items()
     }
-    return markdown_table(["method", "seeds", *ZDA_CELLS], rows) + off_reference(cells)
+    return markdown_table(["method", "seeds", *ZDA_CELLS], rows) + off_reference(runs_of)
 
 
 @fragment("fedzda-gains")
