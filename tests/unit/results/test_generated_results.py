@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import sys
 from types import ModuleType
 
 import pytest
@@ -14,6 +15,10 @@ from tests.conftest import REPO_ROOT
 
 
 def _generator() -> ModuleType:
+    """``studies/results.py``; it imports its siblings as a script does (``studies/`` on the path)."""
+    studies = str(REPO_ROOT / "studies")
+    if studies not in sys.path:
+        sys.path.append(studies)  # last: its study folders must not shadow other imports
     spec = importlib.util.spec_from_file_location("studies_results", REPO_ROOT / "studies" / "results.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -1,0 +1,272 @@
+"""The README's results section: the headline table (one :func:`headline_row` per study) and the
+sentences whose verbs the wording rules of docs/results.md choose."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from results_common import (
+    AUGMIX,
+    BASELINES,
+    BEST,
+    FINAL,
+    FLEA_METHODS,
+    FSDD,
+    FSDD_SPLITS,
+    GLOBAL_LAST10,
+    GPU_GRIDS,
+    HEADLINE_ROWS,
+    K75,
+    K150,
+    LAST10,
+    UCI_CPU,
+    ZDA,
+    ZDA_CELLS,
+    Archive,
+    cell,
+    fragment,
+    gain_cell,
+    gains_text,
+    har,
+    headline_row,
+    listing,
+    means,
+    paper_cell,
+    paper_gap,
+    papers,
+    seeds_of,
+    split_names,
+    stat,
+    try_gain,
+)
+from results_flea import cpu_spread
+
+from fedaug.results.fragments import (
+    beats,
+    in_every_seed,
+    markdown_table,
+    reproduces,
+    trails,
+)
+
+# --- README: the headline table -----------------------------------------------------------------------------
+
+
+def _flea_papers(archive: Archive, settings: Sequence[str]) -> str:
+    return "; ".join(
+        f"{n} {papers(archive, 'best_acc', m, UCI_CPU, settings)}"
+        for n, m in (("FedAvg", "fedavg"), ("FLea", "flea"))
+    )
+
+
+@fragment("headline")
+def headline(archive: Archive) -> str:
+    """README's table: one row per study result, each stating its statistic, seeds and device."""
+    rows = [row for function in HEADLINE_ROWS for row in function(archive)]
+    return markdown_table(["study and setting", "statistic", "ours", "paper"], rows)
+
+
+@headline_row
+def flea_k75_rows(archive: Archive) -> list[list[str]]:
+    grids = list(GPU_GRIDS.items())[:2]  # the H100's two full grids (the H200 has 2 seeds of flea)
+    gpu = "; ".join(
+        f"{name} {gains_text(archive, (study,), 'flea', 'fedavg', K75, LAST10, 'NVIDIA H100 80GB HBM3')}"
+        for name, study in grids
+    )
+    return [
+        [
+            "[FLea Table 1, UCI-HAR](docs/results.md#flea-table-1-on-uci-har-k--75-cpu) "
+            "Qua(2) / Dir(0.3) / Dir(0.1), K = 75",
+            "best %, mean ± std over seeds 0-2, CPU (paper: mean of 5 seeds)",
+            "; ".join(f"{name} {means(archive, UCI_CPU, row, K75, BEST)}" for name, row in FLEA_METHODS),
+            _flea_papers(archive, K75),
+        ],
+        [
+            "same",
+            "`flea` - FedAvg, last-10, paired, seeds 0-2, per device",
+            f"CPU {gains_text(archive, UCI_CPU, 'flea', 'fedavg', K75, LAST10)}; {gpu}",
+            "-",
+        ],
+    ]
+
+
+@headline_row
+def flea_k150_rows(archive: Archive) -> list[list[str]]:
+    return [
+        [
+            "[FLea, UCI-HAR](studies/flea_k150_har/README.md) Qua(2) / Dir(0.3) / Dir(0.1), K = 150",
+            "best %, mean ± std over seeds 0-2, CPU; `flea` - FedAvg, last-10, paired",
+            f"FedAvg {means(archive, UCI_CPU, 'fedavg', K150, BEST)}; "
+            f"`flea` {means(archive, UCI_CPU, 'flea', K150, BEST)}; "
+            f"gain {gains_text(archive, UCI_CPU, 'flea', 'fedavg', K150, LAST10)}",
+            _flea_papers(archive, K150),
+        ]
+    ]
+
+
+@headline_row
+def fsdd_rows(archive: Archive) -> list[list[str]]:
+    cells = {k: [f"fsdd {x} K={k}" for x in FSDD_SPLITS] for k in (27, 54)}
+    gains = (f"K = {k}: {gains_text(archive, FSDD, 'flea', 'fedavg', c, LAST10)}" for k, c in cells.items())
+    return [
+        [
+            "[FLea, spoken digits (FSDD)](studies/flea_fsdd/README.md) Qua(3) / Dir(0.5) / Dir(0.1)",
+            "`flea` - FedAvg, last-10, paired, seeds 0-2, CPU",
+            "; ".join(gains),
+            "no published FSDD numbers",
+        ]
+    ]
+
+
+@headline_row
+def baselines_rows(archive: Archive) -> list[list[str]]:
+    qua2 = har("Qua(2)")
+    base = archive.runs(BASELINES, "fedavg", qua2)
+    ours, papers = [], []
+    for name, row in (("FedLC", "fedlc"), ("FedMix", "fedmix"), ("FedGen", "fedgen")):
+        runs = archive.runs(BASELINES, row, qua2)
+        ours.append(f"{name} {gain_cell(try_gain(runs, base, BEST))}")
+        papers.append(paper_gap(archive, "best_acc", row, "fedavg", runs))
+    return [
+        [
+            "[Baselines, UCI-HAR](studies/baselines_har/README.md) Qua(2), K = 75",
+            "best-round gain over FedAvg, paired by seed and CPU, seeds 0-2",
+            ", ".join(ours),
+            ", ".join(papers),
+        ]
+    ]
+
+
+@headline_row
+def fedzda_rows(archive: Archive) -> list[list[str]]:
+    rows = []
+    for name in ("FMNIST multimodal", "MNIST multimodal"):
+        setting = ZDA_CELLS[name]
+        base = archive.runs((*ZDA, "fedzda/cpu_drift/runs"), "fedavg", setting)
+        cells, papers = [], []
+        for short, row in (("ZDAC", "fedzdac"), ("ZDAS", "fedzdas")):
+            runs = archive.runs(ZDA, row, setting)
+            final, last = (gain_cell(try_gain(runs, base, m)) for m in (FINAL, GLOBAL_LAST10))
+            cells.append(f"{short} {final} (last-10 {last})")
+            papers.append(paper_gap(archive, "global_acc", row, "fedavg", runs))
+        rows.append(
+            [
+                f"[Fed-ZDA](studies/fedzda/README.md), {name}",
+                "final-round gain over FedAvg (the paper's statistic), paired, seeds 0-2, CPU",
+                ", ".join(cells),
+                ", ".join(papers),
+            ]
+        )
+    return rows
+
+
+@headline_row
+def fedaugmix_rows(archive: Archive) -> list[list[str]]:
+    mnist = "mnist Dir(0.5) K=100"
+    avg, aug = (archive.runs(AUGMIX, m, mnist) for m in ("fedavg", "fedaugmix"))
+    return [
+        [
+            "[Fed-AugMix](studies/fedaugmix/README.md), MNIST, LeNet-5",
+            f"best %, {seeds_of(avg)} only (the one with archived metrics), CPU",
+            f"FedAvg {cell(avg, BEST)} -> {cell(aug, BEST)} with Fed-AugMix",
+            " -> ".join(paper_cell(archive.paper("best_acc", m, avg)) for m in ("fedavg", "fedaugmix")),
+        ]
+    ]
+
+
+# --- README: sentences whose words are computed by the wording rules (docs/results.md) ------------------
+
+
+@fragment("verdicts")
+def verdicts(archive: Archive) -> str:
+    """README's sentences: each verb chosen by a rule of docs/results.md from the archived numbers."""
+    gains = {
+        m: {x: try_gain(archive.runs(UCI_CPU, "flea", x), archive.runs(UCI_CPU, "fedavg", x), m) for x in K75}
+        for m in (LAST10, BEST)
+    }
+    by = {m: [x.split(" ")[1] for x, g in gains[m].items() if g is not None and beats(g)] for m in gains}
+    every = [x.split(" ")[1] for x, g in gains[LAST10].items() if g is not None and in_every_seed(g)]
+    not_best = [x for x in split_names(K75) if x not in by[BEST]]
+    everywhere = "in every seed" if every == by[LAST10] else f"in every seed on {listing(every)}"
+    first = (
+        f"On UCI-HAR at K = 75 (CPU, seeds 0-2, paired by seed), `flea` beats FedAvg by the last-10 mean on "
+        f"{listing(by[LAST10])} ({everywhere})"
+        " and by best accuracy on "
+        f"{listing(by[BEST])}"
+        + (f"; by best accuracy on {listing(not_best)} the gain is within one std." if not_best else ".")
+    )
+    ours = {x: stat(archive.runs(UCI_CPU, "flea", x), BEST) for x in K75}
+    same, other = [], []
+    for x, st in ours.items():
+        paper = archive.paper("best_acc", "flea", archive.runs(UCI_CPU, "flea", x))
+        if st is not None and paper is not None:
+            side = "higher" if st.mean > paper.mean else "lower"
+            (
+                same.append(x.split(" ")[1])
+                if reproduces(st, paper.mean)
+                else other.append(f"{x.split(' ')[1]} (ours {side})")
+            )
+    base_off = []
+    for x in K75:
+        st, paper = (
+            stat(archive.runs(UCI_CPU, "fedavg", x), BEST),
+            archive.paper("best_acc", "fedavg", archive.runs(UCI_CPU, "fedavg", x)),
+        )
+        if st is not None and paper is not None and not reproduces(st, paper.mean):
+            base_off.append(f"{x.split(' ')[1]} (ours {'higher' if st.mean > paper.mean else 'lower'})")
+    second = (
+        f"On the paper's statistic (best accuracy), `flea` reproduces the paper's FLea on {listing(same)}"
+        + (f" but not on {listing(other)}" if other else "")
+        + f"; our FedAvg does not reproduce the paper's FedAvg on {listing(base_off)}, so we compare "
+        "gains over FedAvg paired by seed, not absolute numbers."
+    )
+    eq6 = {
+        x: try_gain(archive.runs(UCI_CPU, "flea_eq6", x), archive.runs(UCI_CPU, "fedavg", x), LAST10)
+        for x in K75
+    }
+    below = [x.split(" ")[1] for x, g in eq6.items() if g is not None and trails(g)]
+    level = [x.split(" ")[1] for x, g in eq6.items() if g is not None and not trails(g)]
+    third = (
+        f"FLea's Eq. 6 as printed (`flea_eq6`) is below FedAvg by the last-10 mean on {listing(below)}"
+        + (f" and not distinguishable from it on {listing(level)}" if level else "")
+        + " (seeds 0-2, paired); the default `flea` adds the authors' code's local cross-entropy, unsquared "
+        "dCor and lambda2 = 1."
+    )
+    zda: list[str] = []
+    zda_not: list[str] = []
+    for name in ("FMNIST multimodal", "MNIST multimodal"):
+        base = archive.runs((*ZDA, "fedzda/cpu_drift/runs"), "fedavg", ZDA_CELLS[name])
+        for row, short in (("fedzdac", "ZDAC"), ("fedzdas", "ZDAS")):
+            runs = archive.runs(ZDA, row, ZDA_CELLS[name])
+            gain = try_gain(runs, base, FINAL)
+            papers = [archive.paper("global_acc", m, runs) for m in (row, "fedavg")]
+            if gain is None or papers[0] is None or papers[1] is None:
+                continue
+            (zda if reproduces(gain.stat, papers[0].mean - papers[1].mean) else zda_not).append(
+                f"{short} on {name}"
+            )
+    fourth = (
+        "On the paper's statistic (final round, paired, seeds 0-2), the Fed-ZDA gains over FedAvg reproduce "
+        f"for {'both methods on both multimodal cells' if len(zda) == 4 else listing(zda)}"
+        + (f" and not for {listing(zda_not)}" if zda_not else "")
+        + "; Fed-AugMix's accuracy gain has one archived seed, too few for a claim."
+    )
+    return "\n".join((first, second, third, fourth)) + "\n"
+
+
+@fragment("cpu-claim")
+def cpu_claim(archive: Archive) -> str:
+    """The sentence under the CPU table: the largest move per dataset family."""
+    text = cpu_spread(archive)
+    moves: dict[str, float] = {}
+    for line in text.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        family = "UCI-HAR" if cells[0].startswith("uci_har") else "MNIST / Fashion-MNIST"
+        best = abs(float(cells[2].split("(")[1].rstrip(")")))
+        moves[family] = max(moves.get(family, 0.0), best)
+    parts = [f"up to {v:.2f} points of best accuracy on {k}" for k, v in sorted(moves.items(), reverse=True)]
+    return (
+        "Runs of the same config and seed on two CPU models differ by "
+        + " and ".join(parts)
+        + ": a rerun on another CPU model is another draw, not the same run.\n"
+    )
