@@ -233,7 +233,8 @@ def fsdd_claim(archive: Archive) -> str:
                 stat(archive.runs(FSDD, m, f"fsdd {split} K={clients}"), LAST10) for m in ("flea", "fedavg")
             )
             narrower += ours is not None and base is not None and ours.std < base.std
+    seeds = seeds_text({seed for g in gains for seed in g.values})
     return (
-        f"`flea` gains by the last-10 mean in {up} of the {total} paired runs (6 cells x 3 seeds), and its "
-        f"last-10 std over seeds is below FedAvg's in {narrower} of the 6 cells.\n"
+        f"`flea` gains by the last-10 mean in {up} of the {total} paired runs ({len(gains)} cells, {seeds}), "
+        f"and its last-10 std over seeds is below FedAvg's in {narrower} of the {len(gains)} cells.\n"
     )
