@@ -7,10 +7,10 @@ this one's layout. :func:`portable_text` rewrites them: the two config keys that
 (:data:`fedaug.reproducibility.identity.NEUTRAL_KEYS`) are dropped from a ``config.yaml`` (the loader gives
 them their defaults), and every other absolute path becomes
 
-- ``<data_dir>/rest`` when it runs through a ``data`` folder (``/work/shared/data/fsdd/x.tar.xz``,
+- ``<data_dir>/rest`` when it runs through a ``data`` folder (``/home/u/shared/data/fsdd/x.tar.xz``,
   ``~/.cache/fedaug/data/uci_har``),
 - the path relative to the repository when it runs through one of the repository's top folders
-  (``/work/main/configs/default.yaml`` -> ``configs/default.yaml``),
+  (``/home/u/fedaug/configs/default.yaml`` -> ``configs/default.yaml``),
 - ``<runs>/rest`` when it runs through a folder of runs (``runs``, ``*_runs``),
 - ``<abs>/name`` (its last component) otherwise.
 

@@ -27,10 +27,10 @@ ARCHIVE_ROOTS = ("studies", "benchmarks/results")
 
 def test_each_kind_of_path_gets_its_portable_form() -> None:
     text = (
-        '"source": "FSDD recordings from /work/shared/data/fsdd/x.tar.xz; "\n'
-        '"UCI-HAR from /root/.cache/fedaug/data/uci_har",\n'
-        '"config": "/work/main/configs/default.yaml", "run": "/work/bg/runs/fa/seed0",\n'
-        "launched /tmp/gpu_grid_runs/flea/K75/seed1 with /tmp/nvidia-mps/ and /work/shared/data\n"
+        '"source": "FSDD recordings from /home/u/shared/data/fsdd/x.tar.xz; "\n'
+        '"UCI-HAR from /home/u/.cache/fedaug/data/uci_har",\n'
+        '"config": "/home/u/fedaug/configs/default.yaml", "run": "/srv/bg/runs/fa/seed0",\n'
+        "launched /tmp/gpu_grid_runs/flea/K75/seed1 with /tmp/nvidia-mps/ and /home/u/shared/data\n"
         "kept: https://example.org/a/b, 3/4, best / last-10, <runs>/x, ./rel/path, ~/home/x\n"
     )
     assert portable_text(text) == (
@@ -50,7 +50,7 @@ def test_a_run_config_drops_out_dir_and_data_dir_only_when_absolute() -> None:
     assert portable_text("out_dir: runs\n", config=True) == "out_dir: runs\n"
 
 
-@given(st.lists(st.sampled_from(["/work/a/data/x", "/tmp/q_runs/s", " ", "a/b", "/x", "\n", "<abs>/y"])))
+@given(st.lists(st.sampled_from(["/home/a/data/x", "/tmp/q_runs/s", " ", "a/b", "/x", "\n", "<abs>/y"])))
 def test_portable_text_is_idempotent_and_leaves_no_absolute_path(pieces: list[str]) -> None:
     once = portable_text("".join(pieces))
     assert portable_text(once) == once
@@ -66,8 +66,8 @@ def test_a_gzipped_file_stays_gzip_with_a_fixed_header(tmp_path: Path) -> None:
     assert first[4:8] == b"\0\0\0\0"  # no time in the header: the same text gives the same bytes
     assert portable_file(path) is False and path.read_bytes() == first
     image = tmp_path / "plot.png"
-    image.write_bytes(b"/work/x")
-    assert portable_file(image) is False and image.read_bytes() == b"/work/x"
+    image.write_bytes(b"/home/x")
+    assert portable_file(image) is False and image.read_bytes() == b"/home/x"
 
 
 def test_archive_writes_no_absolute_path_and_still_reads(
@@ -104,5 +104,5 @@ def test_a_benchmark_report_is_written_without_absolute_paths(tmp_path: Path) ->
     machine = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(machine)
     out = tmp_path / "result.json"
-    machine.write_report(out, {"config": "/work/main/configs/default.yaml", "data": "/srv/x/data/mnist"})
+    machine.write_report(out, {"config": "/home/u/fedaug/configs/default.yaml", "data": "/srv/x/data/mnist"})
     assert json.loads(out.read_text()) == {"config": "configs/default.yaml", "data": "<data_dir>/mnist"}
