@@ -230,7 +230,7 @@ def verdicts(archive: Archive) -> str:
         f"FLea's Eq. 6 as printed (`flea_eq6`) is below FedAvg by the last-10 mean on {listing(below)}"
         + (f" and not distinguishable from it on {listing(level)}" if level else "")
         + " (seeds 0-2, paired); the default `flea` adds the authors' code's local cross-entropy, unsquared "
-        "dCor and lambda2 = 1."
+        "dCor and a lambda2 that decays from 3 to 1."
     )
     zda: list[str] = []
     zda_not: list[str] = []
