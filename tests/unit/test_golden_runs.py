@@ -1,8 +1,9 @@
 """Refactors keep results: ``fedaug run`` reproduces the metrics recorded before them (``tests/golden``).
 
-On the machine kind the goldens were made on (same CPU capability and torch version) every ``metrics.jsonl``
-must be byte-identical; elsewhere floating-point kernels may differ in the last bits, so every number is
-compared to 1e-5 relative and everything else exactly.
+On the machine kind the goldens were made on (same CPU make, CPU capability and torch version) every
+``metrics.jsonl`` must be byte-identical; elsewhere floating-point kernels may differ in the last bits, so
+every number is compared to 1e-4 relative (an Intel Xeon against the AMD EPYC goldens: up to 1.1e-5
+after two rounds of FLea) and everything else exactly.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 import torch
 
 from fedaug.cli import main
+from fedaug.machine import cpu_model
 from tests.conftest import REPO_ROOT, SMOKE
 
 GOLDEN = REPO_ROOT / "tests" / "golden"
@@ -37,10 +39,13 @@ def _golden_threads() -> Iterator[None]:
 
 
 def _same_machine_kind() -> bool:
+    """Same torch, vector capability and CPU make: an Intel Xeon and an AMD EPYC are both AVX512 to
+    torch but round some kernels differently (``fedaug.machine``), so bytes are compared on one make only."""
     meta = META
     return (
         meta["torch"] == torch.__version__
         and meta["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+        and cpu_model().startswith(meta["cpu_model"])
     )
 
 
@@ -50,7 +55,7 @@ def _close(a: Any, b: Any) -> bool:
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, float) or isinstance(b, float):
-        return math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-7)
+        return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-7)
     return bool(a == b)
 
 
@@ -61,7 +66,7 @@ def _assert_matches(made: Path, golden: Path) -> None:
         return
     rows = [json.loads(line) for line in made.read_text().splitlines()]
     expected = [json.loads(line) for line in golden.read_text().splitlines()]
-    assert _close(rows, expected), f"{made} differs from {golden} beyond 1e-5"
+    assert _close(rows, expected), f"{made} differs from {golden} beyond 1e-4"
 
 
 def test_goldens_cover_the_methods_that_run_on_the_smoke_preset() -> None:
