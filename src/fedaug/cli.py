@@ -193,6 +193,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         heatmaps=args.heatmaps,
         methods=[m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None,
         baseline=args.baseline,
+        pdf=args.pdf,
     )
     for text in outputs.printed:
         print(text)
@@ -318,6 +319,7 @@ def _add_report_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     report.add_argument(
         "--heatmaps", action="store_true", help="partition heat-maps (reads the datasets' labels)"
     )
+    report.add_argument("--pdf", action="store_true", help="also a PDF copy of each plot (default: PNG only)")
     report.set_defaults(func=cmd_report)
 
 
