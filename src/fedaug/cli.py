@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from fedaug import registry
 from fedaug.cli_analyze import add_analyze_parser
 from fedaug.cli_attack import add_attack_parser
+from fedaug.cli_campaign import add_campaign_parser
 from fedaug.cli_common import (
     OneLineParser,
     add_config_args,
@@ -423,6 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_zsdg_parser(sub)
     add_analyze_parser(sub)
     add_flower_parser(sub)
+    add_campaign_parser(sub)
     return parser
 
 

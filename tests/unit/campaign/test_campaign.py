@@ -1,0 +1,208 @@
+"""`fedaug campaign run / import / status` on the CPU: a tiny campaign of smoke-preset runs in a tmp studies
+folder, round trip, budget, unfinished runs, refused imports and the next call continuing the list."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fedaug.campaign import run as campaign_run
+from fedaug.campaign.plan import makespan
+from fedaug.campaign.run import BudgetExpired, BudgetSchedule, hard_stop
+from fedaug.cli import main
+from fedaug.experiments.load import dump_yaml, load_config
+from fedaug.experiments.sweep import execute
+from fedaug.experiments.sweep_order import SweepPoint
+from tests.conftest import SMOKE
+
+CAMPAIGN = """
+studies: .
+workers: {{cpu: 1}}
+grids:
+  - name: tiny
+    preset: {smoke}
+    study: tiny
+    set: [train.rounds=2, engine.num_threads=1]
+    grid: {{seed: [0, 1, 2], method: [fedavg]}}
+    cost_s: {{cpu: 400}}
+    report: {{runs: [runs], plots: false}}
+  - name: second
+    preset: {smoke}
+    study: group/second
+    set: [train.rounds=2, engine.num_threads=1]
+    grid: {{seed: [0], method: [fedprox]}}
+    cost_s: {{cpu: 100}}
+    report: {{runs: [runs], plots: false}}
+"""
+
+
+@pytest.fixture
+def studies(tmp_path: Path) -> Path:
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    (folder / "campaign.yaml").write_text(CAMPAIGN.format(smoke=SMOKE))
+    return folder
+
+
+def _run(studies: Path, tmp_path: Path, out: str, budget: str) -> int:
+    return main(
+        [
+            "campaign", "run", "--campaign", str(studies / "campaign.yaml"), "--budget", budget,
+            "--device", "cpu", "--out", str(tmp_path / out), "--runs-dir", str(tmp_path / "runs"),
+            "--data-dir", str(tmp_path / "data"),
+        ]
+    )  # fmt: skip
+
+
+def _status(studies: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    capsys.readouterr()
+    args = ["campaign", "status", "--campaign", str(studies / "campaign.yaml"), "--kind", "cpu"]
+    assert main([*args, "--runs-dir", str(tmp_path / "runs")]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def _members(archive: Path) -> list[str]:
+    with tarfile.open(archive) as tar:
+        return sorted(m.name for m in tar.getmembers() if m.isfile())
+
+
+def test_run_import_status_round_trip_within_the_budget_and_resumed(
+    studies: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: nothing archived; 3 + 1 runs of 400 s and 100 s by the cost table, one at a time.
+    lines = _status(studies, tmp_path, capsys)
+    assert lines[1].split() == ["tiny", "0/3", "20.0"] and lines[2].split() == ["second", "0/1", "1.7"]
+    assert lines[3].split() == ["all", "0/4", "21.7"]
+    # A budget of 1000 s holds two 400-s runs (in list order), not the third.
+    assert _run(studies, tmp_path, "out1", "1000") == 0
+    summary = json.loads((tmp_path / "out1" / "campaign_summary.json").read_text())
+    paths = [r["path"] for r in summary["runs"]]
+    assert [r["status"] for r in summary["runs"]] == ["finished", "finished"]
+    assert [Path(p).name for p in paths] == ["seed0", "seed1"] and summary["unfinished"] == []
+    assert summary["archives"] == ["tiny.tar.gz"] and summary["per_grid"]["tiny"]["finished"] == 2
+    assert all(r["measured_s"] > 0 and r["estimate_s"] == 400.0 for r in summary["runs"])
+    assert summary["data"]["room_mib"] < 64 and (tmp_path / "out1" / "campaign.log").read_text()
+    files = _members(tmp_path / "out1" / "tiny.tar.gz")
+    assert {Path(f).name for f in files} == {
+        "config.yaml", "env.json", "summary.json", "metrics.jsonl.gz", "timings.jsonl.gz"
+    }  # fmt: skip
+    assert all(f.startswith("tiny/runs/synthetic-") for f in files) and len(files) == 10
+    # Import: the runs land in the study, its report is rebuilt, status counts them.
+    assert (
+        main(["campaign", "import", str(tmp_path / "out1"), "--campaign", str(studies / "campaign.yaml")])
+        == 0
+    )
+    for path in paths:
+        assert (studies / "tiny" / "runs" / path / "summary.json").is_file()
+    assert "fedavg" in (studies / "tiny" / "report.md").read_text()
+    # the last tiny run is now costed by the archived runs' round times (well under a second), not the table
+    tiny, _, total = (line.split() for line in _status(studies, tmp_path, capsys)[1:])
+    assert tiny[:2] == ["tiny", "2/3"] and float(tiny[2]) < 0.05 and total[:3] == ["all", "2/4", "1.7"]
+    # The next call continues the list: tiny's seed 2, then the second grid, into a second archive.
+    assert _run(studies, tmp_path, "out2", "1000") == 0
+    summary = json.loads((tmp_path / "out2" / "campaign_summary.json").read_text())
+    assert [(r["grid"], Path(r["path"]).name) for r in summary["runs"]] == [
+        ("tiny", "seed2"),
+        ("second", "seed0"),
+    ]
+    assert summary["archives"] == ["tiny.tar.gz", "group__second.tar.gz"]
+    assert (
+        main(["campaign", "import", str(tmp_path / "out2"), "--campaign", str(studies / "campaign.yaml")])
+        == 0
+    )
+    assert (studies / "group" / "second" / "report.md").is_file()
+    assert [line.split()[1] for line in _status(studies, tmp_path, capsys)[1:]] == ["3/3", "1/1", "4/4"]
+
+
+def test_a_run_cut_by_the_budget_is_listed_and_never_archived(
+    studies: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def cut(points: Sequence[SweepPoint], **kwargs: Any) -> None:
+        execute(points[0].config)  # the first finishes, the second is stopped after one round
+        second = points[1]
+        second.run_dir.mkdir(parents=True)
+        (second.run_dir / "config.yaml").write_text(dump_yaml(second.config))
+        (second.run_dir / "metrics.jsonl").write_text('{"round": 1, "test/acc": 0.5}\n')
+        raise BudgetExpired
+
+    monkeypatch.setattr(campaign_run, "run_sweep", cut)
+    assert _run(studies, tmp_path, "out", "1000") == 0
+    summary = json.loads((tmp_path / "out" / "campaign_summary.json").read_text())
+    assert [(r["status"], r["rounds"]) for r in summary["runs"]] == [
+        ("finished", "2/2"),
+        ("unfinished", "1/2"),
+    ]
+    assert summary["stopped_at_budget"] and summary["unfinished"] == [summary["runs"][1]["path"]]
+    assert {Path(f).parts[-2] for f in _members(tmp_path / "out" / "tiny.tar.gz")} == {"seed0"}
+
+
+def _one_run_archive(studies: Path, tmp_path: Path) -> Path:
+    """A campaign output with seed 0 of tiny (budget 500: one 400-s run), unpacked into ``tmp/x``."""
+    assert _run(studies, tmp_path, "out", "500") == 0
+    with tarfile.open(tmp_path / "out" / "tiny.tar.gz") as tar:
+        tar.extractall(tmp_path / "x", filter="data")
+    (run_dir,) = [p.parent for p in (tmp_path / "x").rglob("config.yaml")]
+    return run_dir
+
+
+def _repack(tmp_path: Path) -> None:
+    (tmp_path / "out" / "tiny.tar.gz").unlink()
+    with tarfile.open(tmp_path / "out" / "tiny.tar.gz", "w:gz") as tar:
+        tar.add(tmp_path / "x" / "tiny", arcname="tiny")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("lr", "does not match its grid point of tiny: train.lr differ"),
+        ("unfinished", "is unfinished (no summary.json of 2 rounds)"),
+        ("moved", "is at no grid point of study tiny"),
+    ],
+)
+def test_import_refuses_a_run_off_its_grid_point_or_unfinished_and_writes_nothing(
+    studies: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], change: str, message: str
+) -> None:
+    run_dir = _one_run_archive(studies, tmp_path)
+    if change == "lr":
+        config = run_dir / "config.yaml"
+        config.write_text(config.read_text().replace("lr: 0.001", "lr: 0.01"))
+    elif change == "unfinished":
+        (run_dir / "summary.json").unlink()
+    else:
+        run_dir.rename(run_dir.parent / "seed7")
+    _repack(tmp_path)
+    capsys.readouterr()
+    assert (
+        main(["campaign", "import", str(tmp_path / "out"), "--campaign", str(studies / "campaign.yaml")]) == 2
+    )
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("fedaug: error: run tiny/runs/synthetic-") and message in line
+    assert sorted(p.name for p in studies.iterdir()) == ["campaign.yaml"]
+
+
+def test_budget_schedule_starts_only_what_ends_before_the_deadline(tmp_path: Path) -> None:
+    points = [SweepPoint(load_config([SMOKE], [f"seed={k}"]), tmp_path / str(k), {}) for k in range(3)]
+    costs = {points[0].run_dir: 50.0, points[1].run_dir: 30.0, points[2].run_dir: 5.0}
+    schedule = BudgetSchedule(points, lambda p: costs[p.run_dir], deadline=100.0, clock=lambda: 60.0)
+    # at 60 s of 100: the 50-s run would end at 110 and is passed over; the 30-s and 5-s runs start
+    assert [schedule.next(), schedule.next(), schedule.next()] == [points[1], points[2], None]
+    assert schedule.not_started == [points[0]]
+
+
+def test_makespan_hands_the_longest_first_to_the_free_slot() -> None:
+    assert makespan([3, 5, 3, 4, 3], 2) == 10.0  # 5 | 4, then 3 -> 7, 3 -> 8, 3 -> 10
+    assert makespan([], 4) == 0.0 and makespan([7.0], 16) == 7.0
+
+
+def test_hard_stop_raises_in_the_main_thread_at_the_deadline() -> None:
+    with pytest.raises(BudgetExpired), hard_stop(0.05):
+        time.sleep(2)
+    with hard_stop(0.05):  # ends before: nothing raised, the timer cleared
+        pass
+    time.sleep(0.1)
