@@ -15,6 +15,7 @@ from fedaug.results import plots as figures
 from fedaug.results.fairness_plot import plot_fairness
 from fedaug.results.figure_files import pdf_copies
 from fedaug.results.reference import ReferenceTable, load_reference
+from fedaug.results.stand_ins import stand_in_notes
 from fedaug.results.store import Grouping, Run, group_runs, load_runs
 from fedaug.results.tables import (
     FAIRNESS_METRICS,
@@ -85,7 +86,8 @@ def _summary_line(grouping: Grouping, runs_dir: str) -> str:
     shape = f"{len(grouping.rows)} methods x {len(grouping.columns)} settings"
     text = f"{len(runs)} runs from `{runs_dir}`: {shape}, rounds {', '.join(map(str, rounds))}"
     text += f" ({unfinished} unfinished runs included)" if unfinished else ""
-    return text + f"; ran on: {_cpu_counts(runs)}"
+    notes = "".join(f"\n\nData: {note}." for note in stand_in_notes(r.config for r in runs))
+    return text + f"; ran on: {_cpu_counts(runs)}" + notes
 
 
 def _cpu_counts(runs: Sequence[Run]) -> str:
