@@ -3,10 +3,11 @@
 Every ``*.tar.gz`` in ``DIR`` (``<study>/runs/<path>/...``, :func:`fedaug.campaign.run.write_archives`) is
 unpacked into a scratch folder and checked first, all of them before anything is written: each run must sit
 where a point of a grid of that study puts it, hold that point's result config
-(:func:`~fedaug.reproducibility.resume.config_differences`) and be finished. One that does not is refused
-with one line naming it. Then each run goes into ``<studies>/<study>/runs/<path>`` through
-:func:`~fedaug.results.archive.archive_runs` (what ``fedaug archive`` keeps), and each study touched gets its
-report rebuilt with :func:`~fedaug.results.report.write_report` as its grid's ``report:`` says.
+(:func:`~fedaug.reproducibility.resume.config_differences`), be finished, and not replace a finished run of
+another config already there. One that does not is refused with one line naming it. Then each run goes into
+``<studies>/<study>/runs/<path>`` through :func:`~fedaug.results.archive.archive_runs` (what ``fedaug
+archive`` keeps), and each study touched gets its report rebuilt with
+:func:`~fedaug.results.report.write_report` as its grid's ``report:`` says.
 """
 
 from __future__ import annotations
@@ -89,7 +90,12 @@ def check_run(source: Path, relative: Path, campaign: Campaign, points: Points) 
         raise FedaugError(
             f"run {relative} is unfinished (no summary.json of {point.config.train.rounds} rounds)"
         )
-    return Incoming(source, grid, point, campaign.study_dir(grid) / "runs" / inside)
+    target = campaign.study_dir(grid) / "runs" / inside
+    if finished_summary(target, point.config.train.rounds) is not None and config_differences(
+        target / "config.yaml", point.config
+    ):
+        raise FedaugError(f"run {relative} would replace {target}, a finished run of another config")
+    return Incoming(source, grid, point, target)
 
 
 def import_archives(

@@ -8,8 +8,8 @@ not the name, the folder, the device or the engine's settings), whatever its pat
 
 A point's cost is its rounds left times the mean round time (``timings.jsonl``'s ``round_time``) of the
 archived runs of the same dataset, model, method and client count that ran on the same device kind
-(``env.json``), measured as they ran (on a GPU: packed beside the other runs of their sweep); where none
-exists, the grid's cost table in the campaign file (seconds per run).
+(``env.json``), measured as they ran (on a GPU: packed beside the other runs of their sweep), plus
+:data:`RUN_START_S`; where none exists, the grid's cost table in the campaign file (seconds per run).
 """
 
 from __future__ import annotations
@@ -33,6 +33,10 @@ from fedaug.reproducibility.identity import result_config
 from fedaug.reproducibility.resume import finished_summary, saved_env, saved_result_config
 
 logger = logging.getLogger(__name__)
+
+RUN_START_S = {"cuda": 10.0, "cpu": 5.0}
+"""Seconds a run takes besides its rounds (process, data, CUDA context), added to a cost from round times: on
+an H100 a FedAvg run alone took 20.8 s, 12.5 s of them rounds (README); a smoke run here about 5 s."""
 
 _COST_KEYS = ("data.name", "model.name", "method.name", "partition.num_clients", "partition.mean_local_size")
 
@@ -124,6 +128,6 @@ class Ledger:
         left = max(rounds - rounds_logged(point), 0) if finished_summary(point.run_dir, rounds) is None else 0
         per_round = self.round_seconds(point, kind)
         if per_round is not None:
-            return left * per_round
+            return left * per_round + (RUN_START_S.get(kind, 0.0) if left else 0.0)
         per_run = grid.table_cost(kind, point.config.method.name)
         return None if per_run is None else per_run * left / rounds

@@ -4,6 +4,7 @@ folder, round trip, budget, unfinished runs, refused imports and the next call c
 from __future__ import annotations
 
 import json
+import shutil
 import tarfile
 import time
 from collections.abc import Sequence
@@ -101,9 +102,11 @@ def test_run_import_status_round_trip_within_the_budget_and_resumed(
     for path in paths:
         assert (studies / "tiny" / "runs" / path / "summary.json").is_file()
     assert "fedavg" in (studies / "tiny" / "report.md").read_text()
-    # the last tiny run is now costed by the archived runs' round times (well under a second), not the table
+    # the last tiny run is now costed by the archived runs' round times (well under a second) and a 5-s start,
+    # not by the table's 400 s
     tiny, _, total = (line.split() for line in _status(studies, tmp_path, capsys)[1:])
-    assert tiny[:2] == ["tiny", "2/3"] and float(tiny[2]) < 0.05 and total[:3] == ["all", "2/4", "1.7"]
+    assert tiny[:2] == ["tiny", "2/3"] and 5 / 60 < float(tiny[2]) < 0.2
+    assert total[:2] == ["all", "2/4"] and 1.75 < float(total[2]) < 2.0
     # The next call continues the list: tiny's seed 2, then the second grid, into a second archive.
     assert _run(studies, tmp_path, "out2", "1000") == 0
     summary = json.loads((tmp_path / "out2" / "campaign_summary.json").read_text())
@@ -163,6 +166,7 @@ def _repack(tmp_path: Path) -> None:
         ("lr", "does not match its grid point of tiny: train.lr differ"),
         ("unfinished", "is unfinished (no summary.json of 2 rounds)"),
         ("moved", "is at no grid point of study tiny"),
+        ("occupied", "a finished run of another config"),
     ],
 )
 def test_import_refuses_a_run_off_its_grid_point_or_unfinished_and_writes_nothing(
@@ -174,16 +178,23 @@ def test_import_refuses_a_run_off_its_grid_point_or_unfinished_and_writes_nothin
         config.write_text(config.read_text().replace("lr: 0.001", "lr: 0.01"))
     elif change == "unfinished":
         (run_dir / "summary.json").unlink()
-    else:
+    elif change == "moved":
         run_dir.rename(run_dir.parent / "seed7")
+    else:  # the study already holds a finished run of another config where this one would go
+        there = studies / run_dir.relative_to(tmp_path / "x")
+        shutil.copytree(run_dir, there)
+        (there / "config.yaml").write_text(
+            (there / "config.yaml").read_text().replace("lr: 0.001", "lr: 0.01")
+        )
     _repack(tmp_path)
+    before = sorted((p, p.stat().st_mtime_ns) for p in studies.rglob("*"))
     capsys.readouterr()
     assert (
         main(["campaign", "import", str(tmp_path / "out"), "--campaign", str(studies / "campaign.yaml")]) == 2
     )
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("fedaug: error: run tiny/runs/synthetic-") and message in line
-    assert sorted(p.name for p in studies.iterdir()) == ["campaign.yaml"]
+    assert sorted((p, p.stat().st_mtime_ns) for p in studies.rglob("*")) == before  # nothing written
 
 
 def test_budget_schedule_starts_only_what_ends_before_the_deadline(tmp_path: Path) -> None:
@@ -206,3 +217,29 @@ def test_hard_stop_raises_in_the_main_thread_at_the_deadline() -> None:
     with hard_stop(0.05):  # ends before: nothing raised, the timer cleared
         pass
     time.sleep(0.1)
+
+
+def test_the_data_step_passes_over_a_grid_whose_data_is_missing_and_counts_what_is_carried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    (folder / "campaign.yaml").write_text(
+        CAMPAIGN.format(smoke=SMOKE).replace("    study: tiny\n", "    study: tiny\n    data: [blobs]\n")
+    )
+    started: list[list[str]] = []
+    monkeypatch.setattr(
+        campaign_run, "run_sweep", lambda points, **kw: started.append([p.config.method.name for p in points])
+    )
+    assert _run(folder, tmp_path, "out", "1000") == 0  # no data/blobs: tiny is passed over, second runs
+    summary = json.loads((tmp_path / "out" / "campaign_summary.json").read_text())
+    assert summary["data"]["skipped_grids"] == ["tiny"] and started == [["fedprox"]]
+    assert summary["data"]["data_mib"] == {} and summary["runs"][0]["status"] == "not_started"
+    assert summary["archives"] == []  # the (faked) run never started: nothing archived
+    (tmp_path / "data" / "blobs").mkdir(parents=True)
+    (tmp_path / "data" / "blobs" / "x.bin").write_bytes(b"\0" * 2**19)
+    assert _run(folder, tmp_path, "out2", "1000") == 0
+    summary = json.loads((tmp_path / "out2" / "campaign_summary.json").read_text())
+    assert summary["data"]["skipped_grids"] == [] and summary["data"]["data_mib"] == {"blobs": 0.5}
+    room = 64 - summary["data"]["tree_mib"] - 0.5
+    assert summary["data"]["room_mib"] == pytest.approx(room) and started[-1] == ["fedavg", "fedavg"]
