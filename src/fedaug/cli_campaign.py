@@ -17,6 +17,9 @@ def cmd_campaign_run(args: argparse.Namespace) -> int:
     from fedaug.campaign.run import SUMMARY_NAME, run_campaign
     from fedaug.campaign.spec import read_campaign
 
+    if args.dry_run:
+        print("\n".join(_plan_lines(args)))
+        return 0
     summary = run_campaign(
         read_campaign(args.campaign),
         budget=args.budget,
@@ -36,6 +39,27 @@ def cmd_campaign_run(args: argparse.Namespace) -> int:
         f"archives: {', '.join(summary['archives']) or 'none'}; {Path(args.out) / SUMMARY_NAME}"
     )
     return 0
+
+
+def _plan_lines(args: argparse.Namespace) -> list[str]:
+    """``campaign run --dry-run``: the runs the budget would take, in the order they would start."""
+    from fedaug.campaign.ledger import Ledger
+    from fedaug.campaign.plan import grid_states, makespan, select
+    from fedaug.campaign.spec import archive_path, read_campaign
+    from fedaug.device import resolve_device
+    from fedaug.experiments.workers import usable_cores
+
+    campaign = read_campaign(args.campaign)  # a plan for a GPU machine may be made on a CPU one
+    kind = "cuda" if args.device.startswith("cuda") else resolve_device(args.device).type
+    workers = args.workers or campaign.workers.get(kind, 0) or usable_cores()
+    states = grid_states(campaign, Ledger(campaign.studies), Path(args.runs_dir), kind)
+    chosen = sorted(select(states, args.budget, workers), key=lambda c: -(c.cost or 0.0))
+    lines = [f"~{c.cost or 0.0:.0f} s  {c.grid.study}/runs/{archive_path(c.point)}" for c in chosen]
+    span = makespan([c.cost or 0.0 for c in chosen], workers)
+    return [
+        *lines,
+        f"{len(chosen)} runs, {workers} at once: about {span:.0f} s of the {args.budget:.0f} s budget",
+    ]
 
 
 def cmd_campaign_import(args: argparse.Namespace) -> int:
@@ -99,6 +123,9 @@ def add_campaign_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     run.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="for every run"
+    )
+    run.add_argument(
+        "--dry-run", action="store_true", help="list the runs the budget takes (longest first); run nothing"
     )
     run.set_defaults(func=cmd_campaign_run)
     imp = verbs.add_parser("import", help="unpack a run's archives into studies/, rebuild their reports")

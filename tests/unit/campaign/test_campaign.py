@@ -243,3 +243,16 @@ def test_the_data_step_passes_over_a_grid_whose_data_is_missing_and_counts_what_
     assert summary["data"]["skipped_grids"] == [] and summary["data"]["data_mib"] == {"blobs": 0.5}
     room = 64 - summary["data"]["tree_mib"] - 0.5
     assert summary["data"]["room_mib"] == pytest.approx(room) and started[-1] == ["fedavg", "fedavg"]
+
+
+def test_dry_run_lists_what_the_budget_takes_longest_first_and_writes_nothing(
+    studies: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["campaign", "run", "--campaign", str(studies / "campaign.yaml"), "--budget", "1000", "--dry-run"]
+    capsys.readouterr()
+    assert main([*args, "--device", "cpu", "--out", str(tmp_path / "out"), "--workers", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # two slots: 400 + 400 | 400 + 100 fit in 1000 s; the list's order is kept, the runs start longest first
+    assert [line.split()[0] for line in lines[:-1]] == ["~400", "~400", "~400", "~100"]
+    assert lines[-1] == "4 runs, 2 at once: about 800 s of the 1000 s budget"
+    assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
