@@ -59,7 +59,8 @@ class BudgetExpired(BaseException):
 
 class BudgetSchedule(Schedule):
     """A :class:`Schedule` that starts no point whose estimated cost would end it after ``deadline``
-    (``clock`` seconds); such points are left in :attr:`not_started`."""
+    (``clock`` seconds); such points are left in :attr:`not_started`, the others' run dirs are in
+    :attr:`started`."""
 
     def __init__(
         self,
@@ -71,10 +72,12 @@ class BudgetSchedule(Schedule):
         super().__init__(points)
         self._estimate, self._deadline, self._clock = cost, deadline, clock
         self.not_started: list[SweepPoint] = []
+        self.started: set[Path] = set()
 
     def next(self) -> SweepPoint | None:
         while (point := super().next()) is not None:
             if self._clock() + self._estimate(point) <= self._deadline:
+                self.started.add(point.run_dir)
                 return point
             logger.info("not started (would end after the budget): %s", point.run_dir)
             self.not_started.append(point)
@@ -276,16 +279,14 @@ def _summary(
     budget: float,
     elapsed: float,
 ) -> dict[str, Any]:
-    not_started = {p.run_dir for p in schedule.not_started}
     rows: list[dict[str, Any]] = []
     per_grid: dict[str, dict[str, float]] = {}
     for item in chosen:
         point = item.point
         done = finished_summary(point.run_dir, point.config.train.rounds) is not None
-        status = "finished" if done else "not_started" if point.run_dir in not_started else "unfinished"
+        # not started: passed over by the budget, or waiting for a FedAvg run that never ended
+        status = "finished" if done else "unfinished" if point.run_dir in schedule.started else "not_started"
         logged = rounds_logged(point)
-        if status == "unfinished" and not logged and not (point.run_dir / "config.yaml").exists():
-            status = "not_started"  # waited for a FedAvg run that never started
         estimate, measured = round(item.cost or 0.0, 1), round(measured_seconds(point.run_dir), 1)
         rows.append(
             {

@@ -126,9 +126,10 @@ def test_run_import_status_round_trip_within_the_budget_and_resumed(
 def test_a_run_cut_by_the_budget_is_listed_and_never_archived(
     studies: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def cut(points: Sequence[SweepPoint], **kwargs: Any) -> None:
-        execute(points[0].config)  # the first finishes, the second is stopped after one round
-        second = points[1]
+    def cut(points: Sequence[SweepPoint], *, schedule: BudgetSchedule, **kwargs: Any) -> None:
+        first, second = schedule.next(), schedule.next()
+        assert first is not None and second is not None
+        execute(first.config)  # the first finishes, the second is stopped after one round
         second.run_dir.mkdir(parents=True)
         (second.run_dir / "config.yaml").write_text(dump_yaml(second.config))
         (second.run_dir / "metrics.jsonl").write_text('{"round": 1, "test/acc": 0.5}\n')
@@ -256,3 +257,21 @@ def test_dry_run_lists_what_the_budget_takes_longest_first_and_writes_nothing(
     assert [line.split()[0] for line in lines[:-1]] == ["~400", "~400", "~400", "~100"]
     assert lines[-1] == "4 runs, 2 at once: about 800 s of the 1000 s budget"
     assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
+
+
+def test_the_budget_stops_runs_going_in_worker_processes(tmp_path: Path) -> None:
+    # two 400-round runs, 2 workers, a 6-s budget: both start (cost table: 1 s), neither finishes
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    (folder / "campaign.yaml").write_text(
+        f"workers: {{cpu: 2}}\ngrids:\n  - {{name: long, preset: {SMOKE}, study: long, "
+        "set: [train.rounds=400], grid: {seed: [0, 1]}, cost_s: {cpu: 1}}\n"
+    )
+    start = time.monotonic()
+    assert _run(folder, tmp_path, "out", "6") == 0
+    summary = json.loads((tmp_path / "out" / "campaign_summary.json").read_text())
+    assert summary["stopped_at_budget"] and time.monotonic() - start < 30
+    assert [r["status"] for r in summary["runs"]] == ["unfinished", "unfinished"] and summary[
+        "archives"
+    ] == []
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["campaign.log", "campaign_summary.json"]
