@@ -21,7 +21,7 @@ def cmd_campaign_run(args: argparse.Namespace) -> int:
         print("\n".join(_plan_lines(args)))
         return 0
     summary = run_campaign(
-        read_campaign(args.campaign),
+        read_campaign(args.campaign).only(_names(args.only)),
         budget=args.budget,
         device=args.device,
         out=Path(args.out),
@@ -49,7 +49,7 @@ def _plan_lines(args: argparse.Namespace) -> list[str]:
     from fedaug.device import resolve_device
     from fedaug.experiments.workers import usable_cores
 
-    campaign = read_campaign(args.campaign)  # a plan for a GPU machine may be made on a CPU one
+    campaign = read_campaign(args.campaign).only(_names(args.only))  # a GPU plan may be made on a CPU
     kind = "cuda" if args.device.startswith("cuda") else resolve_device(args.device).type
     workers = args.workers or campaign.workers.get(kind, 0) or usable_cores()
     states = grid_states(campaign, Ledger(campaign.studies), Path(args.runs_dir), kind)
@@ -77,15 +77,20 @@ def cmd_campaign_status(args: argparse.Namespace) -> int:
     from fedaug.campaign.ledger import Ledger
     from fedaug.campaign.plan import grid_states, status_lines
     from fedaug.campaign.spec import read_campaign
+    from fedaug.experiments.workers import usable_cores
 
-    campaign = read_campaign(args.campaign)
-    workers = args.workers or campaign.workers.get(args.kind, 0) or 1
+    campaign = read_campaign(args.campaign).only(_names(args.only))
+    workers = args.workers or campaign.workers.get(args.kind, 0) or usable_cores()
     states = grid_states(campaign, Ledger(campaign.studies), Path(args.runs_dir), args.kind)
     print("\n".join(status_lines(states, workers, args.kind)))
     return 0
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def _names(text: str | None) -> list[str]:
+    return [name.strip() for name in (text or "").split(",") if name.strip()]
+
+
+def _common(parser: argparse.ArgumentParser, *, only: bool = True) -> None:
     parser.add_argument(
         "--campaign", default=DEFAULT_CAMPAIGN, help=f"campaign file (default {DEFAULT_CAMPAIGN})"
     )
@@ -94,6 +99,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_RUNS,
         help=f"where the campaign's run dirs live (default {DEFAULT_RUNS})",
     )
+    if only:
+        parser.add_argument(
+            "--only", metavar="GRID[,GRID]", help="these grids of the file alone (default: all)"
+        )
 
 
 def add_campaign_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -129,7 +138,7 @@ def add_campaign_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     run.set_defaults(func=cmd_campaign_run)
     imp = verbs.add_parser("import", help="unpack a run's archives into studies/, rebuild their reports")
-    _common(imp)
+    _common(imp, only=False)
     imp.add_argument("folder", help="the --out folder of fedaug campaign run")
     imp.set_defaults(func=cmd_campaign_import)
     status = verbs.add_parser("status", help="per grid: runs archived / total and the time left")

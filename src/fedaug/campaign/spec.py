@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,16 @@ class Campaign:
             if grid.name == name:
                 return grid
         raise ConfigError(f"no grid {name!r} in {self.path}; grids: {', '.join(g.name for g in self.grids)}")
+
+    def only(self, names: Sequence[str]) -> Campaign:
+        """The campaign of the named grids alone, in the file's order (no names: all of them).
+
+        Raises:
+            ConfigError: a name that is no grid of the file.
+        """
+        for name in names:
+            self.grid(name)
+        return replace(self, grids=tuple(g for g in self.grids if g.name in names)) if names else self
 
     def study_dir(self, grid: Grid) -> Path:
         return self.studies / grid.study

@@ -257,6 +257,10 @@ def test_dry_run_lists_what_the_budget_takes_longest_first_and_writes_nothing(
     assert [line.split()[0] for line in lines[:-1]] == ["~400", "~400", "~400", "~100"]
     assert lines[-1] == "4 runs, 2 at once: about 800 s of the 1000 s budget"
     assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
+    assert main([*args, "--device", "cpu", "--out", str(tmp_path / "out"), "--only", "second"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("1 runs, ")
+    assert main([*args, "--device", "cpu", "--out", str(tmp_path / "out"), "--only", "tiny,third"]) == 2
+    assert capsys.readouterr().err.strip().startswith("fedaug: error: no grid 'third' in ")
 
 
 def test_the_budget_stops_runs_going_in_worker_processes(tmp_path: Path) -> None:
