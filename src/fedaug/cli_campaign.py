@@ -117,7 +117,14 @@ def add_campaign_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         "  fedaug campaign import gpu_out                                   # back here",
     )
     verbs = campaign.add_subparsers(dest="verb", required=True)
-    run = verbs.add_parser("run", help="run what the budget holds; archives, log and summary into --out")
+    run = verbs.add_parser(
+        "run",
+        help="run what the budget holds; archives, log and summary into --out",
+        formatter_class=raw,
+        epilog="examples:\n"
+        "  fedaug campaign run --budget 525 --device cuda --out gpu_out   # as scripts/gpu_campaign.sh\n"
+        "  fedaug campaign run --budget 525 --out gpu_out --dry-run       # what it would run",
+    )
     _common(run)
     run.add_argument("--budget", type=flag_number(0, low_open=True), required=True, help="seconds to spend")
     run.add_argument("--device", default="cuda", help="engine.device of every run (default cuda)")
@@ -137,11 +144,22 @@ def add_campaign_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         "--dry-run", action="store_true", help="list the runs the budget takes (longest first); run nothing"
     )
     run.set_defaults(func=cmd_campaign_run)
-    imp = verbs.add_parser("import", help="unpack a run's archives into studies/, rebuild their reports")
+    imp = verbs.add_parser(
+        "import",
+        help="unpack a run's archives into studies/, rebuild their reports",
+        formatter_class=raw,
+        epilog="example:\n  fedaug campaign import gpu_out   # the --out folder of campaign run",
+    )
     _common(imp, only=False)
     imp.add_argument("folder", help="the --out folder of fedaug campaign run")
     imp.set_defaults(func=cmd_campaign_import)
-    status = verbs.add_parser("status", help="per grid: runs archived / total and the time left")
+    status = verbs.add_parser(
+        "status",
+        help="per grid: runs archived / total and the time left",
+        formatter_class=raw,
+        epilog="examples:\n  fedaug campaign status\n"
+        "  fedaug campaign status --kind cpu --only flea_fsdd_baselines",
+    )
     _common(status)
     status.add_argument(
         "--kind",

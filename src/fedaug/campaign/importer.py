@@ -41,10 +41,18 @@ class Incoming:
 
 
 def unpack(archive: Path, into: Path) -> None:
-    """Extracts ``archive`` into ``into``, refusing members outside it, links and devices."""
+    """Extracts ``archive`` into ``into``, refusing a member that is not a file or folder inside it."""
     try:
         with tarfile.open(archive, "r:gz") as tar:
-            tar.extractall(into, filter="data")
+            members = tar.getmembers()
+            for member in members:
+                path = Path(member.name)
+                if not (member.isfile() or member.isdir()) or path.is_absolute() or ".." in path.parts:
+                    raise FedaugError(f"{archive} holds {member.name!r}, not a run's file; refusing it")
+            if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: also strips odd permissions
+                tar.extractall(into, members=members, filter="data")
+            else:
+                tar.extractall(into, members=members)
     except (tarfile.TarError, OSError) as exc:
         raise FedaugError(f"cannot unpack {archive}: {exc}") from exc
 

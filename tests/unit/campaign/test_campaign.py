@@ -279,3 +279,18 @@ def test_the_budget_stops_runs_going_in_worker_processes(tmp_path: Path) -> None
         "archives"
     ] == []
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["campaign.log", "campaign_summary.json"]
+
+
+def test_import_refuses_an_archive_member_outside_its_folder(
+    studies: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "payload").write_text("x")
+    with tarfile.open(tmp_path / "out" / "tiny.tar.gz", "w:gz") as tar:
+        tar.add(tmp_path / "payload", arcname="../escaped.txt")
+    capsys.readouterr()
+    assert (
+        main(["campaign", "import", str(tmp_path / "out"), "--campaign", str(studies / "campaign.yaml")]) == 2
+    )
+    assert "holds '../escaped.txt', not a run's file; refusing it" in capsys.readouterr().err
+    assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "out" / "escaped.txt").exists()
