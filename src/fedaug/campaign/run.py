@@ -251,16 +251,19 @@ def _run(
     )
     order = sorted(chosen, key=lambda c: -costs[c.point.run_dir])  # longest first (stable: list order)
     schedule = BudgetSchedule([c.point for c in order], lambda p: costs[p.run_dir], start + budget)
-    stopped = False
+    stopped, errors = False, {}
     if order:
         try:
             with hard_stop(start + budget - time.monotonic()):
-                run_sweep([c.point for c in order], workers=at_once, heartbeat=60.0, schedule=schedule)
+                result = run_sweep(
+                    [c.point for c in order], workers=at_once, heartbeat=60.0, schedule=schedule
+                )
+            errors = dict(result.failures) if result is not None else {}
         except BudgetExpired:
             stopped = True
             logger.warning("budget of %s spent: runs still going were stopped (they resume)", budget)
     archives = write_archives(chosen, campaign, out)
-    summary = _summary(chosen, schedule, archives, data, stopped, budget, time.monotonic() - start)
+    summary = _summary(chosen, schedule, errors, archives, data, stopped, budget, time.monotonic() - start)
     summary.update({"campaign": str(campaign.path), "device": device, "kind": kind, "workers": at_once})
     (out / SUMMARY_NAME).write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     counts = {
@@ -273,6 +276,7 @@ def _run(
 def _summary(
     chosen: Sequence[Pending],
     schedule: BudgetSchedule,
+    errors: dict[Path, str],
     archives: Sequence[Path],
     data: dict[str, Any],
     stopped: bool,
@@ -288,17 +292,18 @@ def _summary(
         status = "finished" if done else "unfinished" if point.run_dir in schedule.started else "not_started"
         logged = rounds_logged(point)
         estimate, measured = round(item.cost or 0.0, 1), round(measured_seconds(point.run_dir), 1)
-        rows.append(
-            {
-                "grid": item.grid.name,
-                "study": item.grid.study,
-                "path": str(archive_path(point)),
-                "status": status,
-                "rounds": f"{logged}/{point.config.train.rounds}",
-                "estimate_s": estimate,
-                "measured_s": measured,
-            }
-        )
+        row = {
+            "grid": item.grid.name,
+            "study": item.grid.study,
+            "path": str(archive_path(point)),
+            "status": status,
+            "rounds": f"{logged}/{point.config.train.rounds}",
+            "estimate_s": estimate,
+            "measured_s": measured,
+        }
+        if point.run_dir in errors:  # failed: unfinished, with what went wrong
+            row["error"] = errors[point.run_dir]
+        rows.append(row)
         grid = per_grid.setdefault(item.grid.name, {"finished": 0, "estimate_s": 0.0, "measured_s": 0.0})
         grid["finished"] += status == "finished"
         grid["estimate_s"] += estimate

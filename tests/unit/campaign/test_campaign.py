@@ -18,7 +18,7 @@ from fedaug.campaign.plan import makespan
 from fedaug.campaign.run import BudgetExpired, BudgetSchedule, hard_stop
 from fedaug.cli import main
 from fedaug.experiments.load import dump_yaml, load_config
-from fedaug.experiments.sweep import execute
+from fedaug.experiments.sweep import SweepResult, execute
 from fedaug.experiments.sweep_order import SweepPoint
 from tests.conftest import SMOKE
 
@@ -294,3 +294,19 @@ def test_import_refuses_an_archive_member_outside_its_folder(
     )
     assert "holds '../escaped.txt', not a run's file; refusing it" in capsys.readouterr().err
     assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "out" / "escaped.txt").exists()
+
+
+def test_a_failed_run_is_listed_with_its_error_and_not_archived(
+    studies: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(points: Sequence[SweepPoint], *, schedule: BudgetSchedule, **kwargs: Any) -> SweepResult:
+        point = schedule.next()
+        assert point is not None
+        return SweepResult(failures=[(point.run_dir, "ValueError: boom")])
+
+    monkeypatch.setattr(campaign_run, "run_sweep", fail)
+    assert _run(studies, tmp_path, "out", "500") == 0
+    summary = json.loads((tmp_path / "out" / "campaign_summary.json").read_text())
+    (row,) = summary["runs"]
+    assert (row["status"], row["error"], row["rounds"]) == ("unfinished", "ValueError: boom", "0/2")
+    assert summary["archives"] == [] and summary["unfinished"] == [row["path"]]
