@@ -11,7 +11,8 @@
 # ../shared/data/cifar10_jpeg_lossy into ./data and name data in the run tool's carry); the log's first lines
 # say how much of the machine's 64 MiB the tree and that data leave, and which grids were passed over.
 # BEFORE: a command run first (e.g. a speed probe writing into $OUT/..., mind the 8 files); its time comes off
-# BUDGET. SETS: more config overrides for every run, space-separated (e.g. SETS="train.rounds=2").
+# BUDGET. SETS: more config overrides for every run, space-separated; only ones that leave results alone
+# (engine.*, e.g. SETS="engine.cuda_graphs=false"): `fedaug campaign import` refuses runs off their grid point.
 #   OUT=/tmp/c DEVICE=cpu MPS=0 BUDGET=60 CAMPAIGN=/tmp/tiny.yaml scripts/gpu_campaign.sh   # a CPU check
 # tests/smoke/test_gpu_scripts.py runs it on the CPU with a tiny campaign file.
 set -uo pipefail
