@@ -8,7 +8,8 @@ no run starts that its estimate says would end after it (:class:`BudgetSchedule`
 the end is terminated (it resumes from its last round in the same runs folder). Then it writes into ``out``:
 
 * ``<study>.tar.gz`` per study with finished runs: ``<study>/runs/...`` as ``fedaug archive`` keeps them
-  (config, env, summary, gzipped scalar metrics and timings; :func:`~fedaug.results.archive.archive_runs`);
+  (config, env, summary, gzipped scalar metrics and timings; :func:`~fedaug.results.archive.archive_runs`),
+  their floats rounded (:mod:`fedaug.results.compact`);
   a run that did not finish is never archived;
 * ``campaign.log``: the command's log;
 * ``campaign_summary.json``: the plan, each run's status, estimate and measured seconds, the archives.
@@ -43,6 +44,7 @@ from fedaug.experiments.workers import usable_cores
 from fedaug.paths import check_folder_target
 from fedaug.reproducibility.resume import finished_summary
 from fedaug.results.archive import archive_runs
+from fedaug.results.compact import compact_run
 
 logger = logging.getLogger(__name__)
 
@@ -175,7 +177,9 @@ def write_archives(chosen: Sequence[Pending], campaign: Campaign, out: Path) -> 
     with tempfile.TemporaryDirectory(prefix="fedaug_campaign_") as stage_name:
         stage = Path(stage_name)
         for item in finished:
-            archive_runs(item.point.run_dir, stage / item.grid.study / "runs" / archive_path(item.point))
+            target = stage / item.grid.study / "runs" / archive_path(item.point)
+            archive_runs(item.point.run_dir, target)
+            compact_run(target)
         for study in dict.fromkeys(item.grid.study for item in finished):
             path = out / f"{study.replace('/', '__')}.tar.gz"
             with tarfile.open(path, "w:gz") as tar:
