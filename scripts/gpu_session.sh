@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# For the papers' tables a GPU window's one command is scripts/gpu_campaign.sh (studies/campaign.yaml, in order,
+# within a budget, archived for `fedaug campaign import`); this script stays for issue #32's measurements.
 # Issue #32's GPU measurements in ONE call of a lent GPU (15 minutes of device time a task, starts included,
 # leave room for one command of about 9 minutes), in three stages that share BUDGET seconds (default 550):
 #   1. the CUDA graph tests of tests/gpu (recorded steps against the eager loop in float64 for FedAvg and FLea,

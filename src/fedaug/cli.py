@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from fedaug import registry
 from fedaug.cli_analyze import add_analyze_parser
 from fedaug.cli_attack import add_attack_parser
+from fedaug.cli_campaign import add_campaign_parser
 from fedaug.cli_common import (
     OneLineParser,
     add_config_args,
@@ -193,6 +194,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         heatmaps=args.heatmaps,
         methods=[m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None,
         baseline=args.baseline,
+        pdf=args.pdf,
     )
     for text in outputs.printed:
         print(text)
@@ -318,6 +320,7 @@ def _add_report_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     report.add_argument(
         "--heatmaps", action="store_true", help="partition heat-maps (reads the datasets' labels)"
     )
+    report.add_argument("--pdf", action="store_true", help="also a PDF copy of each plot (default: PNG only)")
     report.set_defaults(func=cmd_report)
 
 
@@ -421,6 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_zsdg_parser(sub)
     add_analyze_parser(sub)
     add_flower_parser(sub)
+    add_campaign_parser(sub)
     return parser
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from fedaug import registry
 from fedaug.errors import ConfigError
+from fedaug.results.figure_files import shrink_png
 from fedaug.validation import flag_int
 
 logger = logging.getLogger(__name__)
@@ -184,5 +185,7 @@ def _plot(result: dict[str, Any], path: Path) -> Path | None:
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
+    if path.suffix.lower() == ".png":
+        shrink_png(path)
     plt.close(fig)
     return path

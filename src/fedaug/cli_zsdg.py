@@ -5,7 +5,7 @@ Loads the run's global model (``ckpt/latest.pt``, or ``ckpt/round_NNNN.pt`` kept
 :func:`fedaug.methods.zsdg.generate` (the run's own ZSDG settings for a Fed-ZDAC/ZDAS run, else ZSDG's
 defaults; each overridable) and writes, under ``--out``:
 
-* ``zsdg_samples.png``/``.pdf``: one row per class, the samples in their natural scale (pixels in [0, 1];
+* ``zsdg_samples.png``: one row per class, the samples in their natural scale (pixels in [0, 1];
   UCI-HAR windows as the time series of their first axis), each row labelled with the class, the model's test
   accuracy on that class and the fraction of its samples the model labels as that class;
 * ``zsdg.json``: those numbers per class, ZSDG's final losses and the settings;

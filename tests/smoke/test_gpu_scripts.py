@@ -110,3 +110,24 @@ def test_the_grid_script_runs_another_papers_grid(tmp_path: Path, shared_data: P
     assert report.startswith("# 2 runs") and "| fedaugmix |" in report and "minus" not in report
     with tarfile.open(out / "grid_runs.tgz") as tar:
         assert "archive/mnist-dirichlet0.5-K100/fedaugmix/seed0/summary.json" in tar.getnames()
+
+
+def test_the_campaign_script_runs_the_next_runs_and_returns_its_files(tmp_path: Path) -> None:
+    # a tiny campaign of two 2-round smoke runs (cost table: 10 s each, one at a time) in a 60-s budget
+    campaign = tmp_path / "studies" / "campaign.yaml"
+    campaign.parent.mkdir()
+    campaign.write_text(
+        "workers: {cpu: 1}\ngrids:\n"
+        f"  - {{name: tiny, preset: {REPO_ROOT / 'configs' / 'smoke.yaml'}, study: tiny,\n"
+        "     set: [train.rounds=2], grid: {seed: [0, 1], method: [fedavg]}, cost_s: {cpu: 10}}\n"
+    )
+    out = tmp_path / "out"
+    stdout = _script(
+        "gpu_campaign.sh", tmp_path, OUT=str(out), BUDGET="60", CAMPAIGN=str(campaign),
+        RUNS=str(tmp_path / "runs"), DATA=str(tmp_path / "data"),
+    )  # fmt: skip
+    assert "campaign exit 0 after" in stdout
+    assert sorted(p.name for p in out.iterdir()) == ["campaign.log", "campaign_summary.json", "tiny.tar.gz"]
+    assert "2 runs selected" in (out / "campaign.log").read_text()
+    with tarfile.open(out / "tiny.tar.gz") as tar:
+        assert sum(n.endswith("summary.json") for n in tar.getnames()) == 2

@@ -10,6 +10,8 @@ from typing import Any
 
 from torch import Tensor
 
+from fedaug.results.figure_files import shrink_png
+
 logger = logging.getLogger(__name__)
 
 GROUP_KEYS = ("stage", "severity", "threat", "loss_scaling", "data", "model", "iterations", "batch_size")
@@ -99,5 +101,7 @@ def save_grid(grid: dict[str, tuple[Tensor, Tensor]], path: Path, *, title: str)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
+    if path.suffix.lower() == ".png":
+        shrink_png(path)
     plt.close(fig)
     return path

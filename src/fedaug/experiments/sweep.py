@@ -296,6 +296,7 @@ def run_sweep(
     workers: int = 1,
     heartbeat: float = HEARTBEAT_SECONDS,
     order: str = "grid",
+    schedule: Schedule | None = None,
 ) -> SweepResult:
     """Runs every point (skipping finished ones), with ``workers`` processes; logs one line per run.
 
@@ -311,13 +312,16 @@ def run_sweep(
         workers: number of worker processes (1: run in this process).
         heartbeat: seconds between the progress lines of a multi-worker sweep (0: none).
         order: ``grid`` or ``longest-first`` (:mod:`fedaug.experiments.sweep_order`).
+        schedule: hands out ``points`` instead of the ``order``'s (e.g. one that stops at a deadline,
+            :class:`fedaug.campaign.run.BudgetSchedule`).
 
     Returns:
         The finished, skipped and failed run dirs (failures with their error message).
     """
     check_sweep_options(workers, heartbeat, order)
     result = SweepResult()
-    schedule = Schedule(points, remaining_seconds if order == "longest-first" else None)
+    if schedule is None:
+        schedule = Schedule(points, remaining_seconds if order == "longest-first" else None)
     done = 0
     if workers == 1:
         while (point := schedule.next()) is not None:

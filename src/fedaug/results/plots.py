@@ -1,4 +1,5 @@
-"""Figures from run dirs (PNG and PDF, matplotlib's Agg backend); nothing here trains.
+"""Figures from run dirs (small PNGs, PDF copies on request: :mod:`fedaug.results.figure_files`; matplotlib's
+Agg backend); nothing here trains.
 
 * learning curves per setting: test accuracy vs round, mean over seeds with a ± std band, one line per method;
 * FLea's privacy curves: dCor between inputs and shared features (plain V-statistic and bias-corrected) and
@@ -24,6 +25,7 @@ import numpy as np
 
 from fedaug.engine.checkpoint import read_jsonl, summarize
 from fedaug.errors import FedaugError
+from fedaug.results.figure_files import save_png, writes_pdf
 from fedaug.results.store import Grouping, Run, Stat, aggregate
 from fedaug.results.tables import Table
 from fedaug.yamlio import read_yaml_file
@@ -50,13 +52,10 @@ def new_figure(width: float, height: float) -> Any:
 
 
 def save_figure(figure: Any, stem: Path) -> list[Path]:
-    """Writes ``stem.png`` (150 dpi) and ``stem.pdf``; returns both paths."""
-    stem.parent.mkdir(parents=True, exist_ok=True)
+    """Writes ``stem.png`` (and ``stem.pdf`` inside :func:`~fedaug.results.figure_files.pdf_copies`); returns
+    the paths written."""
     figure.tight_layout()
-    paths = [stem.parent / f"{stem.name}.png", stem.parent / f"{stem.name}.pdf"]
-    for path in paths:
-        figure.savefig(path, dpi=150)
-    return paths
+    return save_png(figure, stem.parent / f"{stem.name}.png")
 
 
 def slug(label: str) -> str:
@@ -130,7 +129,7 @@ def plot_learning_curves(grouping: Grouping, out_dir: Path) -> list[Path]:
 def plot_job_curves(runs: Sequence[tuple[str, Path]], path: Path, title: str) -> Path | None:
     """``fedaug run``'s figure: test accuracy (%) vs round of each (label, run dir), one line each, a dot on
     its best round and a dashed line at the mean of its last 10 rounds over them (the table's "best" and
-    "last-10"); None when no run has logged a round. Writes ``path`` (PNG, 150 dpi)."""
+    "last-10"); None when no run has logged a round. Writes ``path`` (PNG, :func:`save_png`)."""
     figure = new_figure(6.4, 4.2)
     axes = figure.add_subplot()
     lines = 0
@@ -154,9 +153,8 @@ def plot_job_curves(runs: Sequence[tuple[str, Path]], path: Path, title: str) ->
     axes.set(xlabel="round", ylabel="test accuracy (%)", title=textwrap.fill(title, 60))
     axes.grid(alpha=0.3)
     _legend(axes, lines)
-    path.parent.mkdir(parents=True, exist_ok=True)
     figure.tight_layout()
-    figure.savefig(path, dpi=150)
+    save_png(figure, path)
     return path
 
 
@@ -350,6 +348,7 @@ def plot_heatmaps(grouping: Grouping, out_dir: Path) -> list[Path]:
             continue
         stem = f"partition_{slug(column)}"
         title = f"{config.data.name}: {partition_tag(config)} (seed {config.seed})"
-        plot_heatmap(partition.class_counts(dataset.y_train.numpy()), out_dir / f"{stem}.pdf", title)
-        paths += [out_dir / f"{stem}.png", out_dir / f"{stem}.pdf"]
+        path = out_dir / f"{stem}.{'pdf' if writes_pdf() else 'png'}"
+        plot_heatmap(partition.class_counts(dataset.y_train.numpy()), path, title)
+        paths += sorted({out_dir / f"{stem}.png", path})
     return paths

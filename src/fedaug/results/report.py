@@ -13,7 +13,9 @@ from fedaug.errors import ConfigError, FedaugError
 from fedaug.paths import check_folder_target
 from fedaug.results import plots as figures
 from fedaug.results.fairness_plot import plot_fairness
+from fedaug.results.figure_files import pdf_copies
 from fedaug.results.reference import ReferenceTable, load_reference
+from fedaug.results.stand_ins import stand_in_notes
 from fedaug.results.store import Grouping, Run, group_runs, load_runs
 from fedaug.results.tables import (
     FAIRNESS_METRICS,
@@ -84,7 +86,8 @@ def _summary_line(grouping: Grouping, runs_dir: str) -> str:
     shape = f"{len(grouping.rows)} methods x {len(grouping.columns)} settings"
     text = f"{len(runs)} runs from `{runs_dir}`: {shape}, rounds {', '.join(map(str, rounds))}"
     text += f" ({unfinished} unfinished runs included)" if unfinished else ""
-    return text + f"; ran on: {_cpu_counts(runs)}"
+    notes = "".join(f"\n\nData: {note}." for note in stand_in_notes(r.config for r in runs))
+    return text + f"; ran on: {_cpu_counts(runs)}" + notes
 
 
 def _cpu_counts(runs: Sequence[Run]) -> str:
@@ -129,6 +132,7 @@ def write_report(
     heatmaps: bool = False,
     methods: Sequence[str] | None = None,
     baseline: str | None = None,
+    pdf: bool = False,
 ) -> ReportOutputs:
     """Reads every run dir under ``runs_dir`` and writes (or returns for printing) its tables and plots.
 
@@ -149,6 +153,7 @@ def write_report(
         methods: only the runs of these methods (None: every run).
         baseline: a method (or row label); each accuracy table is followed by every row's gain over it,
             ours beside the paper's (:func:`fedaug.results.tables.gain_table`).
+        pdf: also write a PDF copy of each plot (default: PNG only, :mod:`fedaug.results.figure_files`).
 
     Raises:
         FedaugError: for a bad format, a missing folder, no runs with results, a method in ``methods``
@@ -189,12 +194,13 @@ def write_report(
         logger.warning("no published number in %s matches these settings and methods", reference)
     outputs = write_texts(tables, formats, out_dir, title=_summary_line(grouping, where))
     plot_dir = (out_dir or dirs[0] / "report") / "plots"
-    if plots:
-        outputs.files += write_plots(grouping, plot_dir)
-        if baseline is not None:
-            outputs.files += figures.plot_gains(tables, str(resolve_row(grouping, baseline)), plot_dir)
-    if heatmaps:
-        outputs.files += figures.plot_heatmaps(grouping, plot_dir)
+    with pdf_copies(pdf):
+        if plots:
+            outputs.files += write_plots(grouping, plot_dir)
+            if baseline is not None:
+                outputs.files += figures.plot_gains(tables, str(resolve_row(grouping, baseline)), plot_dir)
+        if heatmaps:
+            outputs.files += figures.plot_heatmaps(grouping, plot_dir)
     return outputs
 
 
@@ -216,7 +222,8 @@ def write_texts(
 
 
 def write_plots(grouping: Grouping, plot_dir: Path) -> list[Path]:
-    """Curves, hyper-parameter plots and, with FLea runs, the Beta density of ``grouping`` (PNG, PDF)."""
+    """Curves, hyper-parameter plots and, with FLea runs, the Beta density of ``grouping`` (PNG; a PDF copy
+    inside :func:`~fedaug.results.figure_files.pdf_copies`)."""
     files = figures.plot_learning_curves(grouping, plot_dir)
     files += figures.plot_flea_curves(grouping, plot_dir)
     if any(method.startswith("flea") for method, _ in grouping.row_info.values()):

@@ -26,6 +26,7 @@ from fedaug.errors import FedaugError
 from fedaug.machine import processor_of
 from fedaug.reproducibility.identity import changes_results, flatten
 from fedaug.reproducibility.resume import saved_env
+from fedaug.results.stand_ins import dataset_label
 from fedaug.yamlio import read_yaml_file
 
 logger = logging.getLogger(__name__)
@@ -225,7 +226,8 @@ def _fmt(value: Any) -> str:
 
 
 def setting_label(config: Mapping[str, Any], extra_keys: Iterable[str] = ()) -> str:
-    """E.g. ``uci_har Dir(0.3) K=75`` (+ ``, key=value`` for each extra key)."""
+    """E.g. ``uci_har Dir(0.3) K=75`` (+ ``, key=value`` for each extra key); a stand-in dataset by its label,
+    e.g. ``CIFAR-10 (JPEG q75 copy) Qua(3) K=500`` (:mod:`fedaug.results.stand_ins`)."""
     name = str(config.get("partition.name"))
     params = [
         _fmt(v)
@@ -238,7 +240,7 @@ def setting_label(config: Mapping[str, Any], extra_keys: Iterable[str] = ()) -> 
     if config.get("partition.seed") is not None:
         size += f" pseed={config['partition.seed']}"
     extras = "".join(f", {k.split('.', 1)[-1]}={_fmt(config.get(k))}" for k in extra_keys)
-    return f"{config.get('data.name')} {partition} {size}{extras}"
+    return f"{dataset_label(config)} {partition} {size}{extras}"
 
 
 def _setting_keys(run: Run) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fedaug.results.reference import ReferenceTable, lookup
+from fedaug.results.stand_ins import labels_stand_in
 from fedaug.results.store import Grouping, Stat, aggregate
 
 _ACCURACY = ("best_acc", "last10_acc")
@@ -259,7 +260,8 @@ def _header(table: Table) -> list[str]:
         header.append(column)
         if column in ref_columns:
             ids = sorted({t.id for (_, c), (_, t) in table.reference.items() if c == column})
-            header.append(f"paper ({', '.join(ids)})")
+            data = "; the paper's data, not this copy" if labels_stand_in(column) else ""
+            header.append(f"paper ({', '.join(ids)}{data})")
     return header
 
 

@@ -21,7 +21,6 @@ def test_samples_figure_and_numbers_per_class(bn_run: Path, tmp_path: Path) -> N
     assert main(args) == 0
     assert {p.name for p in out.iterdir()} == {
         "zsdg_samples.png",
-        "zsdg_samples.pdf",
         "zsdg.json",
         "zsdg_samples.pt",
     }

@@ -12,6 +12,7 @@ import pytest
 
 from fedaug.results import plots
 from fedaug.results.fairness_plot import final_records, final_vector, plot_fairness
+from fedaug.results.figure_files import pdf_copies
 from fedaug.results.report import build_tables, write_plots
 from fedaug.results.store import Grouping, group_runs, load_runs
 
@@ -71,13 +72,15 @@ def test_every_plot_is_written(tmp_path: Path, grouping: Grouping) -> None:
     names = {p.name for p in paths}
     assert {
         "curves_uci_har_Qua2_K75.png",
-        "curves_uci_har_Qua2_K75.pdf",
         "flea_privacy_uci_har_Qua2_K75.png",
-        "beta_density.pdf",
+        "beta_density.png",
         "hparam_flea_decor_weight.png",
-        "hparam_flea_decor_weight.pdf",
     } <= names
+    assert not any(name.endswith(".pdf") for name in names)  # PNG only unless asked
     _assert_figures(paths)
+    with pdf_copies():
+        names = {p.name for p in write_plots(grouping, tmp_path / "with_pdf")}
+    assert {"curves_uci_har_Qua2_K75.pdf", "beta_density.pdf", "hparam_flea_decor_weight.pdf"} <= names
 
 
 def test_no_flea_metrics_no_privacy_plot(tmp_path: Path, make_run: Callable[..., Path]) -> None:
@@ -102,7 +105,7 @@ def test_fairness_figure_from_the_final_vectors(tmp_path: Path, make_run: Callab
     # Execute
     paths = plot_fairness(grouping, tmp_path / "plots")
     # Assert
-    assert sorted(p.name for p in paths) == ["fairness_uci_har_Qua2_K75.pdf", "fairness_uci_har_Qua2_K75.png"]
+    assert [p.name for p in paths] == ["fairness_uci_har_Qua2_K75.png"]
     _assert_figures(paths)
     cells = {row: grouping.cells[(row, grouping.columns[0])] for row in grouping.rows}
     assert final_vector(final_records(cells["fedavg"]), "local/acc") == [[0.2, 0.9, 0.5]]
@@ -157,7 +160,7 @@ def test_gains_plot_draws_each_methods_paired_gain_per_seed_and_its_mean(
     monkeypatch.setattr(plots, "new_figure", lambda *a: figures.append(new_figure(*a)) or figures[-1])
     tables = build_tables(grouping, baseline="fedavg")
     paths = plots.plot_gains(tables, "fedavg", tmp_path)
-    assert [p.name for p in paths] == ["gains_over_fedavg.png", "gains_over_fedavg.pdf"]
+    assert [p.name for p in paths] == ["gains_over_fedavg.png"]
     _assert_figures(paths)
     best, last10 = figures[0].axes
     drawn = [r for r in grouping.rows if r != "fedavg"]

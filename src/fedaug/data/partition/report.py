@@ -13,6 +13,7 @@ import numpy as np
 
 from fedaug.data.partition.base import Partition
 from fedaug.errors import FedaugError, path_error
+from fedaug.results.figure_files import save_png
 
 # Up to this many clients every client gets a row; beyond it the first and last few are shown.
 _FULL_TABLE_MAX_CLIENTS = 20
@@ -139,8 +140,7 @@ def plot_heatmap(counts: np.ndarray, path: Path, title: str) -> None:
     axes.set_title(title)
     figure.tight_layout()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(path.with_suffix(".png"), dpi=150)
+        save_png(figure, path.with_suffix(".png"))
         if path.suffix.lower() == ".pdf":
             figure.savefig(path)
     except OSError as error:

@@ -13,7 +13,8 @@ Variants:
         archive (md5 ``c58f30108f718f92721af3b95e74349a``) from the University of Toronto. A local archive
         is md5-checked once per file version (cached); ``verify=False`` skips it (batches still are checked).
     ``jpeg_lossy``: the JPEG (quality 75) copy ``<data_dir>/cifar10_jpeg_lossy/CIFAR-10-images_*.tar.gz`` (see
-        :mod:`fedaug.data.sources.cifar10_jpeg`). LOSSY: for smoke runs only; ``source`` says so. No official
+        :mod:`fedaug.data.sources.cifar10_jpeg`). LOSSY: ``source`` says so, and reports label its runs
+        "CIFAR-10 (JPEG q75 copy)" (:mod:`fedaug.results.stand_ins`), never plain CIFAR-10. No official
         checksum exists for this re-encoding, so it is not verified.
 
 License and citation: A. Krizhevsky, "Learning Multiple Layers of Features from Tiny Images", Technical
@@ -59,7 +60,9 @@ TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
 def _jpeg_hint(ctx: LoadContext) -> str:
     """Points at the lossy JPEG copy when there is one (for the error of missing official batches)."""
     jpeg = sorted((ctx.data_dir / "cifar10_jpeg_lossy").glob(JPEG_GLOB))
-    return f"A lossy JPEG copy exists ({jpeg[0]}): pass variant='jpeg_lossy' for smoke runs." if jpeg else ""
+    if not jpeg:
+        return ""
+    return f"A lossy JPEG copy exists ({jpeg[0]}): variant='jpeg_lossy' (labelled CIFAR-10 (JPEG q75 copy))."
 
 
 def _to_float(images: np.ndarray, normalize: bool) -> torch.Tensor:
@@ -110,7 +113,7 @@ def _jpeg(ctx: LoadContext, normalize: bool) -> tuple[dict[str, torch.Tensor], s
     source = (
         f"WARNING: LOSSY JPEG (quality 75) copy of CIFAR-10 from {archives[0]}; pixels differ from the "
         "original, so accuracies are NOT comparable with published CIFAR-10 results "
-        "(smoke runs and demos only)"
+        "(reports label its runs CIFAR-10 (JPEG q75 copy))"
     )
     return tensors, source
 
@@ -123,7 +126,7 @@ def load_cifar10(
 
     Args:
         ctx: where to look.
-        variant: ``"official"`` (pickle batches, md5-checked) or ``"jpeg_lossy"`` (smoke runs only).
+        variant: ``"official"`` (pickle batches, md5-checked) or ``"jpeg_lossy"`` (the lossy copy).
         normalize: standardise per channel with the usual CIFAR-10 mean/std (default True).
         verify: md5-check a local official archive (default True, cached); the batches are always checked.
     """

@@ -3,7 +3,8 @@
 
 Archive layout: ``CIFAR-10-images/{train,test}/<class>/NNNN.jpg``, 32x32 RGB JPEGs at quality 75 with 4:2:0
 chroma subsampling, 5000 train / 1000 test images per class. The pixels differ from the original CIFAR-10, so
-accuracies on this copy are not comparable with published ones; it is for smoke runs and demos only.
+accuracies on this copy are not comparable with published ones: reports label its runs "CIFAR-10 (JPEG q75
+copy)" (:mod:`fedaug.results.stand_ins`), and the shift against the official data was not measured.
 
 Decoding 60000 JPEGs takes a while, so the decoded uint8 arrays (``[N, 32, 32, 3]`` images, ``[N]`` labels,
 ordered by class then file name) are cached as ``.npy`` under ``cache_dir`` keyed by the archive's name, size

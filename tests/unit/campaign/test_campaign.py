@@ -1,0 +1,312 @@
+"""`fedaug campaign run / import / status` on the CPU: a tiny campaign of smoke-preset runs in a tmp studies
+folder, round trip, budget, unfinished runs, refused imports and the next call continuing the list."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tarfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fedaug.campaign import run as campaign_run
+from fedaug.campaign.plan import makespan
+from fedaug.campaign.run import BudgetExpired, BudgetSchedule, hard_stop
+from fedaug.cli import main
+from fedaug.experiments.load import dump_yaml, load_config
+from fedaug.experiments.sweep import SweepResult, execute
+from fedaug.experiments.sweep_order import SweepPoint
+from tests.conftest import SMOKE
+
+CAMPAIGN = """
+studies: .
+workers: {{cpu: 1}}
+grids:
+  - name: tiny
+    preset: {smoke}
+    study: tiny
+    set: [train.rounds=2, engine.num_threads=1]
+    grid: {{seed: [0, 1, 2], method: [fedavg]}}
+    cost_s: {{cpu: 400}}
+    report: {{runs: [runs], plots: false}}
+  - name: second
+    preset: {smoke}
+    study: group/second
+    set: [train.rounds=2, engine.num_threads=1]
+    grid: {{seed: [0], method: [fedprox]}}
+    cost_s: {{cpu: 100}}
+    report: {{runs: [runs], plots: false}}
+"""
+
+
+@pytest.fixture
+def studies(tmp_path: Path) -> Path:
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    (folder / "campaign.yaml").write_text(CAMPAIGN.format(smoke=SMOKE))
+    return folder
+
+
+def _run(studies: Path, tmp_path: Path, out: str, budget: str) -> int:
+    return main(
+        [
+            "campaign", "run", "--campaign", str(studies / "campaign.yaml"), "--budget", budget,
+            "--device", "cpu", "--out", str(tmp_path / out), "--runs-dir", str(tmp_path / "runs"),
+            "--data-dir", str(tmp_path / "data"),
+        ]
+    )  # fmt: skip
+
+
+def _status(studies: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    capsys.readouterr()
+    args = ["campaign", "status", "--campaign", str(studies / "campaign.yaml"), "--kind", "cpu"]
+    assert main([*args, "--runs-dir", str(tmp_path / "runs")]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def _members(archive: Path) -> list[str]:
+    with tarfile.open(archive) as tar:
+        return sorted(m.name for m in tar.getmembers() if m.isfile())
+
+
+def test_run_import_status_round_trip_within_the_budget_and_resumed(
+    studies: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: nothing archived; 3 + 1 runs of 400 s and 100 s by the cost table, one at a time.
+    lines = _status(studies, tmp_path, capsys)
+    assert lines[1].split() == ["tiny", "0/3", "20.0"] and lines[2].split() == ["second", "0/1", "1.7"]
+    assert lines[3].split() == ["all", "0/4", "21.7"]
+    # A budget of 1000 s holds two 400-s runs (in list order), not the third.
+    assert _run(studies, tmp_path, "out1", "1000") == 0
+    summary = json.loads((tmp_path / "out1" / "campaign_summary.json").read_text())
+    paths = [r["path"] for r in summary["runs"]]
+    assert [r["status"] for r in summary["runs"]] == ["finished", "finished"]
+    assert [Path(p).name for p in paths] == ["seed0", "seed1"] and summary["unfinished"] == []
+    assert summary["archives"] == ["tiny.tar.gz"] and summary["per_grid"]["tiny"]["finished"] == 2
+    assert all(r["measured_s"] > 0 and r["estimate_s"] == 400.0 for r in summary["runs"])
+    assert summary["data"]["room_mib"] < 64 and (tmp_path / "out1" / "campaign.log").read_text()
+    files = _members(tmp_path / "out1" / "tiny.tar.gz")
+    assert {Path(f).name for f in files} == {
+        "config.yaml", "env.json", "summary.json", "metrics.jsonl.gz", "timings.jsonl.gz"
+    }  # fmt: skip
+    assert all(f.startswith("tiny/runs/synthetic-") for f in files) and len(files) == 10
+    # Import: the runs land in the study, its report is rebuilt, status counts them.
+    assert (
+        main(["campaign", "import", str(tmp_path / "out1"), "--campaign", str(studies / "campaign.yaml")])
+        == 0
+    )
+    for path in paths:
+        assert (studies / "tiny" / "runs" / path / "summary.json").is_file()
+    assert "fedavg" in (studies / "tiny" / "report.md").read_text()
+    # the last tiny run is now costed by the archived runs' round times (well under a second) and a 5-s start,
+    # not by the table's 400 s
+    tiny, _, total = (line.split() for line in _status(studies, tmp_path, capsys)[1:])
+    assert tiny[:2] == ["tiny", "2/3"] and 5 / 60 < float(tiny[2]) < 0.2
+    assert total[:2] == ["all", "2/4"] and 1.75 < float(total[2]) < 2.0
+    # The next call continues the list: tiny's seed 2, then the second grid, into a second archive.
+    assert _run(studies, tmp_path, "out2", "1000") == 0
+    summary = json.loads((tmp_path / "out2" / "campaign_summary.json").read_text())
+    assert [(r["grid"], Path(r["path"]).name) for r in summary["runs"]] == [
+        ("tiny", "seed2"),
+        ("second", "seed0"),
+    ]
+    assert summary["archives"] == ["tiny.tar.gz", "group__second.tar.gz"]
+    assert (
+        main(["campaign", "import", str(tmp_path / "out2"), "--campaign", str(studies / "campaign.yaml")])
+        == 0
+    )
+    assert (studies / "group" / "second" / "report.md").is_file()
+    assert [line.split()[1] for line in _status(studies, tmp_path, capsys)[1:]] == ["3/3", "1/1", "4/4"]
+
+
+def test_a_run_cut_by_the_budget_is_listed_and_never_archived(
+    studies: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def cut(points: Sequence[SweepPoint], *, schedule: BudgetSchedule, **kwargs: Any) -> None:
+        first, second = schedule.next(), schedule.next()
+        assert first is not None and second is not None
+        execute(first.config)  # the first finishes, the second is stopped after one round
+        second.run_dir.mkdir(parents=True)
+        (second.run_dir / "config.yaml").write_text(dump_yaml(second.config))
+        (second.run_dir / "metrics.jsonl").write_text('{"round": 1, "test/acc": 0.5}\n')
+        raise BudgetExpired
+
+    monkeypatch.setattr(campaign_run, "run_sweep", cut)
+    assert _run(studies, tmp_path, "out", "1000") == 0
+    summary = json.loads((tmp_path / "out" / "campaign_summary.json").read_text())
+    assert [(r["status"], r["rounds"]) for r in summary["runs"]] == [
+        ("finished", "2/2"),
+        ("unfinished", "1/2"),
+    ]
+    assert summary["stopped_at_budget"] and summary["unfinished"] == [summary["runs"][1]["path"]]
+    assert {Path(f).parts[-2] for f in _members(tmp_path / "out" / "tiny.tar.gz")} == {"seed0"}
+
+
+def _one_run_archive(studies: Path, tmp_path: Path) -> Path:
+    """A campaign output with seed 0 of tiny (budget 500: one 400-s run), unpacked into ``tmp/x``."""
+    assert _run(studies, tmp_path, "out", "500") == 0
+    with tarfile.open(tmp_path / "out" / "tiny.tar.gz") as tar:
+        tar.extractall(tmp_path / "x", filter="data")
+    (run_dir,) = [p.parent for p in (tmp_path / "x").rglob("config.yaml")]
+    return run_dir
+
+
+def _repack(tmp_path: Path) -> None:
+    (tmp_path / "out" / "tiny.tar.gz").unlink()
+    with tarfile.open(tmp_path / "out" / "tiny.tar.gz", "w:gz") as tar:
+        tar.add(tmp_path / "x" / "tiny", arcname="tiny")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("lr", "does not match its grid point of tiny: train.lr differ"),
+        ("unfinished", "is unfinished (no summary.json of 2 rounds)"),
+        ("moved", "is at no grid point of study tiny"),
+        ("occupied", "a finished run of another config"),
+    ],
+)
+def test_import_refuses_a_run_off_its_grid_point_or_unfinished_and_writes_nothing(
+    studies: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], change: str, message: str
+) -> None:
+    run_dir = _one_run_archive(studies, tmp_path)
+    if change == "lr":
+        config = run_dir / "config.yaml"
+        config.write_text(config.read_text().replace("lr: 0.001", "lr: 0.01"))
+    elif change == "unfinished":
+        (run_dir / "summary.json").unlink()
+    elif change == "moved":
+        run_dir.rename(run_dir.parent / "seed7")
+    else:  # the study already holds a finished run of another config where this one would go
+        there = studies / run_dir.relative_to(tmp_path / "x")
+        shutil.copytree(run_dir, there)
+        (there / "config.yaml").write_text(
+            (there / "config.yaml").read_text().replace("lr: 0.001", "lr: 0.01")
+        )
+    _repack(tmp_path)
+    before = sorted((p, p.stat().st_mtime_ns) for p in studies.rglob("*"))
+    capsys.readouterr()
+    assert (
+        main(["campaign", "import", str(tmp_path / "out"), "--campaign", str(studies / "campaign.yaml")]) == 2
+    )
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("fedaug: error: run tiny/runs/synthetic-") and message in line
+    assert sorted((p, p.stat().st_mtime_ns) for p in studies.rglob("*")) == before  # nothing written
+
+
+def test_budget_schedule_starts_only_what_ends_before_the_deadline(tmp_path: Path) -> None:
+    points = [SweepPoint(load_config([SMOKE], [f"seed={k}"]), tmp_path / str(k), {}) for k in range(3)]
+    costs = {points[0].run_dir: 50.0, points[1].run_dir: 30.0, points[2].run_dir: 5.0}
+    schedule = BudgetSchedule(points, lambda p: costs[p.run_dir], deadline=100.0, clock=lambda: 60.0)
+    # at 60 s of 100: the 50-s run would end at 110 and is passed over; the 30-s and 5-s runs start
+    assert [schedule.next(), schedule.next(), schedule.next()] == [points[1], points[2], None]
+    assert schedule.not_started == [points[0]]
+
+
+def test_makespan_hands_the_longest_first_to_the_free_slot() -> None:
+    assert makespan([3, 5, 3, 4, 3], 2) == 10.0  # 5 | 4, then 3 -> 7, 3 -> 8, 3 -> 10
+    assert makespan([], 4) == 0.0 and makespan([7.0], 16) == 7.0
+
+
+def test_hard_stop_raises_in_the_main_thread_at_the_deadline() -> None:
+    with pytest.raises(BudgetExpired), hard_stop(0.05):
+        time.sleep(2)
+    with hard_stop(0.05):  # ends before: nothing raised, the timer cleared
+        pass
+    time.sleep(0.1)
+
+
+def test_the_data_step_passes_over_a_grid_whose_data_is_missing_and_counts_what_is_carried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    (folder / "campaign.yaml").write_text(
+        CAMPAIGN.format(smoke=SMOKE).replace("    study: tiny\n", "    study: tiny\n    data: [blobs]\n")
+    )
+    started: list[list[str]] = []
+    monkeypatch.setattr(
+        campaign_run, "run_sweep", lambda points, **kw: started.append([p.config.method.name for p in points])
+    )
+    assert _run(folder, tmp_path, "out", "1000") == 0  # no data/blobs: tiny is passed over, second runs
+    summary = json.loads((tmp_path / "out" / "campaign_summary.json").read_text())
+    assert summary["data"]["skipped_grids"] == ["tiny"] and started == [["fedprox"]]
+    assert summary["data"]["data_mib"] == {} and summary["runs"][0]["status"] == "not_started"
+    assert summary["archives"] == []  # the (faked) run never started: nothing archived
+    (tmp_path / "data" / "blobs").mkdir(parents=True)
+    (tmp_path / "data" / "blobs" / "x.bin").write_bytes(b"\0" * 2**19)
+    assert _run(folder, tmp_path, "out2", "1000") == 0
+    summary = json.loads((tmp_path / "out2" / "campaign_summary.json").read_text())
+    assert summary["data"]["skipped_grids"] == [] and summary["data"]["data_mib"] == {"blobs": 0.5}
+    room = 64 - summary["data"]["tree_mib"] - 0.5
+    assert summary["data"]["room_mib"] == pytest.approx(room) and started[-1] == ["fedavg", "fedavg"]
+
+
+def test_dry_run_lists_what_the_budget_takes_longest_first_and_writes_nothing(
+    studies: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["campaign", "run", "--campaign", str(studies / "campaign.yaml"), "--budget", "1000", "--dry-run"]
+    capsys.readouterr()
+    assert main([*args, "--device", "cpu", "--out", str(tmp_path / "out"), "--workers", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # two slots: 400 + 400 | 400 + 100 fit in 1000 s; the list's order is kept, the runs start longest first
+    assert [line.split()[0] for line in lines[:-1]] == ["~400", "~400", "~400", "~100"]
+    assert lines[-1] == "4 runs, 2 at once: about 800 s of the 1000 s budget"
+    assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
+    assert main([*args, "--device", "cpu", "--out", str(tmp_path / "out"), "--only", "second"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("1 runs, ")
+    assert main([*args, "--device", "cpu", "--out", str(tmp_path / "out"), "--only", "tiny,third"]) == 2
+    assert capsys.readouterr().err.strip().startswith("fedaug: error: no grid 'third' in ")
+
+
+def test_the_budget_stops_runs_going_in_worker_processes(tmp_path: Path) -> None:
+    # two 400-round runs, 2 workers, a 6-s budget: both start (cost table: 1 s), neither finishes
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    (folder / "campaign.yaml").write_text(
+        f"workers: {{cpu: 2}}\ngrids:\n  - {{name: long, preset: {SMOKE}, study: long, "
+        "set: [train.rounds=400], grid: {seed: [0, 1]}, cost_s: {cpu: 1}}\n"
+    )
+    start = time.monotonic()
+    assert _run(folder, tmp_path, "out", "6") == 0
+    summary = json.loads((tmp_path / "out" / "campaign_summary.json").read_text())
+    assert summary["stopped_at_budget"] and time.monotonic() - start < 30
+    assert [r["status"] for r in summary["runs"]] == ["unfinished", "unfinished"] and summary[
+        "archives"
+    ] == []
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["campaign.log", "campaign_summary.json"]
+
+
+def test_import_refuses_an_archive_member_outside_its_folder(
+    studies: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "payload").write_text("x")
+    with tarfile.open(tmp_path / "out" / "tiny.tar.gz", "w:gz") as tar:
+        tar.add(tmp_path / "payload", arcname="../escaped.txt")
+    capsys.readouterr()
+    assert (
+        main(["campaign", "import", str(tmp_path / "out"), "--campaign", str(studies / "campaign.yaml")]) == 2
+    )
+    assert "holds '../escaped.txt', not a run's file; refusing it" in capsys.readouterr().err
+    assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "out" / "escaped.txt").exists()
+
+
+def test_a_failed_run_is_listed_with_its_error_and_not_archived(
+    studies: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(points: Sequence[SweepPoint], *, schedule: BudgetSchedule, **kwargs: Any) -> SweepResult:
+        point = schedule.next()
+        assert point is not None
+        return SweepResult(failures=[(point.run_dir, "ValueError: boom")])
+
+    monkeypatch.setattr(campaign_run, "run_sweep", fail)
+    assert _run(studies, tmp_path, "out", "500") == 0
+    summary = json.loads((tmp_path / "out" / "campaign_summary.json").read_text())
+    (row,) = summary["runs"]
+    assert (row["status"], row["error"], row["rounds"]) == ("unfinished", "ValueError: boom", "0/2")
+    assert summary["archives"] == [] and summary["unfinished"] == [row["path"]]

@@ -1,0 +1,64 @@
+"""Runs on the CIFAR-10 JPEG copy are labelled "CIFAR-10 (JPEG q75 copy)" in every table, plot and header."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from fedaug.results.reference import PUBLISHED
+from fedaug.results.report import write_report
+from fedaug.results.stand_ins import dataset_label, labels_stand_in, stand_in_notes
+from fedaug.results.store import load_runs, setting_label
+
+LABEL = "CIFAR-10 (JPEG q75 copy)"
+
+
+def _cifar_run(make_run: Callable[..., Path], root: Path, method: str, seed: int, variant: str) -> Path:
+    run_dir = make_run(root, method=method, seed=seed, accs=[0.30, 0.40 + 0.1 * seed])
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    config["data"] = {"name": "cifar10", "variant": variant, "data_dir": None}
+    config["model"] = {"name": "mobilenet_v2_cifar"}
+    config["partition"].update(name="quantity", classes_per_client=3, num_clients=500)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    return run_dir
+
+
+def test_the_dataset_label_names_the_copy_and_only_the_copy() -> None:
+    assert dataset_label({"data.name": "cifar10", "data.variant": "jpeg_lossy"}) == LABEL
+    assert dataset_label({"data.name": "cifar10", "data.variant": "official"}) == "cifar10"
+    assert dataset_label({"data.name": "uci_har"}) == "uci_har"
+    assert labels_stand_in(f"{LABEL} Qua(3) K=500") and not labels_stand_in("cifar10 Qua(3) K=500")
+    configs = [{"data.name": "cifar10", "data.variant": v} for v in ("jpeg_lossy", "official", "jpeg_lossy")]
+    (note,) = stand_in_notes(configs)
+    assert note.startswith(LABEL) and "was not measured" in note
+    assert stand_in_notes(configs[1:2]) == []
+
+
+def test_a_report_on_the_copy_labels_its_columns_paper_header_plots_and_title(
+    tmp_path: Path, make_run: Callable[..., Path]
+) -> None:
+    for seed in (0, 1):
+        for method in ("fedavg", "flea"):
+            _cifar_run(make_run, tmp_path / "runs", method, seed, "jpeg_lossy")
+    (run,) = {setting_label(r.config) for r in load_runs(tmp_path / "runs")}
+    assert run == f"{LABEL} Qua(3) K=500"
+    outputs = write_report(tmp_path / "runs", formats=("md", "csv"), out_dir=tmp_path / "out",
+                           reference=PUBLISHED, plots=True)  # fmt: skip
+    report = (tmp_path / "out" / "report.md").read_text()
+    title, blank, data = report.splitlines()[:3]
+    assert title.startswith("# 4 runs") and blank == "" and data.startswith(f"Data: {LABEL}: a lossy JPEG")
+    header = next(line for line in report.splitlines() if line.startswith("| method |"))
+    # the paper's CIFAR-10 number sits beside our column only under both labels
+    assert f"| {LABEL} Qua(3) K=500 | paper (flea_kdd2024; the paper's data, not this copy) |" in header
+    assert "| cifar10 " not in report and LABEL in (tmp_path / "out" / "report.csv").read_text()
+    curves = [p.name for p in outputs.files if p.name.startswith("curves_")]
+    assert curves == ["curves_CIFAR-10_JPEG_q75_copy_Qua3_K500.png"]
+
+
+def test_official_cifar10_runs_keep_the_plain_name(tmp_path: Path, make_run: Callable[..., Path]) -> None:
+    _cifar_run(make_run, tmp_path / "runs", "fedavg", 0, "official")
+    write_report(tmp_path / "runs", out_dir=tmp_path / "out", reference=PUBLISHED)
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "| cifar10 Qua(3) K=500 | paper (flea_kdd2024) |" in report and "JPEG" not in report
