@@ -34,6 +34,7 @@ from typing import Any
 
 from fedaug.device import release_cached_memory
 from fedaug.errors import ConfigError, RunLockedError, out_of_memory_sentence
+from fedaug.experiments.cluster import least_loaded, on_device
 from fedaug.experiments.config import ExperimentConfig, check_compared_method
 from fedaug.experiments.estimate import remaining_seconds, run_status, running_line
 from fedaug.experiments.load import (
@@ -296,6 +297,7 @@ def run_sweep(
     workers: int = 1,
     heartbeat: float = HEARTBEAT_SECONDS,
     order: str = "grid",
+    devices: Sequence[str] = (),
 ) -> SweepResult:
     """Runs every point (skipping finished ones), with ``workers`` processes; logs one line per run.
 
@@ -311,6 +313,8 @@ def run_sweep(
         workers: number of worker processes (1: run in this process).
         heartbeat: seconds between the progress lines of a multi-worker sweep (0: none).
         order: ``grid`` or ``longest-first`` (:mod:`fedaug.experiments.sweep_order`).
+        devices: with several workers, each run starts on the one of these with the fewest runs
+            (:func:`fedaug.experiments.cluster.least_loaded`); empty: each run's own ``engine.device``.
 
     Returns:
         The finished, skipped and failed run dirs (failures with their error message).
@@ -334,7 +338,7 @@ def run_sweep(
     running: dict[Future[Outcome], SweepPoint] = {}
     try:
         with sigterm_as_interrupt():
-            _run_pool(pool, running, schedule, result, workers, heartbeat, len(points))
+            _run_pool(pool, running, schedule, result, (workers, heartbeat, len(points)), devices)
     except BaseException:
         stopped = terminate_workers(pool)  # their runs resume from their last round's checkpoint
         logger.warning("sweep stopped: %d worker(s) terminated, %d run(s) unfinished", stopped, len(running))
@@ -348,9 +352,8 @@ def _run_pool(
     running: dict[Future[Outcome], SweepPoint],
     schedule: Schedule,
     result: SweepResult,
-    workers: int,
-    heartbeat: float,
-    total: int,
+    sizes: tuple[int, float, int],
+    devices: Sequence[str] = (),
 ) -> None:
     """Hands the schedule's points to ``pool``'s workers until every point has ended.
 
@@ -359,12 +362,17 @@ def _run_pool(
     running: the run resumes from its last checkpoint once one of them has ended, with the results it would
     have had (16 packed FLea runs once filled an H100 and 13 of them failed at the start).
     """
+    workers, heartbeat, total = sizes
     done = 0
     at_once = workers
     again: list[SweepPoint] = []  # put back after running out of memory: they go before the schedule's
     tries: dict[Path, int] = {}
     while True:
         while len(running) < at_once and (point := (again.pop(0) if again else schedule.next())) is not None:
+            if devices:  # --device cuda:0,cuda:1: on the least busy one (same run dir)
+                point = on_device(
+                    point, least_loaded(devices, (p.config.engine.device for p in running.values()))
+                )
             # worker processes log no rounds: their lines would interleave
             running[pool.submit(execute, point.config, quiet=True)] = point
         if not running:
