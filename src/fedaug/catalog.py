@@ -155,6 +155,9 @@ METHODS: dict[str, MethodInfo] = {
 }
 
 DATASETS: dict[str, DatasetInfo] = {
+    "arrays": DatasetInfo("yours", "yours", "yours", "your .npz (x_train, y_train, x_test, y_test)", "yours"),
+    "csv": DatasetInfo("[features]", "yours", "yours", "your CSV table (feature + label columns)", "yours"),
+    "image_folder": DatasetInfo("[3 or 1,H,W]", "yours", "yours", "your folder of class folders", "yours"),
     "cifar10": DatasetInfo(
         "[3,32,32]", "50000 / 10000", "10", "U. Toronto (Krizhevsky, 2009)", "research use"
     ),
