@@ -158,7 +158,7 @@ class PlainModel(SplitModel):
     be shared, and it has no penultimate features nor a linear classifier, so the methods that need them
     refuse it with an error that says how to give it a split (:meth:`SplitModel.from_encoder_head`)."""
 
-    default_split = -1
+    default_split = 0  # no such layer: a method that shares features needs a split_layer or a split model
 
     def __init__(self, net: nn.Module, num_classes: int, name: str = "") -> None:
         nn.Module.__init__(self)
