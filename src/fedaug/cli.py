@@ -139,7 +139,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     heartbeat = HEARTBEAT_SECONDS if args.heartbeat is None else args.heartbeat
     check_sweep_options(args.workers, heartbeat, args.order)  # with --dry-run too
-    devices = _sweep_devices(args)  # --device cuda:0,cuda:1: the first in the configs, spread by the pool
+    spread = _sweep_devices(args)  # --device cuda:0,cuda:1: the first in the configs, spread by the pool
     overrides = shared_overrides(args)
     points = expand_sweep(args.config, [*overrides, *args.overrides], args.grid, smoke=args.smoke)
     points = [replace(p, config=with_plugins(p.config, args.plugins)) for p in points]
@@ -150,7 +150,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         points = shard_points(points, *parse_shard(args.shard))
     for point in points:
         check_run_dir_path(point.run_dir)  # an --out-dir naming a file: one error now
-    devices = sorted({p.config.engine.device for p in points})
+    devices = sorted({p.config.engine.device for p in points} | set(spread))
     if args.dry_run:
         print("\n".join(dry_run_lines(points)))
         for name in devices:  # a plan may be written for another machine: a note, not a refusal
@@ -169,7 +169,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if idle := gpu_underuse(points, args.workers):
         logger.info(idle)
     logger.info("%s (--dry-run lists them)", dry_run_lines(points)[-1])
-    result = run_sweep(points, workers=args.workers, heartbeat=heartbeat, order=args.order, devices=devices)
+    result = run_sweep(points, workers=args.workers, heartbeat=heartbeat, order=args.order, devices=spread)
     busy = f", {len(result.busy)} busy (run by another process)" if result.busy else ""
     print(
         f"{len(points)} runs: {len(result.finished)} finished now, {len(result.skipped)} already finished, "

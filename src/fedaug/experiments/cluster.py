@@ -71,5 +71,5 @@ def on_device(point: SweepPoint, device: str) -> SweepPoint:
 def run_commands(argv: Sequence[str], total: int) -> list[str]:
     """One shell command per run of a sweep: ``argv`` (the sweep's command line without ``--list``,
     ``--shard`` and ``--workers``) with ``--shard k/total``, run ``k`` of the expanded grid."""
-    base = shlex.join(["fedaug", *argv])
+    base = shlex.join(["fedaug", "sweep", *argv])
     return [f"{base} --shard {k}/{total}" for k in range(total)]

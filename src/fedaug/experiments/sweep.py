@@ -338,7 +338,7 @@ def run_sweep(
     running: dict[Future[Outcome], SweepPoint] = {}
     try:
         with sigterm_as_interrupt():
-            _run_pool(pool, running, schedule, result, (workers, heartbeat, len(points)), devices)
+            _run_pool(pool, running, schedule, result, workers, heartbeat, len(points), devices=devices)
     except BaseException:
         stopped = terminate_workers(pool)  # their runs resume from their last round's checkpoint
         logger.warning("sweep stopped: %d worker(s) terminated, %d run(s) unfinished", stopped, len(running))
@@ -352,7 +352,10 @@ def _run_pool(
     running: dict[Future[Outcome], SweepPoint],
     schedule: Schedule,
     result: SweepResult,
-    sizes: tuple[int, float, int],
+    workers: int,
+    heartbeat: float,
+    total: int,
+    *,
     devices: Sequence[str] = (),
 ) -> None:
     """Hands the schedule's points to ``pool``'s workers until every point has ended.
@@ -362,7 +365,6 @@ def _run_pool(
     running: the run resumes from its last checkpoint once one of them has ended, with the results it would
     have had (16 packed FLea runs once filled an H100 and 13 of them failed at the start).
     """
-    workers, heartbeat, total = sizes
     done = 0
     at_once = workers
     again: list[SweepPoint] = []  # put back after running out of memory: they go before the schedule's
