@@ -44,7 +44,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 
 _LOADED: dict[str, ModuleType] = {}
-"""Plugin spec -> its module (a spec imported once per process)."""
+"""Plugin (a module name, or a file's resolved path) -> its module: each imported once per process."""
 
 _MODULES: dict[str, str] = {}
 """Module name -> the plugin spec it was imported for (to name the plugin in errors)."""
@@ -78,8 +78,9 @@ def import_plugin(spec: str) -> ModuleType:
     """Imports one plugin (a module name or a ``.py`` file); see :func:`import_plugins`."""
     if not isinstance(spec, str) or not spec.strip():
         raise PluginError(f"a plugin must be a module name or a .py file, got {spec!r}")
-    if spec in _LOADED:
-        return _LOADED[spec]
+    key = str(Path(spec).expanduser().resolve()) if is_file_plugin(spec) else spec  # ./p.py from another dir
+    if key in _LOADED:
+        return _LOADED[key]
     _CURRENT.append(spec)
     try:
         module = _import_file(spec) if is_file_plugin(spec) else _import_module(spec)
@@ -93,7 +94,7 @@ def import_plugin(spec: str) -> ModuleType:
         ) from exc
     finally:
         _CURRENT.pop()
-    _LOADED[spec] = module
+    _LOADED[key] = module
     _MODULES[module.__name__] = spec
     return module
 
