@@ -41,6 +41,17 @@ def test_run_trains_a_plugin_dataset_and_model_and_records_the_plugin(tmp_path: 
         saved = yaml.safe_load((run_dir / "config.yaml").read_text())
         assert saved["plugins"] == [str(PLUGIN)]
         assert (saved["data"]["name"], saved["model"]["name"]) == ("plugin_blobs", "plugin_net")
+    # a new process (nothing registered) runs FedAvg again from its config.yaml: the plugin is imported again
+    run_dir = tmp_path / "smoke" / "train.rounds=2" / SETTING / "fedavg" / "seed0"
+    first = (run_dir / "metrics.jsonl").read_text()
+    again = [sys.executable, "-m", "fedaug", "run", str(run_dir / "config.yaml"), "--fresh"]
+    done = subprocess.run(
+        again, capture_output=True, text=True, cwd=tmp_path, env=dict(os.environ), timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert [
+        json.loads(line)["test/acc"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+    ] == [json.loads(line)["test/acc"] for line in first.splitlines()]
 
 
 def test_sweep_workers_import_the_plugin_recorded_in_the_config(tmp_path: Path) -> None:
