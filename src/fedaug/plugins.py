@@ -108,6 +108,14 @@ def _import_module(spec: str) -> ModuleType:
     if cwd not in sys.path:  # `fedaug` is a console script: the current directory is not on sys.path
         sys.path.append(cwd)
     try:
+        if (
+            spec not in sys.modules
+        ):  # the same file imported before as a file plugin: that module, not a rerun
+            found = importlib.util.find_spec(spec)
+            same = _loaded_from(Path(found.origin)) if found and found.origin else None
+            if same is not None:
+                sys.modules[spec] = same
+                return same
         return importlib.import_module(spec)
     except ModuleNotFoundError as exc:
         if exc.name is not None and spec.split(".")[0] == exc.name.split(".")[0]:
@@ -125,9 +133,9 @@ def _import_file(spec: str) -> ModuleType:
             f"plugin {spec!r} not found: no file {path} (a file plugin's path is relative to the directory "
             "fedaug runs in)"
         )
-    for module in list(sys.modules.values()):  # already imported under its own name (a notebook's import)
-        if getattr(module, "__file__", None) and Path(module.__file__ or "").resolve() == path:
-            return module
+    same = _loaded_from(path)  # already imported under its own name (a notebook's import)
+    if same is not None:
+        return same
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
     name = f"fedaug_plugin_{path.stem}_{digest}"
     loader_spec = importlib.util.spec_from_file_location(name, path)
@@ -141,6 +149,16 @@ def _import_file(spec: str) -> ModuleType:
         del sys.modules[name]
         raise
     return module
+
+
+def _loaded_from(path: Path) -> ModuleType | None:
+    """The module already imported from the file ``path``, if any."""
+    path = path.resolve()
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if file and Path(file).resolve() == path:
+            return module
+    return None
 
 
 def origin(obj: Any) -> str:

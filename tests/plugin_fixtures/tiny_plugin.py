@@ -1,13 +1,15 @@
-"""A user's plugin as the tests use it: a dataset (4 Gaussian blobs in 6 dimensions) and a model built from an
-encoder and a head, registered with fedaug's public decorators."""
+"""A user's plugin as the tests use it: a dataset (4 Gaussian blobs in 6 dimensions), a model built from an
+encoder and a head, a partitioner and a method, registered with fedaug's public decorators."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 import fedaug
 from fedaug.data.base import Dataset, LoadContext
+from fedaug.methods.fedavg import FedAvg
 from fedaug.models.base import SplitModel
 
 
@@ -42,3 +44,20 @@ def plugin_net(*, num_classes: int, input_shape: tuple[int, ...], width: int = 1
     """Linear-ReLU encoder, linear head."""
     encoder = nn.Sequential(nn.Flatten(), nn.Linear(input_shape[0], width), nn.ReLU())
     return SplitModel.from_encoder_head(encoder, nn.Linear(width, num_classes))
+
+
+@fedaug.register_partitioner("plugin_halves")
+def plugin_halves(
+    labels: np.ndarray, *, num_clients: int, num_classes: int, rng: np.random.Generator, first: float = 0.5
+) -> list[np.ndarray]:
+    """Client 0 gets the first ``first`` of the samples, the others share the rest in order."""
+    del num_classes, rng
+    cut = int(first * labels.size)
+    return [np.arange(cut), *np.array_split(np.arange(cut, labels.size), num_clients - 1)]
+
+
+@fedaug.register_method("plugin_fedavg")
+class PluginFedAvg(FedAvg):
+    """FedAvg under another name."""
+
+    name = "plugin_fedavg"

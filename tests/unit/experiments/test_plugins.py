@@ -16,6 +16,8 @@ import yaml
 
 from fedaug.cli import main
 from fedaug.experiments.load import config_to_dict, load_config
+from fedaug.experiments.resolve import load_data_and_partition
+from fedaug.experiments.runner import run_experiment
 from fedaug.plugins import PluginError, import_plugins
 from fedaug.reproducibility.identity import result_config, run_dir_for
 from tests.conftest import REPO_ROOT, SMOKE
@@ -127,6 +129,26 @@ def test_a_broken_plugin_is_one_line_exit_2_and_no_run_dir(
     assert expected.format(plugin=plugin) in err
     assert f"'{plugin}'" in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_plugin_partitioner_and_method_are_used_by_name(tmp_path: Path) -> None:
+    # Prepare: the fixture imported as a module this time (the file form of it is the same module)
+    import_plugins(["tests.plugin_fixtures.tiny_plugin", str(PLUGIN)])
+    sets = [f"out_dir={tmp_path}", "plugins=[tests.plugin_fixtures.tiny_plugin]", "data=plugin_blobs"]
+    sets += [
+        "partition=plugin_halves",
+        "partition.first=0.25",
+        "partition.num_clients=4",
+        "method=plugin_fedavg",
+    ]
+    config = load_config([SMOKE], [*sets, "train.rounds=1", "engine.num_threads=1", "engine.progress=false"])
+    # Execute
+    summary = run_experiment(config)
+    # Assert: client 0 holds the first quarter of the 120 samples, the other three 30 each
+    _, partition = load_data_and_partition(config)
+    assert [len(i) for i in partition.train_indices] == [30, 30, 30, 30]
+    assert partition.train_indices[0].tolist() == list(range(30))
+    assert summary["rounds"] == 1 and run_dir_for(config).parts[-2] == "plugin_fedavg"
 
 
 def test_a_missing_plugin_names_it(tmp_path: Path) -> None:
