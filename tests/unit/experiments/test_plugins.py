@@ -5,6 +5,7 @@ run dir is written; an empty ``plugins`` list leaves every run's identity as it 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedaug.cli import main
+from fedaug.cli import build_parser, main
 from fedaug.experiments.load import config_to_dict, load_config
 from fedaug.experiments.resolve import load_data_and_partition
 from fedaug.experiments.runner import run_experiment
@@ -169,6 +170,29 @@ def test_a_module_plugin_in_the_current_directory_imports_once(
     first, again = import_plugins(["my_cwd_plugin", "my_cwd_plugin"])
     # Assert
     assert first is again and first.COUNT == 1
+
+
+def test_every_command_takes_plugin() -> None:
+    def leaves(parser: argparse.ArgumentParser, path: str) -> dict[str, argparse.ArgumentParser]:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            return {path: parser}
+        return {
+            k: v for name, sub in subs[0].choices.items() for k, v in leaves(sub, f"{path} {name}").items()
+        }
+
+    commands = leaves(build_parser(), "fedaug")
+    assert {
+        "fedaug run",
+        "fedaug sweep",
+        "fedaug report",
+        "fedaug attack invert",
+        "fedaug flower simulate",
+    } <= set(commands)
+    lacking = [name for name, parser in commands.items() if "--plugin" not in parser._option_string_actions]
+    assert not lacking
+    args = build_parser().parse_args(["zsdg", "RUN", "--plugin", "a.b", "--plugin", "./c.py"])
+    assert args.plugins == ["a.b", "./c.py"]
 
 
 def test_plugins_do_not_change_a_runs_identity() -> None:
