@@ -7,12 +7,14 @@ from __future__ import annotations
 import re
 import runpy
 import shlex
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from fedaug.cli import main
 from tests.conftest import REPO_ROOT
+from tests.plugin_fixtures import isolated_plugins
 
 GUIDE = REPO_ROOT / "docs" / "guide" / "your-own-data.md"
 BLOCK = re.compile(r"```(\w+)\n(.*?)```", flags=re.DOTALL)
@@ -21,6 +23,13 @@ SMALLER = {  # the guide's sizes -> the test's
     "rounds: 40": "rounds: 2",
     "--workers 2": "--workers 1",
 }
+
+
+@pytest.fixture(autouse=True)
+def _plugins_undone() -> Iterator[None]:
+    """What a test's plugins register is gone after it (other tests list the registries)."""
+    with isolated_plugins():
+        yield
 
 
 def _steps() -> list[tuple[str, str]]:

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,10 +23,18 @@ from fedaug.experiments.runner import run_experiment
 from fedaug.plugins import PluginError, import_plugins
 from fedaug.reproducibility.identity import result_config, run_dir_for
 from tests.conftest import REPO_ROOT, SMOKE
+from tests.plugin_fixtures import isolated_plugins
 
 PLUGIN = REPO_ROOT / "tests" / "plugin_fixtures" / "tiny_plugin.py"
 USE_PLUGIN = ["--set", "data=plugin_blobs", "--set", "model=plugin_net", "--set", "engine.num_threads=1"]
 SETTING = "plugin_blobs-dirichlet0.5_2-K6"
+
+
+@pytest.fixture(autouse=True)
+def _plugins_undone() -> Iterator[None]:
+    """What a test's plugins register is gone after it (other tests list the registries)."""
+    with isolated_plugins():
+        yield
 
 
 def _summary(run_dir: Path) -> dict[str, float]:
