@@ -108,9 +108,8 @@ def _import_module(spec: str) -> ModuleType:
     if cwd not in sys.path:  # `fedaug` is a console script: the current directory is not on sys.path
         sys.path.append(cwd)
     try:
-        if (
-            spec not in sys.modules
-        ):  # the same file imported before as a file plugin: that module, not a rerun
+        # the same file imported before as a file plugin: that module, not a second run of it
+        if spec not in sys.modules:
             found = importlib.util.find_spec(spec)
             same = _loaded_from(Path(found.origin)) if found and found.origin else None
             if same is not None:
