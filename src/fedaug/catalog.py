@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fedaug import registry
+from fedaug import plugins, registry
 from fedaug.errors import ConfigError
 
 
@@ -155,6 +155,9 @@ METHODS: dict[str, MethodInfo] = {
 }
 
 DATASETS: dict[str, DatasetInfo] = {
+    "arrays": DatasetInfo("yours", "yours", "yours", "your .npz (x_train, y_train, x_test, y_test)", "yours"),
+    "csv": DatasetInfo("[features]", "yours", "yours", "your CSV table (feature + label columns)", "yours"),
+    "image_folder": DatasetInfo("[3 or 1,H,W]", "yours", "yours", "your folder of class folders", "yours"),
     "cifar10": DatasetInfo(
         "[3,32,32]", "50000 / 10000", "10", "U. Toronto (Krizhevsky, 2009)", "research use"
     ),
@@ -365,9 +368,23 @@ def info(kind_: str, name: str) -> Any:
     """The catalog entry of ``name``; ConfigError if the registered name has none (a test prevents that)."""
     registry.get(kind_, name)  # an unknown name raises RegistryError naming the valid ones
     entry = TABLES[kind_].get(name)
+    if entry is None and name in plugins.user_names(kind_):
+        return _user_entry(kind_, name)
     if entry is None:
         raise ConfigError(f"{kind_} {name!r} has no entry in fedaug.catalog.{kind_.upper()}S")
     return entry
+
+
+def _user_entry(kind_: str, name: str) -> Any:
+    """A catalog entry for a name a plugin registered: where it came from, nothing measured."""
+    where = plugins.origin(registry.get(kind_, name))
+    entries: dict[str, Any] = {
+        "dataset": DatasetInfo("?", "?", "?", where, "?"),
+        "model": ModelInfo(f"from {where}", None, None, 0),
+        "partitioner": PartitionerInfo(f"from {where}"),
+        "method": MethodInfo(f"from {where}", "user code"),
+    }
+    return entries[kind_]
 
 
 def _columns(rows: list[list[str]]) -> list[str]:

@@ -22,6 +22,7 @@ import os
 import platform
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,13 +34,16 @@ from fedaug.cli_common import (
     OneLineParser,
     add_config_args,
     add_device_arg,
+    add_plugin_args,
     load_config,
     plot_job,
     shared_overrides,
+    with_plugins,
 )
 from fedaug.cli_flower import add_flower_parser
 from fedaug.cli_zsdg import add_zsdg_parser
 from fedaug.errors import FedaugError, out_of_memory_sentence
+from fedaug.plugins import import_plugins
 
 if TYPE_CHECKING:
     pass
@@ -128,6 +132,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from fedaug.device import DeviceError, resolve_device
+    from fedaug.experiments.cluster import parse_shard, run_commands, shard_points
     from fedaug.experiments.estimate import dry_run_lines
     from fedaug.experiments.runner import check_run_dir_path
     from fedaug.experiments.sweep import HEARTBEAT_SECONDS, check_sweep_options, expand_sweep, run_sweep
@@ -135,11 +140,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     heartbeat = HEARTBEAT_SECONDS if args.heartbeat is None else args.heartbeat
     check_sweep_options(args.workers, heartbeat, args.order)  # with --dry-run too
+    spread = _sweep_devices(args)  # --device cuda:0,cuda:1: the first in the configs, spread by the pool
     overrides = shared_overrides(args)
     points = expand_sweep(args.config, [*overrides, *args.overrides], args.grid, smoke=args.smoke)
+    points = [replace(p, config=with_plugins(p.config, args.plugins)) for p in points]
+    if args.list:
+        print("\n".join(run_commands(_sweep_argv(args), len(points))))
+        return 0
+    if args.shard:
+        points = shard_points(points, *parse_shard(args.shard))
     for point in points:
         check_run_dir_path(point.run_dir)  # an --out-dir naming a file: one error now
-    devices = sorted({p.config.engine.device for p in points})
+    devices = sorted({p.config.engine.device for p in points} | set(spread))
     if args.dry_run:
         print("\n".join(dry_run_lines(points)))
         for name in devices:  # a plan may be written for another machine: a note, not a refusal
@@ -158,7 +170,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if idle := gpu_underuse(points, args.workers):
         logger.info(idle)
     logger.info("%s (--dry-run lists them)", dry_run_lines(points)[-1])
-    result = run_sweep(points, workers=args.workers, heartbeat=heartbeat, order=args.order)
+    result = run_sweep(points, workers=args.workers, heartbeat=heartbeat, order=args.order, devices=spread)
     busy = f", {len(result.busy)} busy (run by another process)" if result.busy else ""
     print(
         f"{len(points)} runs: {len(result.finished)} finished now, {len(result.skipped)} already finished, "
@@ -175,6 +187,34 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         root = os.path.commonpath([Path(p.config.out_dir) / p.config.name.split("/")[0] for p in points])
         print(f"tables and plots: fedaug report {root} --plots")
     return 1 if result.failures or result.busy else 0
+
+
+def _sweep_devices(args: argparse.Namespace) -> list[str]:
+    """The devices of ``--device a,b`` (``args.device`` becomes the first, which the configs get); [] for
+    one device or none."""
+    from fedaug.experiments.cluster import parse_devices
+
+    if not args.device or "," not in args.device:
+        return []
+    devices = parse_devices(args.device)
+    args.devices, args.device = args.device, devices[0]
+    return devices
+
+
+def _sweep_argv(args: argparse.Namespace) -> list[str]:
+    """The sweep's command line from its parsed arguments, without ``--list``, ``--shard`` and ``--workers``:
+    the base of ``--list``'s one command per run."""
+    argv = [args.config]
+    argv += [f"--set={o}" for o in args.overrides] + [f"--grid={g}" for g in args.grid]
+    argv += [f"--plugin={p}" for p in args.plugins]
+    for flag, value in (
+        ("--data-dir", args.data_dir),
+        ("--out-dir", args.out_dir),
+        ("--device", getattr(args, "devices", args.device)),
+    ):
+        if value:
+            argv.append(f"{flag}={value}")
+    return [*argv, "--smoke"] if args.smoke else argv
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -275,6 +315,15 @@ def _add_sweep_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--dry-run",
         action="store_true",
         help="list the run dirs, their status and run time left (other seeds' round times); run nothing",
+    )
+    sweep.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="run slice I of N (0-based) of the grid: N disjoint slices cover it, e.g. one per SLURM array "
+        "task (--shard $SLURM_ARRAY_TASK_ID/N)",
+    )
+    sweep.add_argument(
+        "--list", action="store_true", help="print one command per run (--shard k/N of N runs); run nothing"
     )
     sweep.set_defaults(func=cmd_sweep)
 
@@ -425,6 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_analyze_parser(sub)
     add_flower_parser(sub)
     add_campaign_parser(sub)
+    add_plugin_args(parser)
     return parser
 
 
@@ -466,6 +516,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
+        import_plugins(getattr(args, "plugins", []))  # before the command: its names may come from them
         return int(args.func(args))
     except FedaugError as exc:
         if args.verbose:

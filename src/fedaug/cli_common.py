@@ -88,7 +88,8 @@ def load_config(args: argparse.Namespace, *, tag: str = "") -> ExperimentConfig:
     overrides += args.overrides
     if names:  # --method wins over the preset's and --set's comparison list
         overrides.append(f"compare=[{', '.join(names) if len(names) > 1 else ''}]")
-    return load_run_config(args.configs or default_presets(), overrides, smoke=args.smoke, tag=tag)
+    config = load_run_config(args.configs or default_presets(), overrides, smoke=args.smoke, tag=tag)
+    return with_plugins(config, getattr(args, "plugins", []))
 
 
 def default_presets() -> list[Path]:
@@ -130,3 +131,40 @@ def _newer_than_metrics(path: Path, run_dirs: list[Path]) -> bool:
         return False
     metrics = [d / "metrics.jsonl" for d in run_dirs if (d / "metrics.jsonl").is_file()]
     return all(m.stat().st_mtime_ns <= path.stat().st_mtime_ns for m in metrics)
+
+
+PLUGIN_HELP = (
+    "import a module (pkg.mod) or a .py file that registers datasets, models, methods or partitioners "
+    "(repeatable; recorded in the run's config.yaml as plugins: [...])"
+)
+
+
+def add_plugin_args(parser: argparse.ArgumentParser) -> None:
+    """``--plugin`` on every command: each leaf sub-command parser of ``parser`` (recursively) gets it."""
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not actions:
+        if not any("--plugin" in a.option_strings for a in parser._actions):
+            parser.add_argument(
+                "--plugin",
+                dest="plugins",
+                action="append",
+                default=[],
+                metavar="MODULE|FILE.py",
+                help=PLUGIN_HELP,
+            )
+        return
+    for action in actions:
+        for sub in dict.fromkeys(action.choices.values()):  # aliases map to the same parser
+            add_plugin_args(sub)
+
+
+def with_plugins(config: ExperimentConfig, plugins: list[str]) -> ExperimentConfig:
+    """``config`` with the command line's ``--plugin`` values appended to its ``plugins`` (each once), all
+    imported now (a plugin that fails is one error before any run dir is written)."""
+    import dataclasses
+
+    from fedaug.plugins import import_plugins
+
+    merged = list(dict.fromkeys([*config.plugins, *plugins]))
+    import_plugins(merged)
+    return config if merged == config.plugins else dataclasses.replace(config, plugins=merged)

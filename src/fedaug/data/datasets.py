@@ -118,7 +118,15 @@ def load_dataset(
     root, origin = resolve_data_dir(data_dir)
     cache = (Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR).expanduser()
     ctx = LoadContext(name=name, data_dir=root, data_dir_origin=origin, download=download, cache_dir=cache)
-    dataset: Dataset = get("dataset", name)(ctx, **options)
+    loader = get("dataset", name)
+    dataset = loader(ctx, **options)
+    if not isinstance(dataset, Dataset):  # a plugin's loader: refused before any run dir is written
+        from fedaug import plugins
+
+        raise plugins.PluginError(
+            f"dataset {name!r} ({plugins.origin(loader)}) returned {type(dataset).__name__}, "
+            "expected a fedaug.data.base.Dataset"
+        )
     logger.info("loaded %s", dataset.summary())
     return dataset
 

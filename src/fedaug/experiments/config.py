@@ -260,7 +260,8 @@ class ExperimentConfig:
 
     ``compare`` (optional) lists methods to run one after the other on the same setting, printed side by side
     (the default preset compares FedAvg and FLea). The ``method`` section's options apply to the method of the
-    same name; the others run with their defaults.
+    same name; the others run with their defaults. ``plugins`` lists modules or ``.py`` files of the user's
+    own datasets, models and methods, imported wherever the config is resolved (:mod:`fedaug.plugins`).
     """
 
     name: str = "default"
@@ -273,6 +274,7 @@ class ExperimentConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     compare: list[str] = field(default_factory=list)
+    plugins: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         check_run_name(self.name)

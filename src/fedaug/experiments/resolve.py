@@ -36,6 +36,7 @@ from fedaug.experiments.load import build_dataclass
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
 from fedaug.paths import cache_dir
+from fedaug.plugins import import_plugins
 from fedaug.precision import bf16_warning
 
 logger = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ def cuda_graphs_on(engine: EngineConfig, device: torch.device) -> bool:
 
 def build_method(config: ExperimentConfig) -> Method:
     """The registered method with its typed config built from ``method.*`` options."""
+    import_plugins(config.plugins)
     cls = registry.get("method", config.method.name)
     _check_method_options(config.method.name, cls.config_cls, config.method.options)
     method_config = build_dataclass(cls.config_cls, config.method.options, path="method")
@@ -81,6 +83,7 @@ def _check_method_options(name: str, config_cls: type, options: Mapping[str, Any
 
 def load_data_and_partition(config: ExperimentConfig) -> tuple[Dataset, Partition]:
     """Loads the dataset and makes (or loads the cached) partition of its train set."""
+    import_plugins(config.plugins)  # a sweep worker or a Flower node imports the run's plugins here
     data = config.data
     dataset = load_dataset(data.name, data_dir=data.data_dir, **data.options)
     part = config.partition

@@ -34,6 +34,7 @@ from typing import Any
 
 from fedaug.device import release_cached_memory
 from fedaug.errors import ConfigError, RunLockedError, out_of_memory_sentence
+from fedaug.experiments.cluster import least_loaded, on_device
 from fedaug.experiments.config import ExperimentConfig, check_compared_method
 from fedaug.experiments.estimate import remaining_seconds, run_status, running_line
 from fedaug.experiments.load import (
@@ -297,6 +298,7 @@ def run_sweep(
     heartbeat: float = HEARTBEAT_SECONDS,
     order: str = "grid",
     schedule: Schedule | None = None,
+    devices: Sequence[str] = (),
 ) -> SweepResult:
     """Runs every point (skipping finished ones), with ``workers`` processes; logs one line per run.
 
@@ -314,6 +316,8 @@ def run_sweep(
         order: ``grid`` or ``longest-first`` (:mod:`fedaug.experiments.sweep_order`).
         schedule: hands out ``points`` instead of the ``order``'s (e.g. one that stops at a deadline,
             :class:`fedaug.campaign.run.BudgetSchedule`).
+        devices: with several workers, each run starts on the one of these with the fewest runs
+            (:func:`fedaug.experiments.cluster.least_loaded`); empty: each run's own ``engine.device``.
 
     Returns:
         The finished, skipped and failed run dirs (failures with their error message).
@@ -338,7 +342,7 @@ def run_sweep(
     running: dict[Future[Outcome], SweepPoint] = {}
     try:
         with sigterm_as_interrupt():
-            _run_pool(pool, running, schedule, result, workers, heartbeat, len(points))
+            _run_pool(pool, running, schedule, result, workers, heartbeat, len(points), devices=devices)
     except BaseException:
         stopped = terminate_workers(pool)  # their runs resume from their last round's checkpoint
         logger.warning("sweep stopped: %d worker(s) terminated, %d run(s) unfinished", stopped, len(running))
@@ -355,6 +359,8 @@ def _run_pool(
     workers: int,
     heartbeat: float,
     total: int,
+    *,
+    devices: Sequence[str] = (),
 ) -> None:
     """Hands the schedule's points to ``pool``'s workers until every point has ended.
 
@@ -369,6 +375,10 @@ def _run_pool(
     tries: dict[Path, int] = {}
     while True:
         while len(running) < at_once and (point := (again.pop(0) if again else schedule.next())) is not None:
+            if devices:  # --device cuda:0,cuda:1: on the least busy one (same run dir)
+                point = on_device(
+                    point, least_loaded(devices, (p.config.engine.device for p in running.values()))
+                )
             # worker processes log no rounds: their lines would interleave
             running[pool.submit(execute, point.config, quiet=True)] = point
         if not running:

@@ -24,12 +24,14 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from torch import nn
+
 from fedaug import registry
 from fedaug.errors import ConfigError
 from fedaug.models import audio, convnet, har, lenet, mlp, mobilenet, resnet, small_cnn
-from fedaug.models.base import FlattenPool, GlobalAvgPool, SplitModel
+from fedaug.models.base import FlattenPool, GlobalAvgPool, PlainModel, SplitModel
 
-__all__ = ["FlattenPool", "GlobalAvgPool", "SplitModel", "build_model"]
+__all__ = ["FlattenPool", "GlobalAvgPool", "PlainModel", "SplitModel", "as_split_model", "build_model"]
 
 # The modules above are imported for their @register side effect.
 _MODEL_MODULES = (audio, convnet, har, lenet, mlp, mobilenet, resnet, small_cnn)
@@ -60,5 +62,23 @@ def build_model(name: str, *, num_classes: int, input_shape: tuple[int, ...], **
             f"model {name!r} has no option(s) {', '.join(unknown)}; "
             f"valid options: {', '.join(sorted(accepted)) or 'none'}"
         )
-    model: SplitModel = builder(num_classes=num_classes, input_shape=tuple(input_shape), **options)
-    return model
+    built = builder(num_classes=num_classes, input_shape=tuple(input_shape), **options)
+    return as_split_model(built, name=name, num_classes=num_classes, builder=builder)
+
+
+def as_split_model(built: Any, *, name: str, num_classes: int, builder: Any = None) -> SplitModel:
+    """``built`` as a SplitModel: itself, or a plain ``nn.Module`` wrapped in :class:`PlainModel`.
+
+    Raises:
+        PluginError: if ``built`` is not an ``nn.Module`` (naming the plugin that registered ``name``).
+    """
+    if isinstance(built, SplitModel):
+        return built
+    if isinstance(built, nn.Module):
+        return PlainModel(built, num_classes, name)
+    from fedaug.plugins import PluginError, origin
+
+    raise PluginError(
+        f"model {name!r} ({origin(builder)}) returned {type(built).__name__}, expected a torch.nn.Module "
+        "(a fedaug.models.base.SplitModel works with every method)"
+    )

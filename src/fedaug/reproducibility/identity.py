@@ -8,9 +8,10 @@ the grid values its path does not show to ``name`` as a last segment ``key=value
 A run dir is resumed, branched from, de-duplicated in a sweep and grouped into a table column by its config
 *without* the keys that do not change results (:func:`result_config`): where the run dir is (``name``,
 ``out_dir``), which comparisons a run reports (``compare``), where the data files are read from
-(``data.data_dir``: ``data.name`` says which dataset) and the engine's settings, which change speed, not
-numbers (tested by the engine's determinism tests), except ``engine.precision`` (bf16 autocast changes the
-numbers) and ``engine.flush_denormals`` (subnormals become 0).
+(``data.data_dir``: ``data.name`` says which dataset), where user code is imported from (``plugins``:
+``data.name``, ``model.name`` and ``method.name`` say what it registered) and the engine's settings, which
+change speed, not numbers (tested by the engine's determinism tests), except ``engine.precision`` (bf16
+autocast changes the numbers) and ``engine.flush_denormals`` (subnormals become 0).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from fedaug.errors import ConfigError
 from fedaug.experiments.config import ExperimentConfig, MethodSpec
 
-NEUTRAL_KEYS = ("name", "out_dir", "compare", "data.data_dir")
+NEUTRAL_KEYS = ("name", "out_dir", "compare", "data.data_dir", "plugins")
 """Dotted config keys that never change a run's results (nor does ``engine.*``: :func:`changes_results`)."""
 
 RESULT_ENGINE_KEYS = ("engine.precision", "engine.flush_denormals")

@@ -40,7 +40,8 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_all_loaders_are_registered() -> None:
-    names = ["cifar10", "cifar100", "fashion_mnist", "fsdd", "mnist", "synthetic", "uci_har", "urbansound8k"]
+    names = ["arrays", "cifar10", "cifar100", "csv", "fashion_mnist", "fsdd", "image_folder", "mnist"]
+    names += ["synthetic", "uci_har", "urbansound8k"]
     assert available_datasets() == names
     assert dataset_options("uci_har") == {"channels": 3, "normalize": False}
 
@@ -53,7 +54,7 @@ def test_unknown_option_names_the_valid_ones() -> None:
 
 
 def test_unknown_dataset_lists_the_valid_ones() -> None:
-    with pytest.raises(RegistryError, match="valid choices: cifar10, cifar100, fashion_mnist"):
+    with pytest.raises(RegistryError, match="valid choices: arrays, cifar10, cifar100, csv, fashion_mnist"):
         load_dataset("imagenet")
 
 

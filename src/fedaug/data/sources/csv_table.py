@@ -1,0 +1,129 @@
+"""``csv``: a table of your own, no code needed: feature columns and a label column.
+
+``path`` is a CSV file with a header row; ``label`` names the label column (default ``label``), ``features``
+the feature columns (default: all others). Labels are integers in ``[0, C)`` or class names (any text:
+sorted, they become classes 0..C-1). A test set comes from ``test_path`` (same columns) or is a random
+``test_fraction`` of ``path`` (from ``split_seed``). Features are standardised with the training set's mean
+and std (``normalize``). Checked, each with a one-line error naming the file, row and column: a missing
+column, a cell that is not a number, NaN or inf, bad labels, a class without a training sample.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+
+from fedaug.data.base import Dataset, LoadContext
+from fedaug.data.sources.files_common import (
+    check_features,
+    check_labels,
+    check_split_options,
+    holdout_described,
+    locate,
+    make_dataset,
+)
+from fedaug.errors import DatasetError
+from fedaug.registry import register
+
+
+def _read(file: Path, label: str, features: list[str] | None) -> tuple[list[str], np.ndarray, list[str]]:
+    """The feature columns, the feature matrix and the raw label of every row of ``file``."""
+    try:
+        with file.open(newline="", encoding="utf-8") as handle:
+            rows = list(csv.reader(handle))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise DatasetError(f"cannot read {file} as CSV ({exc})") from None
+    if len(rows) < 2:
+        raise DatasetError(f"{file}: expected a header row and at least one data row")
+    header = [h.strip() for h in rows[0]]
+    columns = features if features is not None else [h for h in header if h != label]
+    missing = [c for c in [label, *columns] if c not in header]
+    if missing:
+        raise DatasetError(f"{file}: no column {', '.join(map(repr, missing))}; columns: {', '.join(header)}")
+    index = [header.index(c) for c in columns]
+    x = np.empty((len(rows) - 1, len(columns)), dtype=np.float64)
+    labels = []
+    for r, row in enumerate(rows[1:], start=2):
+        if len(row) != len(header):
+            raise DatasetError(f"{file} row {r}: {len(row)} cells for {len(header)} columns")
+        for j, i in enumerate(index):
+            try:
+                x[r - 2, j] = float(row[i]) if row[i].strip() else math.nan
+            except ValueError:
+                raise DatasetError(
+                    f"{file} row {r}, column {columns[j]!r}: {row[i]!r} is not a number"
+                ) from None
+        labels.append(row[header.index(label)].strip())
+    return columns, x, labels
+
+
+def _encode(file: Path, labels: list[str], names: list[str] | None) -> tuple[np.ndarray, list[str]]:
+    """Labels as integers and the class names (empty for integer labels; names sorted for text ones)."""
+    try:
+        values = np.array([float(v) for v in labels])
+    except ValueError:
+        values = None
+    if names is None and values is not None:
+        return check_labels(f"{file} labels", values), []
+    names = names if names is not None else sorted(set(labels))
+    unknown = sorted(set(labels) - set(names))
+    if unknown:
+        raise DatasetError(
+            f"{file}: label {unknown[0]!r} is not a class of the training file ({', '.join(names)})"
+        )
+    return np.array([names.index(v) for v in labels], dtype=np.int64), names
+
+
+@register("dataset", "csv")
+def csv_table(
+    ctx: LoadContext,
+    *,
+    path: str = "",
+    label: str = "label",
+    features: list[str] | None = None,
+    test_path: str = "",
+    test_fraction: float = 0.2,
+    split_seed: int = 0,
+    num_classes: int | None = None,
+    normalize: bool = True,
+) -> Dataset:
+    """Loads a CSV table (see the module docstring).
+
+    Args:
+        ctx: where to look (paths relative to the current directory, else to the data dir).
+        path: the training CSV (or the whole table, with ``test_fraction``).
+        label: the label column.
+        features: the feature columns (default: every column but ``label``).
+        test_path: a test CSV with the same columns (default: hold out ``test_fraction`` of ``path``).
+        test_fraction: share of ``path`` held out when there is no ``test_path``.
+        split_seed: seed of that held-out split.
+        num_classes: C (default: the largest label + 1, or the number of class names).
+        normalize: standardise each feature with the training set's mean and std.
+    """
+    check_split_options(ctx.name, test_fraction, split_seed)
+    file = locate(ctx, path, "my_table.csv")
+    columns, x, raw = _read(file, label, features)
+    if not columns:
+        raise DatasetError(f"{file}: no feature column besides the label column {label!r}")
+    y, names = _encode(file, raw, None)
+    x = check_features(str(file), x)
+    if test_path:
+        test_file = locate(ctx, test_path, "my_test.csv")
+        _, x_test, raw_test = _read(test_file, label, columns)
+        y_test, _ = _encode(test_file, raw_test, names or None)
+        split = (x, y, check_features(str(test_file), x_test), y_test)
+        how = f"test set {test_file}"
+    else:
+        split, how = holdout_described(x, y, test_fraction, split_seed)
+    return make_dataset(
+        ctx.name,
+        split,
+        class_names=names,
+        num_classes=num_classes,
+        normalize=normalize,
+        modality="signal",
+        source=f"{file}: {len(columns)} features, label {label!r}, {how}",
+    )
