@@ -89,8 +89,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     elif args.kind:
         print("\n".join(catalog.summary_lines(args.kind)))
     else:
-        for kind in registry.KINDS:
-            print(f"{kind}s: {', '.join(registry.available(kind))}")
+        for kind in registry.KINDS:  # the catalog's names, which are the registered ones (a test checks)
+            print(f"{kind}s: {', '.join(sorted(catalog.TABLES[kind]))}")
         print(f"presets: {', '.join(p.name for p in presets.presets())}")
         print("details: fedaug list KIND (one line per name), fedaug list KIND NAME (its options)")
     return 0
