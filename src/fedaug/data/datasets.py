@@ -39,6 +39,7 @@ from fedaug.data.base import (
     option_key,
 )
 from fedaug.errors import ConfigError
+from fedaug.log_once import info_once
 from fedaug.registry import available, get
 
 __all__ = [
@@ -119,7 +120,7 @@ def load_dataset(
     cache = (Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR).expanduser()
     ctx = LoadContext(name=name, data_dir=root, data_dir_origin=origin, download=download, cache_dir=cache)
     dataset: Dataset = get("dataset", name)(ctx, **options)
-    logger.info("loaded %s", dataset.summary())
+    info_once(logger, "loaded %s", dataset.summary())
     return dataset
 
 
