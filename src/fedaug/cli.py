@@ -41,7 +41,7 @@ from fedaug.cli_zsdg import add_zsdg_parser
 from fedaug.errors import FedaugError, out_of_memory_sentence
 
 if TYPE_CHECKING:
-    pass
+    from fedaug.engine.progress import JobEta
 
 logger = logging.getLogger("fedaug")
 
@@ -57,7 +57,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     config = load_config(args)
     subs = comparison_configs(config)
-    after = [""] * len(subs)
+    jobs: list[JobEta | None] = [None] * len(subs)
     if len(subs) > 1:  # every method's options and run dir checked before the first one runs
         from fedaug.experiments.estimate import job_plan
 
@@ -66,10 +66,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         plan = job_plan(subs, fresh=args.fresh)
         for line in plan.lines:
             logger.info(line)
-        after = plan.after
+        jobs = list(plan.jobs)
     rows = []
-    for sub, then in zip(subs, after, strict=True):
-        summary = run_experiment(sub, fresh=args.fresh, after=then)
+    for sub, job in zip(subs, jobs, strict=True):
+        summary = run_experiment(sub, fresh=args.fresh, job=job)
         print(f"{sub.method.name}: run dir {run_dir_for(sub)}")
         rows.append((sub.method.name, summary))
     title = f"{config.data.name}, {config.model.name}, {config.partition.name}, seed {config.seed}"

@@ -28,6 +28,7 @@ from fedaug.api import Method, TrainSettings
 from fedaug.device import describe_device
 from fedaug.engine.checkpoint import write_json
 from fedaug.engine.lock import LOCK_NAME, RunDirLock, check_unlocked
+from fedaug.engine.progress import JobEta
 from fedaug.engine.simulation import Simulation, SimulationSpec, round_train_settings
 from fedaug.errors import PathError, path_error
 from fedaug.experiments.config import ExperimentConfig, MethodSpec
@@ -103,7 +104,7 @@ def run_experiment(
     fresh: bool = False,
     engine: Callable[[SimulationSpec], Simulation] = Simulation,
     quiet: bool = False,
-    after: str = "",
+    job: JobEta | None = None,
 ) -> dict[str, Any]:
     """Runs ``config`` to completion (resuming or skipping as needed) and returns its summary.
 
@@ -111,7 +112,7 @@ def run_experiment(
     or the Flower adapter's subclass, which sends the client calls to Flower nodes. ``quiet`` logs no round
     lines whatever ``engine.progress`` says (a sweep's worker processes, whose lines would interleave); it is
     not written to ``config.yaml``, so running the run again from its ``config.yaml`` shows its progress.
-    ``after`` says what the command runs next, for the progress line (``then flea (100 rounds)``:
+    ``job`` is what the command runs after it, for the progress line's whole-job time left (``job eta 38m``:
     :func:`fedaug.experiments.estimate.job_plan`).
     """
     run_dir = run_dir_for(config)
@@ -127,7 +128,7 @@ def run_experiment(
             return finished
     use_threads(config.engine.num_threads)
     resolved = resolve_run(config, run_dir, method_fn=method_fn)  # before the run dir is made or changed
-    spec = replace(resolved.spec, after=after, progress=resolved.spec.progress and not quiet)
+    spec = replace(resolved.spec, job=job, progress=resolved.spec.progress and not quiet)
     with RunDirLock(run_dir):  # released on any exit, by the kernel if the process is killed
         return _run_locked(replace(resolved, spec=spec), fresh=fresh, engine=engine, method_fn=method_fn)
 
