@@ -72,7 +72,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         summary = run_experiment(sub, fresh=args.fresh, job=job)
         print(f"{sub.method.name}: run dir {run_dir_for(sub)}")
         rows.append((sub.method.name, summary))
-    title = f"{config.data.name}, {config.model.name}, {config.partition.name}, seed {config.seed}"
+    from fedaug.results.store import config_setting_label
+
+    title = f"{config_setting_label(config)}, {config.model.name}, seed {config.seed}"
     plot_job(title, [(sub.method.name, run_dir_for(sub)) for sub in subs], seed=config.seed)
     print(f"\n{title}:")
     print(comparison_table(rows))
@@ -100,6 +102,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
     from fedaug.data.partition import describe, plot_heatmap
     from fedaug.experiments.resolve import load_data_and_partition
     from fedaug.reproducibility.identity import partition_tag
+    from fedaug.results.store import config_setting_label
 
     if args.plot is not None:  # checked before the data is loaded: a wrong --plot fails at once
         if args.plot and Path(args.plot).suffix.lower() not in (".png", ".pdf"):
@@ -119,7 +122,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
     if args.plot is None:
         return 0
     plot = Path(args.plot or f"{config.data.name}-{partition_tag(config)}.png")
-    title = f"{config.data.name}: {partition_tag(config)} (seed {config.seed})"
+    title = f"{config_setting_label(config)} (seed {config.seed})"
     plot_heatmap(partition.class_counts(labels), plot, title)
     print(f"heat-map: {plot}")
     return 0

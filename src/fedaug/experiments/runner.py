@@ -195,14 +195,22 @@ def comparison_configs(config: ExperimentConfig) -> list[ExperimentConfig]:
 
 
 def comparison_table(rows: list[tuple[str, dict[str, Any]]]) -> str:
-    """Methods side by side: best accuracy (round), mean of the last 10 rounds, final accuracy."""
-    lines = [f"{'method':<16}{'best %':>9}{'round':>7}{'last-10 %':>11}{'final %':>9}"]
+    """Methods side by side: best accuracy (round), mean of the last 10 rounds, final accuracy.
+
+    Runs of fewer than 10 rounds average the rounds they have: the column says how many (``last-3 %``);
+    runs of one round have no such mean (best and final only)."""
+    counts = {min(10, int(s.get("rounds", 10))) for _, s in rows if "best_acc" in s}
+    n = counts.pop() if len(counts) == 1 else 10  # runs of different lengths: each its last 10 at most
+    mean = f"last-{n} %" if n > 1 else ""  # one round: its best and final say it all
+    width = 11 if mean else 0
+    lines = [f"{'method':<16}{'best %':>9}{'round':>7}{mean:>{width}}{'final %':>9}"]
     for name, summary in rows:
         if "best_acc" not in summary:
-            lines.append(f"{name:<16}{'(no evaluation)':>36}")
+            lines.append(f"{name:<16}{'(no evaluation)':>{25 + width}}")
             continue
+        tail = f"{100 * summary['last10_acc']:>{width}.2f}" if mean else ""
         lines.append(
-            f"{name:<16}{100 * summary['best_acc']:>9.2f}{summary['best_round']:>7d}"
-            f"{100 * summary['last10_acc']:>11.2f}{100 * summary['final_acc']:>9.2f}"
+            f"{name:<16}{100 * summary['best_acc']:>9.2f}{summary['best_round']:>7d}{tail}"
+            f"{100 * summary['final_acc']:>9.2f}"
         )
     return "\n".join(lines)

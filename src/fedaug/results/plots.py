@@ -337,7 +337,6 @@ def plot_heatmaps(grouping: Grouping, out_dir: Path) -> list[Path]:
     from fedaug.data.partition import plot_heatmap
     from fedaug.experiments.load import config_from_dict
     from fedaug.experiments.resolve import load_data_and_partition
-    from fedaug.reproducibility.identity import partition_tag
 
     paths = []
     for column in grouping.columns:
@@ -349,7 +348,7 @@ def plot_heatmaps(grouping: Grouping, out_dir: Path) -> list[Path]:
             logger.warning("no heat-map for %s: %s", column, error)
             continue
         stem = f"partition_{slug(column)}"
-        title = f"{config.data.name}: {partition_tag(config)} (seed {config.seed})"
+        title = f"{column} (seed {config.seed})"
         plot_heatmap(partition.class_counts(dataset.y_train.numpy()), out_dir / f"{stem}.pdf", title)
         paths += [out_dir / f"{stem}.png", out_dir / f"{stem}.pdf"]
     return paths
