@@ -161,9 +161,10 @@ def sweep_job(current: SweepPoint, later: Sequence[SweepPoint]) -> JobEta:
         same = point.run_dir.parents[1] == setting
         ratio = round_ratio(point.config, setting, point_plan.own) if same else None
         seconds = estimated_seconds(point, point_plan)
-        runs.append(LaterRun(point.config.method.name, len(point_plan.needed), seconds, ratio and ratio[0]))
+        ratio_value = None if ratio is None else ratio[0]
+        runs.append(LaterRun(point.config.method.name, len(point_plan.needed), seconds, ratio_value))
     own = round_ratio(current.config, setting, plan(current).own)
-    return JobEta(tuple(runs), ratio=own and own[0])
+    return JobEta(tuple(runs), ratio=None if own is None else own[0])
 
 
 def format_duration(seconds: float) -> str:
