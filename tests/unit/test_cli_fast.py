@@ -1,12 +1,13 @@
 """The CLI answers without importing torch: ``--help``, ``--version``, ``list``, argument errors (issue 57).
 
-Each case runs the CLI in a fresh interpreter whose import system refuses ``torch``: a module that imports it
+The cases run the CLI in one fresh interpreter whose import system refuses ``torch``: a module that imports it
 at the CLI's import time, or a command that needs it for what it prints, fails there.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from fedaug.cli_common import OneLineParser
 from tests.conftest import REPO_ROOT
 
 BLOCKED = """
-import sys
+import contextlib, io, json, sys
 
 class NoTorch:
     def find_spec(self, name, path=None, target=None):
@@ -28,53 +29,75 @@ class NoTorch:
 
 sys.meta_path.insert(0, NoTorch())
 from fedaug.cli import main
-code = main(sys.argv[1:])
-assert "torch" not in sys.modules
-sys.exit(code)
+results = []
+for argv in json.loads(sys.argv[1]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exit_:
+            code = exit_.code
+    results.append([code, out.getvalue(), err.getvalue(), "torch" in sys.modules])
+print(json.dumps(results))
 """
 
+ANSWERS = [
+    (["--help"], "fedaug COMMAND --help"),
+    (["--version"], "fedaug "),
+    (["list"], "methods: ccvr, fedaugmix"),
+    (["list", "methods"], "flea_official"),
+    (["list", "datasets"], "uci_har"),
+    (["list", "models"], "harnet"),
+    (["run", "--help"], "--fresh"),
+    (["sweep", "--help"], "--dry-run"),
+    (["zsdg", "--help"], "--per-class"),
+    (["flower", "--help"], "simulate"),
+]
+ERRORS = [
+    (["run", "--bogus"], "unrecognized arguments: --bogus"),
+    (["list", "bogus"], "invalid choice: 'bogus'"),
+    (["nope"], "invalid choice: 'nope'"),
+]
 
-def _blocked(argv: list[str]) -> subprocess.CompletedProcess[str]:
+
+@pytest.fixture(scope="module")
+def blocked() -> dict[str, tuple[int, str, str, bool]]:
+    """Every case's exit code, stdout, stderr and whether torch got imported, all in one interpreter that
+    refuses ``torch`` (a command that imports it fails, and so does every later one)."""
+    cases = [argv for argv, _ in [*ANSWERS, *ERRORS]]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")}
-    return subprocess.run(
-        [sys.executable, "-c", BLOCKED, *argv], capture_output=True, text=True, env=env, timeout=60
+    done = subprocess.run(
+        [sys.executable, "-c", BLOCKED, json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
     )
+    return {
+        " ".join(argv): tuple(result) for argv, result in zip(cases, json.loads(done.stdout), strict=True)
+    }
 
 
-@pytest.mark.parametrize(
-    ("argv", "expected"),
-    [
-        (["--help"], "fedaug COMMAND --help"),
-        (["--version"], "fedaug "),
-        (["list"], "methods: ccvr, fedaugmix"),
-        (["list", "methods"], "flea_official"),
-        (["list", "datasets"], "uci_har"),
-        (["list", "models"], "harnet"),
-        (["run", "--help"], "--fresh"),
-        (["sweep", "--help"], "--dry-run"),
-        (["zsdg", "--help"], "--per-class"),
-        (["flower", "--help"], "simulate"),
-    ],
-)
-def test_help_version_and_list_answer_with_torch_blocked(argv: list[str], expected: str) -> None:
-    result = _blocked(argv)
-    assert result.returncode == 0, result.stderr
-    assert expected in result.stdout
+@pytest.mark.parametrize(("argv", "expected"), ANSWERS)
+def test_help_version_and_list_answer_with_torch_blocked(
+    blocked: dict[str, tuple[int, str, str, bool]], argv: list[str], expected: str
+) -> None:
+    code, out, err, torch_imported = blocked[" ".join(argv)]
+    assert code == 0, err
+    assert expected in out
+    assert not torch_imported
 
 
-@pytest.mark.parametrize(
-    ("argv", "expected"),
-    [
-        (["run", "--bogus"], "unrecognized arguments: --bogus"),
-        (["list", "bogus"], "invalid choice: 'bogus'"),
-        (["nope"], "invalid choice: 'nope'"),
-    ],
-)
-def test_argument_errors_answer_with_torch_blocked(argv: list[str], expected: str) -> None:
-    result = _blocked(argv)
-    assert result.returncode == 2
-    assert expected in result.stderr and len(result.stderr.splitlines()) == 1
-    assert result.stdout == ""
+@pytest.mark.parametrize(("argv", "expected"), ERRORS)
+def test_argument_errors_answer_with_torch_blocked(
+    blocked: dict[str, tuple[int, str, str, bool]], argv: list[str], expected: str
+) -> None:
+    code, out, err, torch_imported = blocked[" ".join(argv)]
+    assert code == 2
+    assert expected in err and len(err.splitlines()) == 1
+    assert out == ""
+    assert not torch_imported
 
 
 def test_the_attack_sub_commands_are_added_when_attack_is_parsed(capsys: pytest.CaptureFixture[str]) -> None:
