@@ -404,7 +404,10 @@ def _short_options(kind_: str, name: str) -> str:
 
 def description(kind_: str, name: str) -> str:
     """The one-line description of ``name`` (what ``fedaug list KIND`` prints after the name)."""
-    entry = info(kind_, name)
+    return _description(kind_, name, info(kind_, name))
+
+
+def _description(kind_: str, name: str, entry: Any) -> str:
     if isinstance(entry, MethodInfo):
         return f"{entry.summary} ({entry.paper})"
     if isinstance(entry, AttackInfo):
@@ -418,18 +421,25 @@ def description(kind_: str, name: str) -> str:
 
 
 def summary_lines(kind_: str) -> list[str]:
-    """``fedaug list KIND``: one line per registered name (datasets and models: columns under a header)."""
-    names = registry.available(kind_)
+    """``fedaug list KIND``: one line per registered name (datasets and models: columns under a header).
+
+    Methods, datasets and models are listed from their tables alone, which name exactly the registered ones
+    (a test checks): without importing torch. Partitioners' options and attacks' help come from their code.
+    """
+    if kind_ in TABLELESS_IMPORTS:
+        names = registry.available(kind_)
+    else:
+        names, table = sorted(TABLES[kind_]), TABLES[kind_]
     if kind_ == "dataset":
         rows = [["name", "shape", "train / test", "classes", "source", "license"]]
         for name in names:
-            d: DatasetInfo = info(kind_, name)
+            d: DatasetInfo = table[name]
             rows.append([name, d.shape, d.size, d.classes, d.source, d.license])
         return _columns(rows)
     if kind_ == "model":
         rows = [["name", "input", "params", "default split", "description"]]
         for name in names:
-            m: ModelInfo = info(kind_, name)
+            m: ModelInfo = table[name]
             shape = "any" if m.input_shape is None else "[" + ",".join(map(str, m.input_shape)) + "]"
             params = "depends on input" if m.params is None else f"{m.params:,}"
             rows.append([name, shape, params, str(m.default_split), m.summary])
@@ -438,7 +448,13 @@ def summary_lines(kind_: str) -> list[str]:
         return _columns(
             [[name, f"{description(kind_, name)}; options: {_short_options(kind_, name)}"] for name in names]
         )
+    if kind_ == "method":
+        return _columns([[name, _description(kind_, name, table[name])] for name in names])
     return _columns([[name, description(kind_, name)] for name in names])
+
+
+TABLELESS_IMPORTS = ("partitioner", "attack")
+"""The kinds whose ``fedaug list KIND`` lines need their registered code (options, help)."""
 
 
 def preset_lines(name: str) -> list[str]:

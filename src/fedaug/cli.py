@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fedaug import registry
+from fedaug import log_once, registry
 from fedaug.cli_analyze import add_analyze_parser
 from fedaug.cli_attack import add_attack_parser
 from fedaug.cli_campaign import add_campaign_parser
@@ -46,7 +46,7 @@ from fedaug.errors import FedaugError, out_of_memory_sentence
 from fedaug.plugins import import_plugins
 
 if TYPE_CHECKING:
-    pass
+    from fedaug.engine.progress import JobEta
 
 logger = logging.getLogger("fedaug")
 
@@ -62,7 +62,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     config = load_config(args)
     subs = comparison_configs(config)
-    after = [""] * len(subs)
+    jobs: list[JobEta | None] = [None] * len(subs)
     if len(subs) > 1:  # every method's options and run dir checked before the first one runs
         from fedaug.experiments.estimate import job_plan
 
@@ -71,13 +71,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         plan = job_plan(subs, fresh=args.fresh)
         for line in plan.lines:
             logger.info(line)
-        after = plan.after
+        jobs = list(plan.jobs)
     rows = []
-    for sub, then in zip(subs, after, strict=True):
-        summary = run_experiment(sub, fresh=args.fresh, after=then)
+    for sub, job in zip(subs, jobs, strict=True):
+        summary = run_experiment(sub, fresh=args.fresh, job=job)
         print(f"{sub.method.name}: run dir {run_dir_for(sub)}")
         rows.append((sub.method.name, summary))
-    title = f"{config.data.name}, {config.model.name}, {config.partition.name}, seed {config.seed}"
+    from fedaug.results.store import config_setting_label
+
+    title = f"{config_setting_label(config)}, {config.model.name}, seed {config.seed}"
     plot_job(title, [(sub.method.name, run_dir_for(sub)) for sub in subs], seed=config.seed)
     print(f"\n{title}:")
     print(comparison_table(rows))
@@ -94,8 +96,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     elif args.kind:
         print("\n".join(catalog.summary_lines(args.kind)))
     else:
-        for kind in registry.KINDS:
-            print(f"{kind}s: {', '.join(registry.available(kind))}")
+        for kind in registry.KINDS:  # the catalog's names, which are the registered ones (a test checks)
+            print(f"{kind}s: {', '.join(sorted(catalog.TABLES[kind]))}")
         print(f"presets: {', '.join(p.name for p in presets.presets())}")
         print("details: fedaug list KIND (one line per name), fedaug list KIND NAME (its options)")
     return 0
@@ -105,6 +107,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
     from fedaug.data.partition import describe, plot_heatmap
     from fedaug.experiments.resolve import load_data_and_partition
     from fedaug.reproducibility.identity import partition_tag
+    from fedaug.results.store import config_setting_label
 
     if args.plot is not None:  # checked before the data is loaded: a wrong --plot fails at once
         if args.plot and Path(args.plot).suffix.lower() not in (".png", ".pdf"):
@@ -124,7 +127,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
     if args.plot is None:
         return 0
     plot = Path(args.plot or f"{config.data.name}-{partition_tag(config)}.png")
-    title = f"{config.data.name}: {partition_tag(config)} (seed {config.seed})"
+    title = f"{config_setting_label(config)} (seed {config.seed})"
     plot_heatmap(partition.class_counts(labels), plot, title)
     print(f"heat-map: {plot}")
     return 0
@@ -509,6 +512,7 @@ def out_of_memory_line(exc: Exception) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    log_once.forget()  # each command logs its facts (the dataset and partition it loads) once
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(message)s",

@@ -18,15 +18,21 @@ EXAMPLES = {
 
 
 def add_attack_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Adds ``attack`` with one sub-parser per registered attack."""
-    raw = argparse.RawDescriptionHelpFormatter
-    attack = sub.add_parser(
+    """Adds ``attack``; its sub-parsers, one per registered attack, are added when ``fedaug attack ...`` is
+    parsed (the attack modules import torch: ``fedaug --help`` and the other commands do not wait for it)."""
+    sub.add_parser(
         "attack",
         help="privacy attacks (reconstruction, context, inversion)",
-        formatter_class=raw,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples (a target is [LABEL=]RUN_DIR[@ROUND]; fedaug attack ATTACK --help: its options):\n"
         f"  {EXAMPLES['reconstruct']}\n  {EXAMPLES['invert']}",
+        populate=add_attacks,
     )
+
+
+def add_attacks(attack: argparse.ArgumentParser) -> None:
+    """One sub-parser of ``attack`` per registered attack (imports the attack modules)."""
+    raw = argparse.RawDescriptionHelpFormatter
     attacks = attack.add_subparsers(dest="attack", required=True, metavar="ATTACK")
     for name in registry.available("attack"):
         command = registry.get("attack", name)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from fedaug.experiments.config import ExperimentConfig
@@ -21,7 +22,24 @@ logger = logging.getLogger("fedaug")
 
 class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one line (the bad value and where to look), exit 2, like
-    every other user error; its sub-command parsers are of this class too."""
+    every other user error; its sub-command parsers are of this class too.
+
+    ``populate`` (a keyword of ``add_parser`` too) adds the parser's arguments when it first parses, not when
+    it is built: a sub-command whose options come from modules that import torch (``fedaug attack``) keeps
+    ``fedaug --help`` and every other command from importing them.
+    """
+
+    def __init__(
+        self, *args: Any, populate: Callable[[argparse.ArgumentParser], None] | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._populate = populate
+
+    def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
+        if self._populate is not None:
+            populate, self._populate = self._populate, None
+            populate(self)
+        return super().parse_known_args(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         print(f"{self.prog}: error: {message} (see '{self.prog} --help')", file=sys.stderr)
@@ -58,6 +76,15 @@ def add_device_arg(parser: argparse.ArgumentParser) -> None:
     """``--device``: shorthand for ``--set engine.device=...`` (run, sweep and the Flower commands)."""
     parser.add_argument(
         "--device",
+        help="where to compute: auto (default: cuda if torch sees a GPU, else cpu), cpu, cuda or cuda:N",
+    )
+
+
+def add_device_argument(parser: argparse.ArgumentParser) -> None:
+    """``--device`` (default ``auto``): where an attack or ``fedaug zsdg`` computes."""
+    parser.add_argument(
+        "--device",
+        default="auto",
         help="where to compute: auto (default: cuda if torch sees a GPU, else cpu), cpu, cuda or cuda:N",
     )
 

@@ -26,25 +26,14 @@ import argparse
 import json
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from fedaug.api import Method
-from fedaug.attacks.target import (
-    add_device_argument,
-    attack_device,
-    global_model,
-    is_image,
-    parse_spec,
-    run_checkpoint,
-    run_config,
-    to_pixels,
-)
-from fedaug.data.datasets import load_dataset
-from fedaug.engine.evaluation import evaluate
-from fedaug.methods.zsdg import ZSDGSettings, class_accuracy, generate
+from fedaug.cli_common import add_device_argument
 from fedaug.validation import check_int, flag_int
+
+if TYPE_CHECKING:  # the command's modules import torch: imported when it runs, not with the CLI
+    from fedaug.api import Method
+    from fedaug.methods.zsdg import ZSDGSettings
 
 
 def add_zsdg_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -69,6 +58,8 @@ def add_zsdg_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def zsdg_settings(method: Method, iterations: int | None, lr: float | None) -> ZSDGSettings:
     """The run's ZSDG settings (a Fed-ZDA method's ``zsdg()``), else the defaults, with the overrides."""
+    from fedaug.methods.zsdg import ZSDGSettings
+
     zsdg = getattr(method.config, "zsdg", None)
     settings = zsdg() if callable(zsdg) else ZSDGSettings()
     if iterations is not None:
@@ -79,7 +70,21 @@ def zsdg_settings(method: Method, iterations: int | None, lr: float | None) -> Z
 
 
 def cmd_zsdg(args: argparse.Namespace) -> int:
+    import torch
+
     from fedaug.attacks.figures import example_grid
+    from fedaug.attacks.target import (
+        attack_device,
+        global_model,
+        is_image,
+        parse_spec,
+        run_checkpoint,
+        run_config,
+        to_pixels,
+    )
+    from fedaug.data.datasets import load_dataset
+    from fedaug.engine.evaluation import evaluate
+    from fedaug.methods.zsdg import class_accuracy, generate
 
     device = attack_device(args)
     check_int("--per-class", args.per_class, 1)

@@ -153,7 +153,8 @@ def test_compare_runs_each_method_and_prints_them_side_by_side(
     setting = tmp_path / "smoke" / "train.rounds=2" / "synthetic-dirichlet0.5_2-K6"  # 2 rounds, not smoke's 3
     assert (setting / "flea" / "seed0" / "summary.json").exists()
     curves = setting / "curves_seed0_fedavg_flea.png"  # the job's curves, before the table
-    assert f"curves: {curves}\n\nsynthetic, mlp, dirichlet, seed 0:\nmethod " in out
+    assert f"curves: {curves}\n\nsynthetic Dir(0.5, 2) K=6, mlp, seed 0:\nmethod " in out
+    assert "last-2 %" in out  # 2 rounds: the mean of the 2 it has
     assert curves.read_bytes().startswith(b"\x89PNG")
     assert main([*argv, "--method", "flea"]) == 0  # finished: skipped, and only flea is listed
     out = capsys.readouterr().out

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 
 import pytest
 
 from fedaug.cli import build_parser, main
 from fedaug.cli_common import load_config
+from fedaug.engine.progress import JobEta, LaterRun
 from fedaug.errors import ConfigError
 from fedaug.experiments.estimate import job_plan
 from fedaug.experiments.load import load_run_config
@@ -136,7 +138,7 @@ def test_a_refused_run_dir_offers_a_new_run_dir_first_and_fresh_last(tmp_path: P
     assert message.endswith("--fresh deletes its 2 finished rounds and starts over")
 
 
-def test_the_main_job_prints_its_plan_and_each_runs_eta_says_what_follows(
+def test_the_main_job_prints_its_plan_and_each_round_ends_with_the_jobs_time_left(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("FEDAUG_CACHE", str(tmp_path / "cache"))
@@ -151,11 +153,16 @@ def test_the_main_job_prints_its_plan_and_each_runs_eta_says_what_follows(
     assert messages[start + 1].split() == ["new", "?", str(fedavg_dir)]
     assert messages[start + 2].split() == ["new", "?", str(flea_dir)]
     assert messages[start + 3].startswith("2 runs: 2 new; no estimate yet")
+    assert messages[start + 4] == (
+        "job: no estimate before the first round (no FedAvg round of this setting timed here); then each "
+        "round's line ends with the job's time left: fedavg by its own rounds; flea at 2.57x FedAvg's round "
+        "(fedaug's default)"
+    )
     assert start < min(i for i, m in enumerate(messages) if m.startswith("round "))
     rounds = [m for m in messages if m.startswith("round ")]
     assert len(rounds) == 6
-    assert all(m.endswith(", then flea (3 rounds)") for m in rounds[:3])
-    assert not any("then" in m for m in rounds[3:])  # FLea is the last run: its line is a single run's
+    assert all(re.search(r"  eta \S+  job eta \S+$", m) for m in rounds), rounds  # from round 1 on
+    assert rounds[-1].endswith("eta 0s  job eta 0s")
     # Execute: seed 1, whose seed-0 siblings have timed every round
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="fedaug"):
@@ -164,8 +171,12 @@ def test_the_main_job_prints_its_plan_and_each_runs_eta_says_what_follows(
     # Assert: the total and FLea's share of it come from seed 0's round times
     summary = next(m for m in messages if m.startswith("2 runs: 2 new"))
     assert "of run time left (round times of their seeds so far)" in summary
-    first = next(m for m in messages if m.startswith("round 1/3"))
-    assert first.endswith(" s)") and ", then flea (3 rounds, ~" in first
+    job = next(m for m in messages if m.startswith("job: "))
+    assert re.fullmatch(
+        r"job: about \S+ s of run time: fedavg ~\S+ s \(its seeds' round times\); "
+        r"flea ~\S+ s \(its seeds' round times\)",
+        job,
+    ), job
 
 
 def test_the_plan_of_a_finished_or_partial_job(tmp_path: Path) -> None:
@@ -184,6 +195,13 @@ def test_the_plan_of_a_finished_or_partial_job(tmp_path: Path) -> None:
     assert plan.lines[2].split()[:4] == ["partial", "(1/3", "rounds)", "~8"]
     left = "about 8 s of run time left (round times of their seeds so far)"
     assert plan.lines[3] == f"2 runs: 1 finished, 1 partial; {left}"
-    assert plan.after == ["then flea (2 rounds, ~8 s)", ""]  # (FedAvg is skipped: it shows no line)
-    # with --fresh both run again, whole
-    assert job_plan(configs, fresh=True).after == ["then flea (3 rounds)", ""]
+    assert plan.lines[4] == "job: about 8 s of run time: flea ~8 s (its seeds' round times)"
+    # FLea's ratio to FedAvg's rounds is recorded on this setting: 4 s / 2 s
+    assert plan.jobs == [JobEta((LaterRun("flea", 2, 8.0, 2.0),), ratio=1.0), JobEta((), ratio=2.0)]
+    # with --fresh both run again, whole, costed by the round times logged so far
+    fresh = job_plan(configs, fresh=True)
+    assert fresh.jobs[0] == JobEta((LaterRun("flea", 3, 12.0, 2.0),), ratio=1.0)
+    assert fresh.lines[-1] == (
+        "job: about 18 s of run time: fedavg ~6 s (its seeds' round times); "
+        "flea ~12 s (its seeds' round times)"
+    )

@@ -49,8 +49,9 @@ from fedaug.attacks.gradient_inversion import (
 )
 from fedaug.attacks.image_metrics import mse, psnr, ssim
 from fedaug.attacks.invert_report import save_grid, write_table
-from fedaug.attacks.target import CPU, add_device_argument, attack_device
+from fedaug.attacks.target import CPU, attack_device
 from fedaug.augment import AugMix
+from fedaug.cli_common import add_device_argument
 from fedaug.data.datasets import Dataset, load_dataset
 from fedaug.device import to_device
 from fedaug.engine.checkpoint import short_reason

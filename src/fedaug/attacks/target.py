@@ -32,6 +32,7 @@ import torch
 from torch import Tensor
 
 from fedaug.api import Method, ServerState
+from fedaug.cli_common import add_device_argument
 from fedaug.data.datasets import Dataset, load_dataset
 from fedaug.device import resolve_device
 from fedaug.engine.checkpoint import RunStore, corrupt_file, read_jsonl, short_reason
@@ -303,15 +304,6 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=flag_int(1, MAX_THREADS), default=1, help="torch threads")
     parser.add_argument("--data-dir", help="dataset folder (default: the run's, then $FEDAUG_DATA)")
     add_device_argument(parser)
-
-
-def add_device_argument(parser: argparse.ArgumentParser) -> None:
-    """``--device`` (default ``auto``): where an attack or ``fedaug zsdg`` computes."""
-    parser.add_argument(
-        "--device",
-        default="auto",
-        help="where to compute: auto (default: cuda if torch sees a GPU, else cpu), cpu, cuda or cuda:N",
-    )
 
 
 def attack_device(args: argparse.Namespace) -> torch.device:

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from fedaug.log_once import info_once
+
 logger = logging.getLogger(__name__)
 
 Arrays = dict[str, np.ndarray]
@@ -90,7 +92,7 @@ def load_or_build(
     entry = cache_dir / namespace / cache_key(params, signature)
     cached = _read_entry(entry)
     if cached is not None:
-        logger.info("using cached %s arrays from %s", namespace, entry)
+        info_once(logger, "using cached %s arrays from %s", namespace, entry)
         return cached
     arrays = build()
     try:

@@ -39,6 +39,7 @@ from fedaug.data.base import (
     option_key,
 )
 from fedaug.errors import ConfigError
+from fedaug.log_once import info_once
 from fedaug.registry import available, get
 
 __all__ = [
@@ -127,7 +128,7 @@ def load_dataset(
             f"dataset {name!r} ({plugins.origin(loader)}) returned {type(dataset).__name__}, "
             "expected a fedaug.data.base.Dataset"
         )
-    logger.info("loaded %s", dataset.summary())
+    info_once(logger, "loaded %s", dataset.summary())
     return dataset
 
 

@@ -40,7 +40,7 @@ from fedaug.engine.checkpoint import RunStore, check_run_checkpoint, read_jsonl,
 from fedaug.engine.evaluation import evaluate
 from fedaug.engine.fairness import client_accuracies, fairness_summary, local_metrics
 from fedaug.engine.memory_format import apply_channels_last
-from fedaug.engine.progress import RoundClock, format_duration
+from fedaug.engine.progress import JobEta, LaterRun, RoundClock, format_duration
 from fedaug.engine.sampling import sample_clients
 from fedaug.errors import ClientError, FedaugError
 from fedaug.local_training import load_weights, snapshot_state
@@ -83,9 +83,9 @@ class SimulationSpec:
     # local_eval_every rounds and at the last round (engine/fairness.py).
     local_test_indices: list[Tensor] | None = None
     local_eval_every: int = 1
-    # What the command runs after this run, e.g. "then flea (100 rounds)": added to the progress line's eta
-    # and the bar, so that the time left of a run of several methods does not read as the whole job's.
-    after: str = ""
+    # What the command runs after this run (fedaug run of several methods): the progress line ends with the
+    # whole job's time left, so that the time left of its first run does not read as the job's.
+    job: JobEta | None = None
 
 
 class Simulation:
@@ -124,7 +124,7 @@ class Simulation:
             initial=first - 1,
             disable=not self._use_bar(),
             unit="round",
-            desc=f"{spec.method.name}, {spec.after}" if spec.after else None,
+            desc=spec.method.name if spec.job else None,
         )
         for round_num in range(first, spec.run.num_rounds + 1):
             start = self._now()
@@ -314,8 +314,14 @@ class Simulation:
     ) -> None:
         best = max((r["test/acc"] for r in records if "test/acc" in r), default=float("nan"))
         acc = record.get("test/acc", float("nan"))
+        left = self._time_left(record["round"], timing["round_time"])  # feeds the clock the job's eta reads
         if self._use_bar():
-            bar.set_postfix(acc=f"{acc:.4f}", best=f"{best:.4f}", s_per_round=f"{timing['round_time']:.2f}")
+            job = (
+                {"job_eta": self._job_left(record["round"]).removeprefix("job eta ")} if self.spec.job else {}
+            )
+            bar.set_postfix(
+                acc=f"{acc:.4f}", best=f"{best:.4f}", s_per_round=f"{timing['round_time']:.2f}", **job
+            )
             bar.update(1)
         elif self.spec.progress:
             logger.info(
@@ -326,8 +332,7 @@ class Simulation:
                 best,
                 record.get("train/loss", float("nan")),
                 timing["round_time"],
-                self._time_left(record["round"], timing["round_time"])
-                + (f", {self.spec.after}" if self.spec.after else ""),
+                left + (f"  {self._job_left(record['round'])}" if self.spec.job else ""),
             )
 
     def _time_left(self, round_num: int, seconds: float) -> str:
@@ -346,6 +351,18 @@ class Simulation:
                 return own
             return f"{format_duration(self._clock.eta(burn_in - round_num))} to round {burn_in}, then {own}"
         return format_duration(self._clock.eta(spec.run.num_rounds - round_num))
+
+    def _job_left(self, round_num: int) -> str:
+        """``job eta 38m``: this run's time left (its FedAvg rounds at their median, its own at that times its
+        ratio, while it is still FedAvg) and the later runs' (:class:`~fedaug.engine.progress.JobEta`)."""
+        spec, job = self.spec, self.spec.job or JobEta()
+        burn_in = fedavg_rounds_of(spec.method, spec.run.num_rounds)
+        typical = self._clock.typical()
+        if round_num <= burn_in < spec.run.num_rounds:  # its own rounds are costed like a later run's
+            own = LaterRun(spec.method.name, spec.run.num_rounds - burn_in, ratio=job.ratio)
+            job = JobEta((own, *job.later), ratio=1.0)
+            return job.text(self._clock.eta(burn_in - round_num), typical)
+        return job.text(self._clock.eta(spec.run.num_rounds - round_num), typical)
 
 
 class _PhaseClock:

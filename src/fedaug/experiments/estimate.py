@@ -8,9 +8,15 @@ Each remaining round is costed at the mean ``round_time`` (``timings.jsonl``) of
 siblings: the run dirs of the same sweep name, setting and method with any seed (``.../<method>/seed*``, the
 point's own included), finished or not; a round none of them has logged yet, at the mean of the logged rounds
 of the kind the point runs itself (a branched run's copied FedAvg rounds carry FedAvg's times, which never
-cost its own rounds). A point whose siblings have logged none of its own rounds gets no estimate. The times
-are those of the machine and the load the siblings ran under; the sum is run time, which ``--workers``
-processes share when the machine has a core for each.
+cost its own rounds). A point whose siblings have logged none of its own rounds is costed at FedAvg's mean
+round time on its setting times the method's round ratio (:mod:`fedaug.experiments.round_ratio`: recorded on
+the setting, else fedaug's default); without either it gets no estimate. The times are those of the machine
+and the load the siblings ran under; the sum is run time, which ``--workers`` processes share when the
+machine has a core for each.
+
+:func:`job_plan` (``fedaug run`` of several methods) and :func:`sweep_job` (a sweep in one process) give each
+run what the command runs after it (:class:`~fedaug.engine.progress.JobEta`), so that every round line ends
+with the whole job's time left, from the first round on.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fedaug.engine.checkpoint import read_jsonl
+from fedaug.engine.progress import JobEta, LaterRun
+from fedaug.experiments.round_ratio import mean_round_time, round_ratio
 from fedaug.experiments.sweep_order import Schedule, SweepPoint
 from fedaug.machine import cpu_model, other_recorded_cpu
 from fedaug.reproducibility.branch import branch_plan, has_start_checkpoint
@@ -124,6 +132,41 @@ def remaining_seconds(point: SweepPoint, point_plan: Plan | None = None) -> floa
     return math.fsum(times.get(round_num, fallback) for round_num in needed)
 
 
+def estimated_seconds(point: SweepPoint, point_plan: Plan | None = None) -> float | None:
+    """:func:`remaining_seconds`, else (no seed of the point timed) FedAvg's mean round time on its setting
+    times the method's round ratio (:func:`.round_ratio.round_ratio`) times its rounds left;
+    None when neither is known."""
+    point_plan = point_plan or plan(point)
+    seconds = remaining_seconds(point, point_plan)
+    if seconds is not None:
+        return seconds
+    fedavg = mean_round_time(point.run_dir.parents[1] / "fedavg")
+    ratio = round_ratio(point.config, point.run_dir.parents[1], point_plan.own)
+    return None if fedavg is None or ratio is None else fedavg * ratio[0] * len(point_plan.needed)
+
+
+def sweep_job(current: SweepPoint, later: Sequence[SweepPoint]) -> JobEta:
+    """What a sweep run in one process runs after ``current`` (the ``later`` points not started yet), for
+    its round lines' ``job eta``: each unfinished point by :func:`estimated_seconds`; one of ``current``'s
+    setting without an estimate by the current run's round time and the ratios (a point of another setting
+    without one: not yet timed)."""
+    setting = current.run_dir.parents[1]
+    runs = []
+    for point in later:
+        if run_status(point) == "finished":
+            continue
+        point_plan = plan(point)
+        if not point_plan.needed:
+            continue
+        same = point.run_dir.parents[1] == setting
+        ratio = round_ratio(point.config, setting, point_plan.own) if same else None
+        seconds = estimated_seconds(point, point_plan)
+        ratio_value = None if ratio is None else ratio[0]
+        runs.append(LaterRun(point.config.method.name, len(point_plan.needed), seconds, ratio_value))
+    own = round_ratio(current.config, setting, plan(current).own)
+    return JobEta(tuple(runs), ratio=None if own is None else own[0])
+
+
 def format_duration(seconds: float) -> str:
     """``45 s``, ``57 min`` or ``21.9 h``."""
     if seconds < 60:
@@ -143,7 +186,7 @@ def dry_run_lines(points: Sequence[SweepPoint]) -> list[str]:
         status = run_status(point)
         counts[status.split(" ")[0]] += 1
         point_plan = None if status == "finished" else plan(point)
-        seconds = None if point_plan is None else remaining_seconds(point, point_plan)
+        seconds = None if point_plan is None else estimated_seconds(point, point_plan)
         if status == "finished":
             left = ""
         elif seconds is None:
@@ -176,13 +219,13 @@ NO_ESTIMATE = "no estimate yet ('?' for each: no seed of these runs has logged t
 class JobPlan:
     """What ``fedaug run`` of several methods prints before its first run, and says while each runs.
 
-    ``lines``: the order of the runs, then :func:`dry_run_lines` (status, time left and run dir of each, the
-    total time left when there is an estimate). ``after``: per run, what the command runs after it
-    (``then flea (100 rounds)``, '' for the last), for its progress line's ``eta``.
+    ``lines``: the order of the runs, :func:`dry_run_lines` (status, time left and run dir of each), then the
+    whole job's estimate (:func:`job_line`). ``jobs``: per run, what the command runs after it and the run's
+    round ratio, from which its progress lines end with the job's time left (``job eta 38m``).
     """
 
     lines: list[str]
-    after: list[str]
+    jobs: list[JobEta]
 
 
 def job_plan(configs: Sequence[ExperimentConfig], *, fresh: bool = False) -> JobPlan:
@@ -191,28 +234,72 @@ def job_plan(configs: Sequence[ExperimentConfig], *, fresh: bool = False) -> Job
     names = ", then ".join(config.method.name for config in configs)
     redo = "; --fresh starts each over" if fresh else ""
     lines = [f"plan: {_runs(len(points))}, one after the other: {names}{redo}", *dry_run_lines(points)]
-    left = []
+    runs: list[LaterRun | None] = []
+    ratios: list[tuple[float, str] | None] = []
     for point in points:
-        if fresh:
-            left.append(f"{point.config.method.name} ({point.config.train.rounds} rounds)")
-            continue
-        if finished_summary(point.run_dir, point.config.train.rounds) is not None:
-            left.append("")
-            continue
         point_plan = plan(point)
+        if fresh:  # every round again, costed by its seeds' times (its own included) all the same
+            first = 1 if point_plan.alone is not None else point_plan.own.start
+            point_plan = Plan(0, point_plan.own, range(first, point_plan.own.stop), point_plan.alone)
+        elif finished_summary(point.run_dir, point.config.train.rounds) is not None:
+            point_plan = Plan(point_plan.done, point_plan.own, range(0), None)
+        ratio = round_ratio(point.config, point.run_dir.parents[1], point_plan.own)
+        ratios.append(ratio)
         rounds = len(point_plan.needed)
-        if not rounds:  # every round logged: it only writes its summary
-            left.append("")
+        seconds = remaining_seconds(point, point_plan) if rounds else None
+        later = LaterRun(point.config.method.name, rounds, seconds, None if ratio is None else ratio[0])
+        runs.append(later if rounds else None)
+    jobs = [
+        JobEta(tuple(r for r in runs[i + 1 :] if r), ratio=None if ratio is None else ratio[0])
+        for i, ratio in enumerate(ratios)
+    ]
+    lines.append(job_line(points, runs, ratios))
+    return JobPlan(lines, jobs)
+
+
+def job_line(
+    points: Sequence[SweepPoint], runs: Sequence[LaterRun | None], ratios: Sequence[tuple[float, str] | None]
+) -> str:
+    """The plan's last line: the whole job's run time, each run by its seeds' round times, else by FedAvg's
+    round time on this setting times the run's round ratio (recorded here, or fedaug's default); without them,
+    what the progress lines' ``job eta`` will go on."""
+    parts, total, waiting, fedavg_untimed = [], 0.0, False, False
+    for point, run, ratio in zip(points, runs, ratios, strict=True):
+        if run is None:
             continue
-        seconds = remaining_seconds(point, point_plan)
-        estimate = "" if seconds is None else f", ~{format_duration(seconds)}"
-        left.append(f"{point.config.method.name} ({rounds} round{'' if rounds == 1 else 's'}{estimate})")
-    after = [_then([text for text in left[i + 1 :] if text]) for i in range(len(points))]
-    return JobPlan(lines, after)
+        fedavg_round = mean_round_time(point.run_dir.parents[1] / "fedavg")
+        if run.seconds is not None:
+            total += run.seconds
+            parts.append(f"{run.method} ~{format_duration(run.seconds)} (its seeds' round times)")
+            continue
+        waiting = waiting or ratio is None or fedavg_round is None
+        fedavg_untimed = fedavg_untimed or fedavg_round is None
+        if ratio is None:
+            parts.append(f"{run.method} once its first round is timed (no round ratio to FedAvg known)")
+        elif run.method == "fedavg":
+            parts.append("fedavg by its own rounds")
+        elif fedavg_round is None:
+            parts.append(f"{run.method} at {ratio[0]:.2f}x FedAvg's round ({_RATIO_SOURCE[ratio[1]]})")
+        else:
+            seconds = fedavg_round * ratio[0] * run.rounds
+            total += seconds
+            parts.append(
+                f"{run.method} ~{format_duration(seconds)} ({ratio[0]:.2f}x FedAvg's round, "
+                f"{_RATIO_SOURCE[ratio[1]]})"
+            )
+    if not parts:
+        return "job: nothing left to run"
+    if not waiting:
+        return f"job: about {format_duration(total)} of run time: {'; '.join(parts)}"
+    why = " (no FedAvg round of this setting timed here)" if fedavg_untimed else ""
+    return (
+        f"job: no estimate before the first round{why}; then each round's line ends with the job's time "
+        f"left: {'; '.join(parts)}"
+    )
 
 
-def _then(runs: list[str]) -> str:
-    return f"then {', '.join(runs)}" if runs else ""
+_RATIO_SOURCE = {"recorded": "recorded on this setting", "default": "fedaug's default"}
+"""How :func:`job_line` names where a round ratio comes from (:func:`.round_ratio.round_ratio`)."""
 
 
 def _other_cpu(fedavg_dir: Path) -> str:

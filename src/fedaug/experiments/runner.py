@@ -28,6 +28,7 @@ from fedaug.api import Method, TrainSettings
 from fedaug.device import describe_device
 from fedaug.engine.checkpoint import write_json
 from fedaug.engine.lock import LOCK_NAME, RunDirLock, check_unlocked
+from fedaug.engine.progress import JobEta
 from fedaug.engine.simulation import Simulation, SimulationSpec, round_train_settings
 from fedaug.errors import PathError, path_error
 from fedaug.experiments.config import ExperimentConfig, MethodSpec
@@ -103,7 +104,7 @@ def run_experiment(
     fresh: bool = False,
     engine: Callable[[SimulationSpec], Simulation] = Simulation,
     quiet: bool = False,
-    after: str = "",
+    job: JobEta | None = None,
 ) -> dict[str, Any]:
     """Runs ``config`` to completion (resuming or skipping as needed) and returns its summary.
 
@@ -111,7 +112,7 @@ def run_experiment(
     or the Flower adapter's subclass, which sends the client calls to Flower nodes. ``quiet`` logs no round
     lines whatever ``engine.progress`` says (a sweep's worker processes, whose lines would interleave); it is
     not written to ``config.yaml``, so running the run again from its ``config.yaml`` shows its progress.
-    ``after`` says what the command runs next, for the progress line (``then flea (100 rounds)``:
+    ``job`` is what the command runs after it, for the progress line's whole-job time left (``job eta 38m``:
     :func:`fedaug.experiments.estimate.job_plan`).
     """
     run_dir = run_dir_for(config)
@@ -127,7 +128,7 @@ def run_experiment(
             return finished
     use_threads(config.engine.num_threads)
     resolved = resolve_run(config, run_dir, method_fn=method_fn)  # before the run dir is made or changed
-    spec = replace(resolved.spec, after=after, progress=resolved.spec.progress and not quiet)
+    spec = replace(resolved.spec, job=job, progress=resolved.spec.progress and not quiet)
     with RunDirLock(run_dir):  # released on any exit, by the kernel if the process is killed
         return _run_locked(replace(resolved, spec=spec), fresh=fresh, engine=engine, method_fn=method_fn)
 
@@ -194,14 +195,22 @@ def comparison_configs(config: ExperimentConfig) -> list[ExperimentConfig]:
 
 
 def comparison_table(rows: list[tuple[str, dict[str, Any]]]) -> str:
-    """Methods side by side: best accuracy (round), mean of the last 10 rounds, final accuracy."""
-    lines = [f"{'method':<16}{'best %':>9}{'round':>7}{'last-10 %':>11}{'final %':>9}"]
+    """Methods side by side: best accuracy (round), mean of the last 10 rounds, final accuracy.
+
+    Runs of fewer than 10 rounds average the rounds they have: the column says how many (``last-3 %``);
+    runs of one round have no such mean (best and final only)."""
+    counts = {min(10, int(s.get("rounds", 10))) for _, s in rows if "best_acc" in s}
+    n = counts.pop() if len(counts) == 1 else 10  # runs of different lengths: each its last 10 at most
+    mean = f"last-{n} %" if n > 1 else ""  # one round: its best and final say it all
+    width = 11 if mean else 0
+    lines = [f"{'method':<16}{'best %':>9}{'round':>7}{mean:>{width}}{'final %':>9}"]
     for name, summary in rows:
         if "best_acc" not in summary:
-            lines.append(f"{name:<16}{'(no evaluation)':>36}")
+            lines.append(f"{name:<16}{'(no evaluation)':>{25 + width}}")
             continue
+        tail = f"{100 * summary['last10_acc']:>{width}.2f}" if mean else ""
         lines.append(
-            f"{name:<16}{100 * summary['best_acc']:>9.2f}{summary['best_round']:>7d}"
-            f"{100 * summary['last10_acc']:>11.2f}{100 * summary['final_acc']:>9.2f}"
+            f"{name:<16}{100 * summary['best_acc']:>9.2f}{summary['best_round']:>7d}{tail}"
+            f"{100 * summary['final_acc']:>9.2f}"
         )
     return "\n".join(lines)

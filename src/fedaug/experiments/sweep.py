@@ -33,10 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from fedaug.device import release_cached_memory
+from fedaug.engine.progress import JobEta
 from fedaug.errors import ConfigError, RunLockedError, out_of_memory_sentence
 from fedaug.experiments.cluster import least_loaded, on_device
 from fedaug.experiments.config import ExperimentConfig, check_compared_method
-from fedaug.experiments.estimate import remaining_seconds, run_status, running_line
+from fedaug.experiments.estimate import remaining_seconds, run_status, running_line, sweep_job
 from fedaug.experiments.load import (
     OPEN_SECTIONS,
     SMOKE_OVERRIDES,
@@ -246,15 +247,15 @@ def expand_sweep(
     return list(points.values())
 
 
-def execute(config: ExperimentConfig, *, quiet: bool = False) -> Outcome:
-    """Runs one config to completion (the worker function; ``quiet``: no round lines); never raises an
-    ``Exception``."""
+def execute(config: ExperimentConfig, *, quiet: bool = False, job: JobEta | None = None) -> Outcome:
+    """Runs one config to completion (the worker function; ``quiet``: no round lines; ``job``: what the sweep
+    runs after it, for the round lines' ``job eta``); never raises an ``Exception``."""
     start = time.perf_counter()
     status = (
         "skipped" if run_status(SweepPoint(config, run_dir_for(config), {})) == "finished" else "finished"
     )
     try:
-        summary = run_experiment(config, quiet=quiet)
+        summary = run_experiment(config, quiet=quiet, job=job)
     except RunLockedError as exc:  # another process runs it: reported, its files left alone
         return Outcome("busy", error=str(exc), seconds=time.perf_counter() - start)
     except Exception as exc:  # a failed run is reported; the sweep goes on with the others
@@ -328,9 +329,12 @@ def run_sweep(
         schedule = Schedule(points, remaining_seconds if order == "longest-first" else None)
     done = 0
     if workers == 1:
+        started: set[Path] = set()
         while (point := schedule.next()) is not None:
             done += 1
-            _record(result, point, execute(point.config), done, len(points))
+            started.add(point.run_dir)
+            job = sweep_job(point, [p for p in points if p.run_dir not in started])
+            _record(result, point, execute(point.config, job=job), done, len(points))
             schedule.ended(point)
         return result
     pool = ProcessPoolExecutor(

@@ -335,7 +335,6 @@ def plot_heatmaps(grouping: Grouping, out_dir: Path) -> list[Path]:
     from fedaug.data.partition import plot_heatmap
     from fedaug.experiments.load import config_from_dict
     from fedaug.experiments.resolve import load_data_and_partition
-    from fedaug.reproducibility.identity import partition_tag
 
     paths = []
     for column in grouping.columns:
@@ -347,7 +346,7 @@ def plot_heatmaps(grouping: Grouping, out_dir: Path) -> list[Path]:
             logger.warning("no heat-map for %s: %s", column, error)
             continue
         stem = f"partition_{slug(column)}"
-        title = f"{config.data.name}: {partition_tag(config)} (seed {config.seed})"
+        title = f"{column} (seed {config.seed})"
         path = out_dir / f"{stem}.{'pdf' if writes_pdf() else 'png'}"
         plot_heatmap(partition.class_counts(dataset.y_train.numpy()), path, title)
         paths += sorted({out_dir / f"{stem}.png", path})

@@ -83,11 +83,16 @@ def _summary_line(grouping: Grouping, runs_dir: str) -> str:
     runs = [r for cell in grouping.cells.values() for r in cell]
     unfinished = sum(not r.finished for r in runs)
     rounds = sorted({int(r.summary["rounds"]) for r in runs})
-    shape = f"{len(grouping.rows)} methods x {len(grouping.columns)} settings"
+    shape = f"{_count(len(grouping.rows), 'method')} x {_count(len(grouping.columns), 'setting')}"
     text = f"{len(runs)} runs from `{runs_dir}`: {shape}, rounds {', '.join(map(str, rounds))}"
     text += f" ({unfinished} unfinished runs included)" if unfinished else ""
     notes = "".join(f"\n\nData: {note}." for note in stand_in_notes(r.config for r in runs))
     return text + f"; ran on: {_cpu_counts(runs)}" + notes
+
+
+def _count(number: int, noun: str) -> str:
+    """``1 method``, ``2 methods``."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _cpu_counts(runs: Sequence[Run]) -> str:

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedaug import registry
 from fedaug.engine.checkpoint import read_jsonl, summarize
@@ -28,6 +28,9 @@ from fedaug.reproducibility.identity import changes_results, flatten
 from fedaug.reproducibility.resume import saved_env
 from fedaug.results.stand_ins import dataset_label
 from fedaug.yamlio import read_yaml_file
+
+if TYPE_CHECKING:
+    from fedaug.experiments.config import ExperimentConfig
 
 logger = logging.getLogger(__name__)
 
@@ -241,6 +244,14 @@ def setting_label(config: Mapping[str, Any], extra_keys: Iterable[str] = ()) -> 
         size += f" pseed={config['partition.seed']}"
     extras = "".join(f", {k.split('.', 1)[-1]}={_fmt(config.get(k))}" for k in extra_keys)
     return f"{dataset_label(config)} {partition} {size}{extras}"
+
+
+def config_setting_label(config: ExperimentConfig) -> str:
+    """:func:`setting_label` of a config: the column ``fedaug report`` puts its runs under, in the papers'
+    notation (``uci_har Qua(2) K=75``), for the titles of ``fedaug run`` and ``fedaug partition``."""
+    from fedaug.experiments.load import config_to_dict
+
+    return setting_label(flatten(config_to_dict(config)))
 
 
 def _setting_keys(run: Run) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from fedaug.results.reference import ReferenceTable, lookup
 from fedaug.results.stand_ins import labels_stand_in
-from fedaug.results.store import Grouping, Stat, aggregate
+from fedaug.results.store import Grouping, Run, Stat, aggregate
 
 _ACCURACY = ("best_acc", "last10_acc")
 METRICS = {
@@ -127,6 +127,7 @@ def build_table(
     table.unfinished = {key for key, runs in grouping.cells.items() if any(not r.finished for r in runs)}
     table.cpus = {key: {run.seed: run.cpu for run in grouping.cells[key]} for key in values}
     table.best = _best_rows(table, lowest=metric in LOWER_IS_BETTER)
+    table.caption = _last_rounds_caption(metric, [r for key in values for r in grouping.cells[key]])
     if highlight is not None and metric not in LOWER_IS_BETTER:  # improvements assume higher is better
         table.highlight = resolve_row(grouping, highlight)
         table.improvements = _improvements(table, grouping, exclude)
@@ -142,6 +143,16 @@ def build_table(
         if found is not None:
             table.reference[(row, column)] = found
     return table
+
+
+def _last_rounds_caption(metric: str, runs: Sequence[Run]) -> str | None:
+    """A ``*last10*`` metric's title with the rounds its runs of fewer than 10 rounds average (``the last 3
+    rounds``; None: every run has 10 or more, the title stands)."""
+    counts = {min(10, int(run.summary.get("rounds", 10))) for run in runs}
+    if "last10" not in metric or not counts or counts == {10}:
+        return None
+    last = f"last {min(counts)}-10" if len(counts) > 1 else f"last {counts.pop()}"
+    return METRICS.get(metric, metric).replace("last 10", last)
 
 
 def gain_table(table: Table, baseline: str) -> Table:
@@ -278,10 +289,18 @@ def _improvement_row(table: Table) -> list[str] | None:
     return cells
 
 
+def seeds_note(table: Table) -> str:
+    """What a cell holds: ``mean ± std over seeds (n = seeds)``, or ``one seed (n = 1)`` when no cell has more
+    (no std to show)."""
+    if table.stats and all(stat.n == 1 for stat in table.stats.values()):
+        return "one seed (n = 1)"
+    return "mean ± std over seeds (n = seeds)"
+
+
 def to_markdown(table: Table) -> str:
     """A GitHub Markdown table (best per column in bold, arrows on the highlighted row)."""
     header = _header(table)
-    lines = [f"**{table.title}**, mean ± std over seeds (n = seeds)", ""]
+    lines = [f"**{table.title}**, {seeds_note(table)}", ""]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
     arrows = {"↑": "↑", "↑↑": "↑↑", "†": "†", "‡": "‡"}

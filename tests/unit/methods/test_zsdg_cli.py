@@ -37,7 +37,7 @@ def test_a_round_without_a_kept_checkpoint_is_refused_before_the_dataset_loads(
     bn_run: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     loaded: list[str] = []
-    monkeypatch.setattr("fedaug.cli_zsdg.load_dataset", lambda name, **_: loaded.append(name))
+    monkeypatch.setattr("fedaug.data.datasets.load_dataset", lambda name, **_: loaded.append(name))
     assert main(["zsdg", f"{bn_run}@1", "--iterations", "1"]) == 2
     assert "has no checkpoint for round 1 (kept rounds: none; keep more with" in capsys.readouterr().err
     assert loaded == []  # a paper-scale dataset is not loaded only to be refused

@@ -20,6 +20,7 @@ from fedaug import registry
 from fedaug.data.partition import cache
 from fedaug.data.partition._params import resolve_params
 from fedaug.errors import ConfigError, PartitionError
+from fedaug.log_once import info_once
 from fedaug.validation import check_int, check_number
 
 logger = logging.getLogger(__name__)
@@ -196,7 +197,7 @@ def make_partition(
         path = cache.cache_path(Path(cache_dir), name, key)
         cached = cache.load(path, key)
         if cached is not None:
-            logger.info("loaded partition from %s", path)
+            info_once(logger, "loaded partition from %s", path)
             return Partition(cached[0], cached[1], num_classes, settings)
     train, test = _draw(partitioner, labels, num_clients, num_classes, int(seed), local_test_fraction, params)
     empty = sum(idx.size == 0 for idx in train)

@@ -1,0 +1,127 @@
+"""The CLI answers without importing torch: ``--help``, ``--version``, ``list``, argument errors (issue 57).
+
+The cases run the CLI in one fresh interpreter whose import system refuses ``torch``: a module that imports it
+at the CLI's import time, or a command that needs it for what it prints, fails there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fedaug.cli import main
+from fedaug.cli_common import OneLineParser
+from tests.conftest import REPO_ROOT
+
+BLOCKED = """
+import contextlib, io, json, sys
+
+class NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError(f"{name} is blocked in this test")
+        return None
+
+sys.meta_path.insert(0, NoTorch())
+from fedaug.cli import main
+results = []
+for argv in json.loads(sys.argv[1]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exit_:
+            code = exit_.code
+    results.append([code, out.getvalue(), err.getvalue(), "torch" in sys.modules])
+print(json.dumps(results))
+"""
+
+ANSWERS = [
+    (["--help"], "fedaug COMMAND --help"),
+    (["--version"], "fedaug "),
+    (["list"], "methods: ccvr, fedaugmix"),
+    (["list", "methods"], "flea_official"),
+    (["list", "datasets"], "uci_har"),
+    (["list", "models"], "harnet"),
+    (["run", "--help"], "--fresh"),
+    (["sweep", "--help"], "--dry-run"),
+    (["zsdg", "--help"], "--per-class"),
+    (["flower", "--help"], "simulate"),
+]
+ERRORS = [
+    (["run", "--bogus"], "unrecognized arguments: --bogus"),
+    (["list", "bogus"], "invalid choice: 'bogus'"),
+    (["nope"], "invalid choice: 'nope'"),
+]
+
+
+@pytest.fixture(scope="module")
+def blocked() -> dict[str, tuple[int, str, str, bool]]:
+    """Every case's exit code, stdout, stderr and whether torch got imported, all in one interpreter that
+    refuses ``torch`` (a command that imports it fails, and so does every later one)."""
+    cases = [argv for argv, _ in [*ANSWERS, *ERRORS]]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")}
+    done = subprocess.run(
+        [sys.executable, "-c", BLOCKED, json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    return {
+        " ".join(argv): tuple(result) for argv, result in zip(cases, json.loads(done.stdout), strict=True)
+    }
+
+
+@pytest.mark.parametrize(("argv", "expected"), ANSWERS)
+def test_help_version_and_list_answer_with_torch_blocked(
+    blocked: dict[str, tuple[int, str, str, bool]], argv: list[str], expected: str
+) -> None:
+    code, out, err, torch_imported = blocked[" ".join(argv)]
+    assert code == 0, err
+    assert expected in out
+    assert not torch_imported
+
+
+@pytest.mark.parametrize(("argv", "expected"), ERRORS)
+def test_argument_errors_answer_with_torch_blocked(
+    blocked: dict[str, tuple[int, str, str, bool]], argv: list[str], expected: str
+) -> None:
+    code, out, err, torch_imported = blocked[" ".join(argv)]
+    assert code == 2
+    assert expected in err and len(err.splitlines()) == 1
+    assert out == ""
+    assert not torch_imported
+
+
+def test_the_attack_sub_commands_are_added_when_attack_is_parsed(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["attack", "context", "--help"])
+    assert exit_.value.code == 0
+    assert "--sizes" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        main(["attack"])
+    assert exit_.value.code == 2
+    assert "ATTACK" in capsys.readouterr().err
+
+
+def test_populate_runs_once_at_the_first_parse_not_at_build() -> None:
+    calls: list[str] = []
+
+    def populate(parser: argparse.ArgumentParser) -> None:
+        calls.append("populated")
+        parser.add_argument("--size", type=int)
+
+    parser = OneLineParser(prog="p")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("lazy", populate=populate)
+    assert calls == []
+    assert parser.parse_args(["lazy", "--size", "3"]).size == 3
+    assert parser.parse_args(["lazy"]).size is None
+    assert calls == ["populated"]
