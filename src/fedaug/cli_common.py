@@ -35,10 +35,28 @@ class OneLineParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self._populate = populate
 
-    def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
+    def populated(self) -> OneLineParser:
+        """This parser with its arguments added (runs a pending ``populate`` once)."""
         if self._populate is not None:
             populate, self._populate = self._populate, None
             populate(self)
+        return self
+
+    def then_populate(self, more: Callable[[argparse.ArgumentParser], None]) -> bool:
+        """Runs ``more`` after a pending ``populate`` (True), or returns False when nothing is pending."""
+        if self._populate is None:
+            return False
+        first = self._populate
+
+        def both(parser: argparse.ArgumentParser) -> None:
+            first(parser)
+            more(parser)
+
+        self._populate = both
+        return True
+
+    def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
+        self.populated()
         return super().parse_known_args(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
@@ -167,7 +185,10 @@ PLUGIN_HELP = (
 
 
 def add_plugin_args(parser: argparse.ArgumentParser) -> None:
-    """``--plugin`` on every command: each leaf sub-command parser of ``parser`` (recursively) gets it."""
+    """``--plugin`` on every command: each leaf sub-command parser of ``parser`` (recursively) gets it; a
+    parser whose arguments are added when it first parses (``populate``) gets it then."""
+    if isinstance(parser, OneLineParser) and parser.then_populate(add_plugin_args):
+        return
     actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     if not actions:
         if not any("--plugin" in a.option_strings for a in parser._actions):

@@ -48,7 +48,8 @@ def test_a_device_this_machine_lacks_is_refused_before_data_or_output(
 ) -> None:
     # Prepare: loading any dataset is recorded
     loaded: list[str] = []
-    for where in ("fedaug.attacks.target", "fedaug.attacks.invert", "fedaug.cli_zsdg"):
+    # (fedaug.cli_zsdg imports it when its command runs, so it is caught at the source)
+    for where in ("fedaug.attacks.target", "fedaug.attacks.invert", "fedaug.data.datasets"):
         monkeypatch.setattr(f"{where}.load_dataset", lambda name, **_: loaded.append(name))
     out = tmp_path / "out"
     # Execute

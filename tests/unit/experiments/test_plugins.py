@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from fedaug.cli import build_parser, main
+from fedaug.cli_common import OneLineParser
 from fedaug.experiments.load import config_to_dict, load_config
 from fedaug.experiments.resolve import load_data_and_partition
 from fedaug.experiments.runner import run_experiment
@@ -183,6 +184,8 @@ def test_a_module_plugin_in_the_current_directory_imports_once(
 
 def test_every_command_takes_plugin() -> None:
     def leaves(parser: argparse.ArgumentParser, path: str) -> dict[str, argparse.ArgumentParser]:
+        if isinstance(parser, OneLineParser):  # fedaug attack adds its sub-commands when it first parses
+            parser.populated()
         subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
         if not subs:
             return {path: parser}
