@@ -4,6 +4,7 @@ graph modes unrecorded) and writes the rows the GPU window reads; a bad preset o
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +59,47 @@ def test_bad_preset_and_mode_are_one_line_and_exit_2(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "unknown --modes packed for --preset; valid choices: eager," in done.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.slow  # about 30 s of CPU: two runs, the tests' imports, two benchmarks
+def test_throughput_script_writes_its_seven_files_on_the_cpu(tmp_path: Path) -> None:
+    # scripts/gpu_throughput.sh with tiny settings: every stage exits 0 within its TIME budget
+    out = tmp_path / "out"
+    env = {
+        **os.environ,
+        "OUT": str(out),
+        "DEVICE": "cpu",
+        "RUN_CONFIG": "smoke",
+        "ROUNDS": "1",
+        "PRESETS": "smoke_bn_cnn",
+        "STEPS": "1",
+        "CONV_ARGS": "--batch 2 --clients 2 --floor-batch 4",
+        "HEAD_ARGS": "--samples 32 --repeats 1 --threads 1",
+        "OMP_NUM_THREADS": "1",
+    }
+    script = REPO_ROOT / "scripts" / "gpu_throughput.sh"
+    done = subprocess.run(["bash", str(script), "400"], env=env, capture_output=True, text=True, timeout=450)
+    assert done.returncode == 0, done.stdout + done.stderr
+    files = sorted(p.name for p in out.iterdir())
+    assert files == [
+        "conv.json",
+        "conv.log",
+        "flea_head_passes.json",
+        "machine.txt",
+        "runs.txt",
+        "stages.txt",
+        "tests_throughput.txt",
+    ]
+    stages = (out / "stages.txt").read_text().splitlines()
+    assert [line.split(" exit ")[0] for line in stages] == [
+        "tests",
+        "run_fedavg",
+        "run_flea",
+        "flea_head_passes",
+        "conv",
+    ]
+    assert all(" exit 0 at " in line for line in stages), stages
+    runs = (out / "runs.txt").read_text()
+    assert "fedavg rounds 1 wall_s " in runs and "flea rounds 1 wall_s " in runs
+    cases = json.loads((out / "flea_head_passes.json").read_text())["cases"]
+    assert [c["method"] for c in cases] == ["flea", "flea_official"]

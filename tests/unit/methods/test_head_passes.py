@@ -116,8 +116,11 @@ def test_dropout_and_unequal_parts_are_not_fused() -> None:
     assert all("forward" not in vars(m) for m in bn.modules())
 
 
-def _flea_update(method: FLea, head_passes: str, optimizer: str) -> tuple[dict[str, torch.Tensor], dict]:
-    """Round 2 of a HARNet client in float64 with a non-empty buffer: the final weights and metrics."""
+def _flea_update(
+    method: FLea, head_passes: str, optimizer: str, device: torch.device | None = None
+) -> tuple[dict[str, torch.Tensor], dict]:
+    """Round 2 of a HARNet client in float64 with a non-empty buffer (on ``device``, default the CPU): the
+    final weights and metrics."""
     method = copy.copy(method)
     method.head_passes = head_passes
     gen = torch.Generator().manual_seed(3)
@@ -127,7 +130,10 @@ def _flea_update(method: FLea, head_passes: str, optimizer: str) -> tuple[dict[s
     model = _harnet()
     model.load_state_dict(state)
     buffer = FLeaBuffer(model.encode(x[:9] * 0.5, 1).detach(), y[:9])
-    ctx = client_context(x, y, model_fn=_harnet, num_classes=6)
+    device = device or torch.device("cpu")
+    x, y, buffer = x.to(device), y.to(device), FLeaBuffer(buffer.x.to(device), buffer.y.to(device))
+    state = {k: v.to(device) for k, v in state.items()}
+    ctx = client_context(x, y, model_fn=lambda: _harnet().to(device), num_classes=6)
     train = TrainSettings(local_epochs=2, batch_size=8, lr=0.05, optimizer=optimizer, momentum=0.9)
     payload = Payload(round_num=2, model_state=state, train=train, extra=buffer.to_extra())
     update = method.client_update(payload, ctx)
