@@ -200,10 +200,7 @@ def _with_js(base_loss: LossFn, model: nn.Module, x: Tensor, y: Tensor, config: 
     x_orig, y_orig = x[:batch], y[:batch]
     with recorded_logits(model) as outputs:
         base = base_loss(model, x_orig, y_orig)
-    # the first output on the originals; else the first rows of a pass over several batches at once (FLea's
-    # fused head passes: head(f~) comes first)
     logits = [out for out in outputs if out.shape[0] == batch]
-    logits = logits or [out[:batch] for out in outputs if out.shape[0] % batch == 0]
     if not logits:
         raise IncompatibleModelError("the base method's loss never ran the model on the original batch")
     logits_views = model(x[batch:])
