@@ -13,6 +13,7 @@ Usage::
 
     python benchmarks/flea_head_passes.py --threads 1 --out benchmarks/results/flea_head_passes_cpu.json
     python benchmarks/flea_head_passes.py --device cuda --out /tmp/flea_head_passes_cuda.json
+    python benchmarks/flea_head_passes.py --device cuda --graphs --out /tmp/flea_head_passes_cuda_graphs.json
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class _OpCount(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def client(samples: int, device: torch.device) -> tuple[ClientContext, Payload]:
+def client(samples: int, device: torch.device, graphs: bool = False) -> tuple[ClientContext, Payload]:
     """One client of ``samples`` windows and a round-2 payload with a buffer of 10% of 7 such clients."""
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(samples, *SHAPE, generator=gen).to(device)
@@ -69,7 +70,7 @@ def client(samples: int, device: torch.device) -> tuple[ClientContext, Payload]:
     run = RunContext(num_clients=1, num_classes=6, input_shape=SHAPE, seed=0, num_rounds=2)
     data = ClientData(0, x, y, 6)
     ctx = ClientContext(0, 2, data, workspace("client"), torch.Generator(), run, workspace=workspace)
-    train = TrainSettings(local_epochs=1, batch_size=32, lr=1e-3)
+    train = TrainSettings(local_epochs=1, batch_size=32, lr=1e-3, cuda_graphs=graphs)
     return ctx, Payload(round_num=2, model_state=state, train=train, extra=buffer.to_extra())
 
 
@@ -89,8 +90,8 @@ def ops_per_step(method: FLea, ctx: ClientContext, payload: Payload) -> int:
     return counter.ops
 
 
-def measure(name: str, samples: int, repeats: int, device: torch.device) -> dict[str, Any]:
-    ctx, payload = client(samples, device)
+def measure(name: str, samples: int, repeats: int, device: torch.device, graphs: bool) -> dict[str, Any]:
+    ctx, payload = client(samples, device, graphs)
     variants = {}
     for passes in ("separate", "fused"):
         method = METHODS[name]()
@@ -111,6 +112,7 @@ def measure(name: str, samples: int, repeats: int, device: torch.device) -> dict
         "ops_per_step": {p: ops_per_step(m, ctx, payload) for p, m in variants.items()},
         "speedup_fused": median["separate"] / median["fused"],
         "repeats": repeats,
+        "cuda_graphs": graphs,
     }
 
 
@@ -120,15 +122,22 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=320, help="client size (default: 10 steps of 32)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--graphs", action="store_true", help="steps recorded as CUDA graphs (on a GPU)")
     parser.add_argument("--out", default="benchmarks/results/flea_head_passes.json")
     add_device_argument(parser)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     device = benchmark_device(args.device)
-    cases = [measure(m, args.samples, args.repeats, device) for m in args.methods.split(",")]
-    command = "python benchmarks/flea_head_passes.py " + " ".join(
-        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("out",) and v is not None
+    cases = [measure(m, args.samples, args.repeats, device, args.graphs) for m in args.methods.split(",")]
+    command = (
+        "python benchmarks/flea_head_passes.py "
+        + " ".join(
+            f"--{k.replace('_', '-')} {v}"
+            for k, v in vars(args).items()
+            if k not in ("out", "graphs") and v is not None
+        )
+        + (" --graphs" if args.graphs else "")
     )
     write_report(
         args.out,

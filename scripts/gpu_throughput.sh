@@ -5,12 +5,13 @@
 #      loop in float64, FLea's fused head passes against separate ones on CUDA (at most 90 s);
 #   2. the default preset, one run alone in a fresh process each, start-up included: FedAvg (target <= 5 s)
 #      and FLea (target <= 15 s), ROUNDS rounds (default 100) -> runs.txt (wall seconds, exit code);
-#   3. benchmarks/flea_head_passes.py on the GPU: a FLea client step with fused vs separate head passes;
+#   3. benchmarks/flea_head_passes.py on the GPU: a FLea client step with fused vs separate head passes, eager
+#      and with the steps recorded as CUDA graphs (--graphs);
 #   4. benchmarks/gpu.py --preset PRESETS (default the three CIFAR-10 conv nets): client steps per mode (eager,
 #      channels_last, bf16, graphs, batched, batched_graphs) against the batch-1024 bf16 channels-last floor,
 #      STEPS timed steps each (default 20).
-# Files under $OUT (7): machine.txt, tests_throughput.txt, runs.txt, flea_head_passes.json, conv.json,
-# conv.log, stages.txt (each stage's exit code and seconds).
+# Files under $OUT (8): machine.txt, tests_throughput.txt, runs.txt, flea_head_passes.json,
+# flea_head_passes_graphs.json, conv.json, conv.log, stages.txt (each stage's exit code and seconds).
 #   OUT=$OUT scripts/gpu_throughput.sh 480                                     # on the GPU machine
 #   OUT=/tmp/t DEVICE=cpu RUN_CONFIG=smoke ROUNDS=1 PRESETS=smoke_bn_cnn STEPS=1 \
 #       CONV_ARGS="--batch 2 --clients 2 --floor-batch 4" HEAD_ARGS="--samples 32 --repeats 1" \
@@ -59,6 +60,9 @@ rm -rf "$runs"
 timeout "$(at_most 90 "$(left)")" python3 benchmarks/flea_head_passes.py --device "$DEVICE" ${HEAD_ARGS:-} \
     --out "$OUT/flea_head_passes.json" > /dev/null 2>> "$OUT/stages.txt"
 stage flea_head_passes $?
+timeout "$(at_most 90 "$(left)")" python3 benchmarks/flea_head_passes.py --device "$DEVICE" --graphs ${HEAD_ARGS:-} \
+    --out "$OUT/flea_head_passes_graphs.json" > /dev/null 2>> "$OUT/stages.txt"
+stage flea_head_passes_graphs $?
 
 timeout "$(left)" python3 benchmarks/gpu.py --device "$DEVICE" --preset "$PRESETS" --steps "$STEPS" \
     ${CONV_ARGS:-} --out "$OUT/conv.json" > "$OUT/conv.log" 2>&1

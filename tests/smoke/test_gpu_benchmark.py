@@ -62,7 +62,7 @@ def test_bad_preset_and_mode_are_one_line_and_exit_2(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow  # about 30 s of CPU: two runs, the tests' imports, two benchmarks
-def test_throughput_script_writes_its_seven_files_on_the_cpu(tmp_path: Path) -> None:
+def test_throughput_script_writes_its_eight_files_on_the_cpu(tmp_path: Path) -> None:
     # scripts/gpu_throughput.sh with tiny settings: every stage exits 0 within its TIME budget
     out = tmp_path / "out"
     env = {
@@ -85,6 +85,7 @@ def test_throughput_script_writes_its_seven_files_on_the_cpu(tmp_path: Path) -> 
         "conv.json",
         "conv.log",
         "flea_head_passes.json",
+        "flea_head_passes_graphs.json",
         "machine.txt",
         "runs.txt",
         "stages.txt",
@@ -96,6 +97,7 @@ def test_throughput_script_writes_its_seven_files_on_the_cpu(tmp_path: Path) -> 
         "run_fedavg",
         "run_flea",
         "flea_head_passes",
+        "flea_head_passes_graphs",
         "conv",
     ]
     assert all(" exit 0 at " in line for line in stages), stages
@@ -103,3 +105,6 @@ def test_throughput_script_writes_its_seven_files_on_the_cpu(tmp_path: Path) -> 
     assert "fedavg rounds 1 wall_s " in runs and "flea rounds 1 wall_s " in runs
     cases = json.loads((out / "flea_head_passes.json").read_text())["cases"]
     assert [c["method"] for c in cases] == ["flea", "flea_official"]
+    graphs = json.loads((out / "flea_head_passes_graphs.json").read_text())
+    assert graphs["command"].endswith(" --graphs")
+    assert all(c["cuda_graphs"] for c in graphs["cases"])
