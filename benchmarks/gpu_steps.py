@@ -209,7 +209,7 @@ def measure(
                 "mode": mode,
                 "ms_per_step": round(1000 * seconds, 3),
                 "images_per_step": images,
-                "images_per_s": round(ips, 1),
+                "images_per_s": round(ips, 3),
                 "achieved_tflops": round(tflops, 4),
                 "fraction_of_peak": round(tflops / peak[precision], 5) if peak else None,
                 "ratio_to_floor": round(ips / floor_ips, 4),

@@ -57,7 +57,7 @@ def _assert_close_list(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> 
         torch.testing.assert_close(u, v, rtol=1e-12, atol=1e-12)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(parts=st.integers(2, 3), batch=st.integers(2, 5), layer=st.sampled_from([-1, 0, 1, 2]))
 def test_fused_passes_equal_separate_ones_through_batchnorm(parts: int, batch: int, layer: int) -> None:
     model = _harnet()
@@ -124,8 +124,8 @@ def _flea_update(
     method = copy.copy(method)
     method.head_passes = head_passes
     gen = torch.Generator().manual_seed(3)
-    x = torch.randn(22, *HAR_SHAPE, generator=gen, dtype=torch.float64)
-    y = torch.randint(0, 6, (22,), generator=gen)
+    x = torch.randn(16, *HAR_SHAPE, generator=gen, dtype=torch.float64)
+    y = torch.randint(0, 6, (16,), generator=gen)
     state = initial_state(_harnet)
     model = _harnet()
     model.load_state_dict(state)
@@ -146,12 +146,12 @@ def _flea_update(
     ids=["default", "official", "buffer-kl-only"],
 )
 def test_flea_client_update_fused_equals_separate_in_float64(method: FLea) -> None:
-    # 2 epochs of 3 steps, SGD with momentum: every loss part and every weight to 1e-12 (relative: the last
-    # BatchNorm's running variance is about 90 and differs by 4e-14 relative)
+    # 2 epochs of 2 steps, SGD with momentum: every loss part and every weight to 1e-12 (relative: the last
+    # BatchNorm running variances grow to tens, and differ by about 1e-14 relative)
     state, metrics = _flea_update(method, "fused", "sgd")
     ref_state, ref_metrics = _flea_update(method, "separate", "sgd")
     assert metrics.keys() == ref_metrics.keys()
-    assert metrics["train/steps"] == 6.0
+    assert metrics["train/steps"] == 4.0
     for key, value in ref_metrics.items():
         assert metrics[key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
     for key, value in ref_state.items():
