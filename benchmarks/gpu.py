@@ -31,6 +31,12 @@ Usage::
     python benchmarks/gpu.py --device cuda --out benchmarks/results/gpu_h200.json
     python benchmarks/gpu.py --device cpu --rounds 2 --workers 2 --out /tmp/gpu.json     # a quick check
     python benchmarks/gpu.py --device cuda --modes sequential,graphs,packed,packed_graphs --out gpu.json
+    python benchmarks/gpu.py --device cuda --preset cifar10_mobilenet,cifar10_resnet18,cifar10_resnet50 \
+        --out benchmarks/results/gpu_h100_conv_presets.json
+
+``--preset`` with a CIFAR-10 conv-net preset (:data:`gpu_steps.PRESETS`) times client steps per mode
+(eager, channels-last, bf16, CUDA graphs, batched clients, batched clients in one graph) against the same
+model's large-batch floor (batch 1024, bf16, channels-last) in the same command: :mod:`gpu_steps`.
 """
 
 from __future__ import annotations
@@ -69,8 +75,13 @@ from fedaug.experiments.runner import prepare, run_experiment  # noqa: E402
 from fedaug.experiments.sweep import expand_sweep, run_sweep  # noqa: E402
 from fedaug.reproducibility.identity import run_dir_for  # noqa: E402
 from fedaug.step_graphs import StepGraphs  # noqa: E402
+from gpu_steps import FLOOR_BATCH, PRESETS, measure  # noqa: E402
+from gpu_steps import MODES as STEP_MODES  # noqa: E402
 
 DEFAULT = REPO / "configs" / "default.yaml"
+MODES_DEFAULT = (
+    "sequential,batched,packed"  # the default preset's; a conv-net preset's default: all its modes
+)
 OFFICIAL_ROUND_S_H200 = {"fedavg": 1.3, "flea": 8.0}  # the FLea authors' code, one process (issue #32)
 # Vendor dense peaks, TFLOP/s (SXM parts): FP32 on CUDA cores, TF32 and BF16 on tensor cores.
 PEAK_TFLOPS = {
@@ -234,16 +245,64 @@ def packed_phases(run_dirs: list[Path]) -> dict[str, Any]:
     return {"median_round_s": medians.pop("round_time"), "median_phase_s": medians}
 
 
+def conv_presets(parser: argparse.ArgumentParser, args: argparse.Namespace, device: torch.device) -> int:
+    """``--preset``: the conv-net presets' client steps per mode and their floor (:mod:`gpu_steps`)."""
+    names = [p.strip() for p in args.preset.split(",") if p.strip()]
+    if bad := [p for p in names if p not in PRESETS]:
+        parser.error(f"unknown --preset {', '.join(bad)}; valid choices: default, {', '.join(PRESETS)}")
+    modes = list(STEP_MODES) if args.modes == MODES_DEFAULT else [m.strip() for m in args.modes.split(",")]
+    if bad := [m for m in modes if m not in STEP_MODES]:
+        parser.error(f"unknown --modes {', '.join(bad)} for --preset; valid choices: {', '.join(STEP_MODES)}")
+    facts = machine_facts(device)
+    peak = next((v for k, v in PEAK_TFLOPS.items() if k in str(facts.get("gpu_name", ""))), None)
+    report: dict[str, Any] = {
+        "benchmark": "gpu --preset",
+        "command": " ".join(["python", *sys.argv]),
+        **facts,
+        "torch": torch.__version__,
+        "device_peak_tflops": peak,
+        "presets": [],
+    }
+    for name in names:
+        result = measure(
+            name,
+            modes,
+            device,
+            batch=args.batch,
+            steps=args.steps,
+            clients=args.clients,
+            floor_batch=args.floor_batch,
+            peak=peak,
+        )
+        report["presets"].append(result)
+        print(json.dumps({"preset": name, "floor": result["floor"], "modes": result["modes"]}), flush=True)
+        write_report(args.out, report)  # after each preset: partial results
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_device_argument(parser)
     parser.add_argument("--methods", default="fedavg,flea")
-    parser.add_argument("--modes", default="sequential,batched,packed")
+    parser.add_argument("--modes", default=MODES_DEFAULT)
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--workers", type=int, default=4, help="packed runs at once (default 4)")
     parser.add_argument("--out", required=True, help="JSON file to write")
+    parser.add_argument(
+        "--preset",
+        default="default",
+        help=f"default (whole runs, above) or a conv-net preset timed by client steps: {', '.join(PRESETS)}",
+    )
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per conv-net mode (default 20)")
+    parser.add_argument("--batch", type=int, default=None, help="conv-net local batch (default: the paper's)")
+    parser.add_argument(
+        "--clients", type=int, default=8, help="clients of a batched conv-net step (default 8)"
+    )
+    parser.add_argument("--floor-batch", type=int, default=FLOOR_BATCH, help="batch of the conv-net floor")
     args = parser.parse_args()
     device = benchmark_device(args.device)
+    if args.preset != "default":
+        return conv_presets(parser, args, device)
     train_flops, test_flops, test_size, sizes = model_flops()
     facts = machine_facts(device)
     peak = next((v for k, v in PEAK_TFLOPS.items() if k in str(facts.get("gpu_name", ""))), None)

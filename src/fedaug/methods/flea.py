@@ -161,6 +161,11 @@ class FLea(FedAvg):
     name = "flea"
     config_cls = FLeaConfig
     config: FLeaConfig
+    head_passes = "auto"
+    """How the local head's passes of a step run (:data:`~fedaug.methods.head_passes.HEAD_PASSES`): ``fused``
+    into one pass (equal to ``separate`` passes to float rounding) or ``auto``: fused on a GPU, where a step
+    is launch-bound, separate on a CPU, where one pass per part measured faster
+    (``benchmarks/flea_head_passes.py``)."""
 
     def layer(self, model: SplitModel) -> int:
         """The split layer for ``model`` (raises IncompatibleModelError naming the valid layers)."""
@@ -216,11 +221,13 @@ class FLea(FedAvg):
         # 0-d tensor weight gives the float's products), so one recording serves every round; under bf16
         # autocast the float stays (a bf16 product would round the weight first) and lambda2 is in the key.
         terms = self._mix_terms(layer, decor, teacher)
+        passes = self.head_passes
+        if passes == "auto":
+            passes = "fused" if buffer.x.device.type == "cuda" else "separate"
         if payload.train.precision == "float32":
-            return mix_loss(
-                layer, buffer, terms, draws, rounds_key=(layer, decor > 0), tensor_weights=("dec",)
-            )
-        return mix_loss(layer, buffer, terms, draws, rounds_key=(layer, decor))
+            key: tuple[object, ...] = (layer, decor > 0)
+            return mix_loss(layer, buffer, terms, draws, key, tensor_weights=("dec",), head_passes=passes)
+        return mix_loss(layer, buffer, terms, draws, (layer, decor), head_passes=passes)
 
     def _warmup_terms(self, decor: float, teacher: Callable[[], SplitModel]) -> list[LossTerm[Step]]:
         """Round 1's terms after the CE: KL towards the initial model (official warm-up), lambda2 L_dec."""
@@ -239,7 +246,7 @@ class FLea(FedAvg):
         if cfg.distill_weight > 0:  # the teacher is built only when a term reads it
             inputs, direction = DISTILL_INPUTS[cfg.distill_on], KL_DIRECTIONS[cfg.distill_direction]
             terms.append(distill_term(cfg.distill_weight, teacher(), layer, inputs, direction))
-        local_ce = local_ce_term(cfg.local_ce_weight, layer)
+        local_ce = local_ce_term(cfg.local_ce_weight)
         return positive_terms([*terms, local_ce, decor_term(decor, cfg.decor_form)])
 
     def _mix_weights(self, size: int, rng: np.random.Generator) -> Tensor:

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from fedaug.device import host_to_device
 from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
 from fedaug.methods.flea_buffer import FLeaBuffer
+from fedaug.methods.head_passes import HEAD_PASSES
 from fedaug.methods.losses import kl_divergence, one_hot, soft_cross_entropy
 from fedaug.models.base import SplitModel
 from fedaug.privacy.dcor import decorrelation_loss
@@ -36,6 +37,8 @@ class Step:
         y: its labels.
         f: its activations at the split layer (with gradient).
         logits: the head's output on what the main loss classifies (f~ when mixing, f in the warm-up).
+        heads: the local head's output on the other features the terms read, by name (``f``, ``partners``;
+            see :attr:`LossTerm.heads`), computed with the main pass (:mod:`fedaug.methods.head_passes`).
     """
 
     model: SplitModel
@@ -43,6 +46,7 @@ class Step:
     y: Tensor
     f: Tensor
     logits: Tensor
+    heads: Mapping[str, Tensor]
 
 
 @dataclass(frozen=True)
@@ -64,11 +68,16 @@ StepT_contra = TypeVar("StepT_contra", bound=Step, contravariant=True)
 
 @dataclass(frozen=True)
 class LossTerm(Generic[StepT_contra]):
-    """One weighted term of the local loss: ``weight * value(step)``, logged as ``train/<key>``."""
+    """One weighted term of the local loss: ``weight * value(step)``, logged as ``train/<key>``.
+
+    ``heads`` names the features (``f``, ``partners``) whose local-head logits ``value`` reads from
+    ``step.heads``: the loss runs those head passes together with its main one, in the order the terms ask.
+    """
 
     key: str
     weight: float
     value: Callable[[StepT_contra], Tensor]
+    heads: tuple[str, ...] = ()
 
 
 def _official_decor_schedule(weight: float, round_num: int) -> float:
@@ -107,21 +116,24 @@ WARMUPS: dict[str, Warmup] = {
 """``warmup``: round 1's objective."""
 
 
-def _on_mixed(step: MixStep, layer: int) -> tuple[Tensor, Tensor]:
-    del layer
-    return step.mixed, step.logits
+@dataclass(frozen=True)
+class DistillInput:
+    """What L_dis compares: the features the frozen global head sees, and the local head's logits on them.
+
+    Attributes:
+        features: those features of a step.
+        head: the name in ``step.heads`` of the local logits on them (None: the main pass's ``logits``).
+    """
+
+    features: Callable[[MixStep], Tensor]
+    head: str | None
 
 
-def _on_buffer(step: MixStep, layer: int) -> tuple[Tensor, Tensor]:
-    return step.partners, step.model.decode(step.partners, layer)  # a second pass of the local head
-
-
-DISTILL_INPUTS: dict[str, Callable[[MixStep, int], tuple[Tensor, Tensor]]] = {
-    "mixed": _on_mixed,  # paper Eq. 4: f~ and the local head's logits on it
-    "buffer": _on_buffer,  # official: the unmixed buffer features
+DISTILL_INPUTS: dict[str, DistillInput] = {
+    "mixed": DistillInput(lambda step: step.mixed, None),  # paper Eq. 4: f~ and the local head's logits on it
+    "buffer": DistillInput(lambda step: step.partners, "partners"),  # official: the unmixed buffer features
 }
-"""``distill_on``: given a step and the split layer, the features the frozen global head sees and the local
-logits on them."""
+"""``distill_on``: the features the frozen global head sees and the local logits on them."""
 
 KL_DIRECTIONS: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
     "local_global": lambda local, teacher: kl_divergence(local, teacher),  # paper Eq. 4: KL(local || global)
@@ -141,7 +153,7 @@ def warmup_loss(layer: int, terms: Sequence[LossTerm[Step]]) -> LossFn:
         f = model.encode(x, layer)
         logits = model.decode(f, layer)
         loss = F.cross_entropy(logits, y)
-        return with_terms(loss, {"ce": loss.detach()}, Step(model, x, y, f, logits), terms)
+        return with_terms(loss, {"ce": loss.detach()}, Step(model, x, y, f, logits, {"f": logits}), terms)
 
     return BatchableLoss(loss_fn)  # the teacher is the broadcast model: the same for every client
 
@@ -153,8 +165,13 @@ def mix_loss(
     draws: Callable[[int], ClientTensors],
     rounds_key: Hashable,
     tensor_weights: Sequence[str] = (),
+    head_passes: str = "fused",
 ) -> LossFn:
     """A step with a buffer: L_cls, the soft-label CE of head(f~) against y~, then ``terms``.
+
+    The local head runs on f~ and on whatever features the terms name (:attr:`LossTerm.heads`) in one pass
+    (``head_passes``, :data:`~fedaug.methods.head_passes.HEAD_PASSES`: ``fused``, equal to ``separate``
+    passes to float rounding).
 
     The buffer reaches the step as ``client`` tensors (:func:`padded_buffer`), and so do the weights of the
     terms named in ``tensor_weights`` (0-d, in the buffer's dtype: the same products as the float weights), so
@@ -162,6 +179,8 @@ def mix_loss(
     (``engine.cuda_graphs``) instead of being recorded again with every new buffer and lambda2.
     """
     names = tuple(term.key for term in terms if term.key in tensor_weights)
+    heads = tuple(dict.fromkeys(name for term in terms for name in term.heads))  # in the order terms ask
+    passes = HEAD_PASSES[head_passes]
 
     def loss_fn(
         module: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
@@ -174,9 +193,10 @@ def mix_loss(
         num_classes = model.num_classes
         f_mix = _expand(lam, f) * f + _expand(1 - lam, f) * fb
         y_mix = lam[:, None] * one_hot(y, num_classes) + (1 - lam)[:, None] * one_hot(yb, num_classes)
-        logits = model.decode(f_mix, layer)
+        features = {"f": f, "partners": fb}
+        logits, *others = passes(model, [f_mix, *(features[name] for name in heads)], layer)
         loss = soft_cross_entropy(logits, y_mix)
-        mix = MixStep(model, x, y, f, logits, f_mix, fb)
+        mix = MixStep(model, x, y, f, logits, dict(zip(heads, others, strict=True)), f_mix, fb)
         return with_terms(loss, {"cls": loss.detach()}, mix, terms, weights)
 
     # The buffer and the teacher are the broadcast ones, the same for every client; the draws are its own.
@@ -185,7 +205,8 @@ def mix_loss(
         if term.key in names:  # pinned and copied without waiting for the GPU, like the draws
             weight = torch.tensor(term.weight, dtype=buffer.x.dtype)
             client[f"weight.{term.key}"] = host_to_device(weight, buffer.x.device)
-    return BatchableLoss(loss_fn, client=client, draws=draws, rounds_key=rounds_key)
+    key = (rounds_key, head_passes)
+    return BatchableLoss(loss_fn, client=client, draws=draws, rounds_key=key)
 
 
 def padded_buffer(buffer: FLeaBuffer) -> ClientTensors:
@@ -227,28 +248,29 @@ def decor_term(weight: float, form: str) -> LossTerm[Step]:
     return LossTerm("dec", weight, lambda step: decorrelation_loss(step.x, step.f, form=form))
 
 
-def local_ce_term(weight: float, layer: int) -> LossTerm[Step]:
-    """The official code's plain CE on the unmixed local batch (a second pass of the head on f)."""
-    return LossTerm("ce", weight, lambda step: F.cross_entropy(step.model.decode(step.f, layer), step.y))
+def local_ce_term(weight: float) -> LossTerm[Step]:
+    """The official code's plain CE on the unmixed local batch (a second pass of the head, on f)."""
+    return LossTerm("ce", weight, lambda step: F.cross_entropy(step.heads["f"], step.y), heads=("f",))
 
 
 def distill_term(
     weight: float,
     teacher: SplitModel,
     layer: int,
-    inputs: Callable[[MixStep, int], tuple[Tensor, Tensor]],
+    inputs: DistillInput,
     direction: Callable[[Tensor, Tensor], Tensor],
 ) -> LossTerm[MixStep]:
     """lambda1 L_dis: the KL (``direction``) between the local logits and the frozen global head's on the
-    features ``inputs`` picks."""
+    features ``inputs`` picks (the teacher's pass is its own: other weights, in eval mode)."""
 
     def value(step: MixStep) -> Tensor:
-        source, local = inputs(step, layer)
+        local = step.logits if inputs.head is None else step.heads[inputs.head]
         with torch.no_grad():
-            global_logits = teacher.decode(source.detach(), layer)
+            global_logits = teacher.decode(inputs.features(step).detach(), layer)
         return direction(local, global_logits)
 
-    return LossTerm("dis", weight, value)
+    heads = () if inputs.head is None else (inputs.head,)
+    return LossTerm("dis", weight, value, heads=heads)
 
 
 def warmup_distill_term(weight: float, teacher: SplitModel) -> LossTerm[Step]:

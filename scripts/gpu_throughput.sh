@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Issue #52's throughput targets in ONE call of a lent GPU, within TIME seconds (first argument, else $TIME,
+# default 480; keep it under 9 minutes), each stage cut to what is left:
+#   1. tests/gpu/test_throughput.py: padded batched clients replayed as ONE CUDA graph against the sequential
+#      loop in float64, FLea's fused head passes against separate ones on CUDA (at most 90 s);
+#   2. the default preset, one run alone in a fresh process each, start-up included: FedAvg (target <= 5 s)
+#      and FLea (target <= 15 s), ROUNDS rounds (default 100) -> runs.txt (wall seconds, exit code);
+#   3. benchmarks/flea_head_passes.py on the GPU: a FLea client step with fused vs separate head passes, eager
+#      and with the steps recorded as CUDA graphs (--graphs);
+#   4. benchmarks/gpu.py --preset PRESETS (default the three CIFAR-10 conv nets): client steps per mode (eager,
+#      channels_last, bf16, graphs, batched, batched_graphs) against the batch-1024 bf16 channels-last floor,
+#      STEPS timed steps each (default 20).
+# Files under $OUT (8): machine.txt, tests_throughput.txt, runs.txt, flea_head_passes.json,
+# flea_head_passes_graphs.json, conv.json, conv.log, stages.txt (each stage's exit code and seconds).
+#   OUT=$OUT scripts/gpu_throughput.sh 480                                     # on the GPU machine
+#   OUT=/tmp/t DEVICE=cpu RUN_CONFIG=smoke ROUNDS=1 PRESETS=smoke_bn_cnn STEPS=1 \
+#       CONV_ARGS="--batch 2 --clients 2 --floor-batch 4" HEAD_ARGS="--samples 32 --repeats 1" \
+#       scripts/gpu_throughput.sh 300                                             # dry run on a CPU
+# (RUN_CONFIG, default "default": the preset of stage 2; "smoke" is synthetic data and a tiny MLP.)
+# scripts/gpu_session.sh (issue #51's campaign) may call it as a stage of its own; nothing here depends on it.
+# tests/smoke/test_gpu_benchmark.py runs this script on the CPU with tiny settings (marked slow: -m slow).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+TIME=${1:-${TIME:-480}}
+OUT=${OUT:-gpu_out}
+DEVICE=${DEVICE:-cuda}
+ROUNDS=${ROUNDS:-100}
+RUN_CONFIG=${RUN_CONFIG:-default}
+PRESETS=${PRESETS:-cifar10_mobilenet,cifar10_resnet18,cifar10_resnet50}
+STEPS=${STEPS:-20}
+mkdir -p "$OUT"
+start=$(date +%s)
+left() { echo $((TIME - ($(date +%s) - start))); }
+at_most() { echo $(($1 < $2 ? $1 : $2)); }
+stage() {  # $1: name, $2: its exit code; appends to stages.txt
+  echo "$1 exit $2 at $(($(date +%s) - start)) s" | tee -a "$OUT/stages.txt"
+}
+export PYTHONPATH="src:.:.gpu_deps${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+: > "$OUT/stages.txt"
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())'; } > "$OUT/machine.txt" 2>&1
+
+timeout "$(at_most 90 "$(left)")" python3 -m pytest -q -p no:cacheprovider -o addopts="--import-mode=importlib" \
+    tests/gpu/test_throughput.py > "$OUT/tests_throughput.txt" 2>&1
+stage tests $?
+
+runs=$(mktemp -d)
+: > "$OUT/runs.txt"
+for method in fedavg flea; do
+  t0=$(date +%s.%N)
+  timeout "$(at_most 150 "$(left)")" python3 -m fedaug run "$RUN_CONFIG" --set "method=$method" --set 'compare=[]' \
+      --set "train.rounds=$ROUNDS" --set engine.progress=false --device "$DEVICE" --out-dir "$runs" --fresh \
+      > "$runs/$method.log" 2>&1
+  rc=$?
+  echo "$method rounds $ROUNDS wall_s $(echo "$(date +%s.%N) - $t0" | bc) exit $rc" >> "$OUT/runs.txt"
+  tail -3 "$runs/$method.log" >> "$OUT/runs.txt"
+  stage "run_$method" $rc
+done
+rm -rf "$runs"
+
+timeout "$(at_most 90 "$(left)")" python3 benchmarks/flea_head_passes.py --device "$DEVICE" ${HEAD_ARGS:-} \
+    --out "$OUT/flea_head_passes.json" > /dev/null 2>> "$OUT/stages.txt"
+stage flea_head_passes $?
+timeout "$(at_most 90 "$(left)")" python3 benchmarks/flea_head_passes.py --device "$DEVICE" --graphs ${HEAD_ARGS:-} \
+    --out "$OUT/flea_head_passes_graphs.json" > /dev/null 2>> "$OUT/stages.txt"
+stage flea_head_passes_graphs $?
+
+timeout "$(left)" python3 benchmarks/gpu.py --device "$DEVICE" --preset "$PRESETS" --steps "$STEPS" \
+    ${CONV_ARGS:-} --out "$OUT/conv.json" > "$OUT/conv.log" 2>&1
+stage conv $?

@@ -1,0 +1,110 @@
+"""``benchmarks/gpu.py --preset`` runs every conv-net mode and its floor on the CPU with tiny settings (the
+graph modes unrecorded) and writes the rows the GPU window reads; a bad preset or mode: one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+SCRIPT = REPO_ROOT / "benchmarks" / "gpu.py"
+TINY = ["--device", "cpu", "--steps", "1", "--batch", "2", "--clients", "2", "--floor-batch", "4"]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300, cwd=REPO_ROOT
+    )
+
+
+def test_conv_preset_reports_every_mode_against_the_floor(tmp_path: Path) -> None:
+    out = tmp_path / "conv.json"
+    done = _run("--preset", "smoke_bn_cnn", *TINY, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert report["device"] == "cpu"
+    (preset,) = report["presets"]
+    assert preset["model"] == "bn_cnn_mnist"
+    assert preset["floor"]["batch"] == 4
+    modes = [row["mode"] for row in preset["modes"]]
+    assert modes == [
+        "eager",
+        "channels_last",
+        "bf16",
+        "bf16_channels_last",
+        "graphs",
+        "batched",
+        "batched_graphs",
+    ]
+    for row in preset["modes"]:
+        assert row["images_per_step"] == (4 if row["mode"].startswith("batched") else 2)
+        assert row["images_per_s"] > 0
+        # s/round, s/run and runs/hour follow from images/s and the preset's 1,000 images x 2 rounds
+        assert row["s_per_round"] == pytest.approx(1000 / row["images_per_s"], rel=1e-2)
+        assert row["runs_per_hour"] == pytest.approx(3600 / (2 * row["s_per_round"]), rel=1e-2)
+        assert row["fraction_of_peak"] is None  # no dense peak known for a CPU
+
+
+def test_bad_preset_and_mode_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    done = _run("--preset", "cifar10_vgg", *TINY, "--out", str(tmp_path / "x.json"))
+    assert done.returncode == 2
+    assert "unknown --preset cifar10_vgg; valid choices: default, cifar10_mobilenet" in done.stderr
+    done = _run("--preset", "smoke_bn_cnn", "--modes", "packed", *TINY, "--out", str(tmp_path / "x.json"))
+    assert done.returncode == 2
+    assert "unknown --modes packed for --preset; valid choices: eager," in done.stderr
+    assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.slow  # about 30 s of CPU: two runs, the tests' imports, two benchmarks
+def test_throughput_script_writes_its_eight_files_on_the_cpu(tmp_path: Path) -> None:
+    # scripts/gpu_throughput.sh with tiny settings: every stage exits 0 within its TIME budget
+    out = tmp_path / "out"
+    env = {
+        **os.environ,
+        "OUT": str(out),
+        "DEVICE": "cpu",
+        "RUN_CONFIG": "smoke",
+        "ROUNDS": "1",
+        "PRESETS": "smoke_bn_cnn",
+        "STEPS": "1",
+        "CONV_ARGS": "--batch 2 --clients 2 --floor-batch 4",
+        "HEAD_ARGS": "--samples 32 --repeats 1 --threads 1",
+        "OMP_NUM_THREADS": "1",
+    }
+    script = REPO_ROOT / "scripts" / "gpu_throughput.sh"
+    done = subprocess.run(["bash", str(script), "400"], env=env, capture_output=True, text=True, timeout=450)
+    assert done.returncode == 0, done.stdout + done.stderr
+    files = sorted(p.name for p in out.iterdir())
+    assert files == [
+        "conv.json",
+        "conv.log",
+        "flea_head_passes.json",
+        "flea_head_passes_graphs.json",
+        "machine.txt",
+        "runs.txt",
+        "stages.txt",
+        "tests_throughput.txt",
+    ]
+    stages = (out / "stages.txt").read_text().splitlines()
+    assert [line.split(" exit ")[0] for line in stages] == [
+        "tests",
+        "run_fedavg",
+        "run_flea",
+        "flea_head_passes",
+        "flea_head_passes_graphs",
+        "conv",
+    ]
+    assert all(" exit 0 at " in line for line in stages), stages
+    runs = (out / "runs.txt").read_text()
+    assert "fedavg rounds 1 wall_s " in runs and "flea rounds 1 wall_s " in runs
+    cases = json.loads((out / "flea_head_passes.json").read_text())["cases"]
+    assert [c["method"] for c in cases] == ["flea", "flea_official"]
+    graphs = json.loads((out / "flea_head_passes_graphs.json").read_text())
+    assert graphs["command"].endswith(" --graphs")
+    assert all(c["cuda_graphs"] for c in graphs["cases"])

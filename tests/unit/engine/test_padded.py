@@ -1,0 +1,115 @@
+"""Padded batched clients (static shapes, for one CUDA graph): equal to the sequential loop in float64,
+BatchNorm over each client's real samples; each step one call of the same shapes; other losses refused."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from fedaug.api import ClientContext, ClientData, RunContext, TrainSettings
+from fedaug.engine.batched import _Client
+from fedaug.engine.padded import PaddedStep, masked_batchnorm, train_clients_padded
+from fedaug.errors import ConfigError
+from fedaug.local_training import BatchableLoss, LossOutput, as_batchable, cross_entropy_loss, train_local
+from fedaug.models.base import FlattenPool, SplitModel
+from tests.unit.engine.helpers import bn_mlp_float64
+
+RUN = RunContext(num_clients=3, num_classes=3, input_shape=(8,), seed=0, num_rounds=1)
+ADAM = TrainSettings(local_epochs=2, batch_size=8, lr=1e-2, optimizer="adam", weight_decay=1e-3)
+SGD_MOMENTUM = TrainSettings(local_epochs=2, batch_size=8, lr=5e-2, optimizer="sgd", momentum=0.9)
+SGD = TrainSettings(local_epochs=1, batch_size=4, lr=5e-2, optimizer="sgd")
+
+
+def _clients(sizes: list[int]) -> list[_Client]:
+    clients = []
+    for cid, size in enumerate(sizes):
+        gen = torch.Generator().manual_seed(50 + cid)
+        y = torch.randint(0, 3, (size,), generator=gen)
+        x = torch.randn(size, 8, generator=gen, dtype=torch.float64) + y.view(-1, 1)
+        data = ClientData(cid, x, y, 3)
+        ctx = ClientContext(cid, 1, data, None, torch.Generator().manual_seed(cid), RUN)  # type: ignore[arg-type]
+        loss = as_batchable(cross_entropy_loss)
+        assert loss is not None
+        clients.append(_Client(ctx, data, loss, None))
+    return clients
+
+
+def _sequential(
+    model: nn.Module, clients: list[_Client], train: TrainSettings
+) -> list[dict[str, torch.Tensor]]:
+    states = []
+    for c in clients:
+        local = copy.deepcopy(model)
+        gen = torch.Generator().manual_seed(c.ctx.client_id)
+        metrics = train_local(local, c.data, loss_fn=cross_entropy_loss, settings=train, generator=gen)
+        states.append({**local.state_dict(), "steps": torch.tensor(metrics["train/steps"])})
+    return states
+
+
+@pytest.mark.parametrize("train", [ADAM, SGD_MOMENTUM, SGD], ids=["adam", "sgd-momentum", "sgd"])
+def test_padded_clients_equal_the_sequential_loop_in_float64(train: TrainSettings) -> None:
+    # 20, 13, 9 and 3 samples, batch 8: batches (8, 8, 4), (8, 5), (9,) and (3,) per epoch (a trailing
+    # batch of one joins the one before): every step pads some clients, and some have finished
+    torch.manual_seed(0)
+    model = bn_mlp_float64()
+    sizes = [20, 13, 9, 3]
+    expected = _sequential(model, _clients(sizes), train)
+    states, metrics = train_clients_padded(copy.deepcopy(model), _clients(sizes), train)
+    for state, metric, ref in zip(states, metrics, expected, strict=True):
+        assert metric["train/steps"] == float(ref["steps"])
+        for key, value in state.items():
+            torch.testing.assert_close(value, ref[key], rtol=1e-10, atol=1e-10, msg=key)
+
+
+def test_each_step_is_one_call_of_the_same_shapes() -> None:
+    # what a CUDA graph needs: the static inputs keep their storage and shapes for every step of the round
+    model = bn_mlp_float64()
+    clients = _clients([20, 13, 9])
+    step = PaddedStep(model, 3, 9, clients[0].data.x, ADAM)
+    pointers = [t.data_ptr() for t in (step.x, step.y, step.mask, step.active, step.params.rows)]
+    schedules = [list(c.batches(ADAM)) for c in clients]
+    for t in range(max(map(len, schedules))):
+        step.fill({c: (s[t][0], s[t][1]) for c, s in enumerate(schedules) if t < len(s)})
+        step.run()
+        assert [t.data_ptr() for t in (step.x, step.y, step.mask, step.active, step.params.rows)] == pointers
+        assert step.x.shape == (3, 9, 8)
+    # client 2 (one batch of 9 per epoch) took 2 steps: its step count stopped there
+    assert step.optimizer.steps.flatten().tolist() == [6.0, 4.0, 2.0]
+
+
+@settings(max_examples=20, deadline=None)
+@given(real=st.integers(2, 6), pad=st.integers(0, 4), channels=st.integers(1, 4))
+def test_masked_batchnorm_equals_batchnorm_on_the_real_rows(real: int, pad: int, channels: int) -> None:
+    gen = torch.Generator().manual_seed(real * 7 + pad)
+    x = torch.randn(real + pad, channels, 3, 2, generator=gen, dtype=torch.float64)
+    bn = nn.BatchNorm2d(channels).double()
+    masked = copy.deepcopy(bn)
+    mask = torch.cat([torch.ones(real), torch.zeros(pad)]).double()
+    expected = bn(x[:real])
+    with masked_batchnorm(masked, mask):
+        out = masked(x)
+    torch.testing.assert_close(out[:real], expected, rtol=1e-12, atol=1e-12)
+    for key, value in bn.state_dict().items():
+        torch.testing.assert_close(masked.state_dict()[key], value, rtol=1e-12, atol=1e-12)
+    with masked_batchnorm(masked, torch.zeros(real + pad, dtype=torch.float64)):  # no real row: no update
+        masked(x)
+    assert int(masked.num_batches_tracked) == 1
+    assert "forward" not in vars(masked)
+
+
+def test_other_objectives_are_refused() -> None:
+    # a mean over the batch in another loss (FedProx's, FLea's) would count the padded rows: not covered
+    model = SplitModel([nn.Linear(8, 4)], FlattenPool(), nn.Linear(4, 3)).double()
+    clients = _clients([8, 8])
+    clients[1].transform = lambda x, y, g: (x, y)
+    with pytest.raises(ConfigError, match="client 1: padded batches implement plain cross-entropy"):
+        train_clients_padded(model, clients, ADAM)
+    clients = _clients([8, 8])
+    clients[0].loss = BatchableLoss(lambda m, x, y, c, s: LossOutput(m(x).square().mean()))
+    with pytest.raises(ConfigError, match="client 0: padded batches implement plain cross-entropy"):
+        train_clients_padded(model, clients, ADAM)
