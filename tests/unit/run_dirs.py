@@ -12,6 +12,8 @@ from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.load import load_run_config
 from fedaug.experiments.runner import run_experiment
 from fedaug.reproducibility.identity import run_dir_for
+
+__all__ = ["run_dir_for"]
 from tests.conftest import REPO_ROOT
 
 SMOKE = str(REPO_ROOT / "configs" / "smoke.yaml")

@@ -117,6 +117,8 @@ def test_a_kill_between_metrics_line_and_checkpoint_repeats_that_round_identical
     assert run_dirs.results(run_dir) == run_dirs.results(finished)
 
 
+DIGEST_REFUSAL = "differ from those latest.pt recorded (SHA-256): a value was changed"
+
 BAD_LOGS = [
     # (id, file, damage, expected text); the run is cut back to round 2 unless finished
     ("cut-mid-line", "metrics.jsonl", lambda ls: [ls[0][:40]], "metrics.jsonl: 0 rounds logged where 2 or 3"),
@@ -128,6 +130,7 @@ BAD_LOGS = [
     ("timings-gap", "timings.jsonl", lambda ls: [ls[1]], "timings.jsonl: line 1 is round 2"),
     ("timings-deleted", "timings.jsonl", lambda ls: [], "timings.jsonl: 0 rounds logged where 1 or 2"),
     ("blank-line", "metrics.jsonl", lambda ls: [ls[0], "\n", ls[1]], "line 2 is not a JSON object: ''"),
+    ("value-edited", "metrics.jsonl", lambda ls: [ls[0].replace("0.001", "0.002", 1), ls[1]], DIGEST_REFUSAL),
 ]
 
 
@@ -160,6 +163,12 @@ FINISHED_DAMAGE = [
         "2 complete rounds and a line cut short",
     ),
     ("metrics-duplicated", "metrics.jsonl", lambda ls: [ls[0], ls[0], ls[2]], "line 2 is round 1"),
+    (
+        "metrics-value-edited",
+        "metrics.jsonl",
+        lambda ls: [ls[0].replace("0.001", "0.002", 1), *ls[1:]],
+        DIGEST_REFUSAL,
+    ),
     (
         "summary-edited",
         "summary.json",

@@ -37,8 +37,8 @@ from typing import Any, BinaryIO
 
 import torch
 
-from fedaug.engine.round_log import bad_file, read_rounds, shorten
-from fedaug.errors import CheckpointError, FedaugError, path_error
+from fedaug.engine.round_log import bad_file, read_rounds
+from fedaug.errors import CheckpointError, FedaugError, path_error, shorten
 
 logger = logging.getLogger(__name__)
 

@@ -11,16 +11,14 @@ may be dropped: only when it was written after the last checkpoint). Anything el
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedaug.errors import CheckpointError, path_error
-
-SHOWN_CHARS = 60
-"""How much of a bad line an error message echoes."""
+from fedaug.errors import CheckpointError, path_error, shorten
 
 
 @dataclass(frozen=True)
@@ -35,11 +33,6 @@ class RoundLog:
     def rounds(self) -> int:
         """How many complete rounds the log holds."""
         return len(self.records)
-
-
-def shorten(text: str, limit: int = SHOWN_CHARS) -> str:
-    """``text`` cut to ``limit`` characters (``...`` and the count of the rest added), for error messages."""
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
 def bad_file(path: Path, problem: str) -> CheckpointError:
@@ -101,3 +94,12 @@ def _record(path: Path, number: int, line: str) -> dict[str, Any]:
     if found != number:
         raise bad_file(path, f"{where} is round {found}, expected round {number} (rounds must run 1, 2, ...)")
     return record
+
+
+def log_digest(records: list[dict[str, Any]]) -> str:
+    """The SHA-256 of ``records`` as the engine writes them, one JSON line each: what a checkpoint records of
+    the metrics it follows, so that an edited or flipped value in an earlier round is noticed."""
+    hasher = hashlib.sha256()
+    for record in records:
+        hasher.update((json.dumps(record) + "\n").encode())
+    return hasher.hexdigest()

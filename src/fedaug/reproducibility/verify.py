@@ -34,8 +34,8 @@ from fedaug.engine.checkpoint import (
     write_json,
 )
 from fedaug.engine.fairness import fairness_summary
-from fedaug.engine.round_log import bad_file, read_rounds, shorten
-from fedaug.errors import CheckpointError, ConfigError
+from fedaug.engine.round_log import bad_file, log_digest, read_rounds
+from fedaug.errors import CheckpointError, ConfigError, shorten
 from fedaug.experiments.config import ExperimentConfig
 from fedaug.experiments.load import config_to_dict
 from fedaug.reproducibility.identity import result_config
@@ -119,6 +119,13 @@ def verify_results(run_dir: Path, rounds: int, summary: dict[str, Any]) -> None:
         cut = " and a line cut short" if metrics.partial is not None else ""
         problem = f"{metrics.rounds} complete rounds{cut}, but the run finished {rounds}"
         raise bad_file(store.metrics_path, problem)
+    if store.ckpt_path.exists():  # a run dir that keeps its checkpoint (archived runs do not)
+        ckpt = read_checkpoint(store.ckpt_path)
+        if ckpt.get("round_num") != rounds:
+            raise corrupt_file(
+                store.ckpt_path, f"it is of round {ckpt.get('round_num')!r}, but the run finished"
+            )
+        _check_digest(store, ckpt, metrics.records)
     expected = {**summarize(metrics.records), **fairness_summary(metrics.records)}
     for key in sorted(summary.keys() & expected.keys()):  # older summaries lack the fairness keys
         if not _same(summary.get(key), expected.get(key)):
@@ -138,7 +145,7 @@ def _same(a: Any, b: Any) -> bool:
 def verify_resume(run_dir: Path, rounds: int) -> int:
     """Checks the files an unfinished run resumes from; returns the checkpoint's round (0: none)."""
     store = RunStore(run_dir)
-    done = 0
+    done, ckpt = 0, {}
     if store.ckpt_path.exists():
         ckpt = read_checkpoint(store.ckpt_path)
         check_run_checkpoint(ckpt, store.ckpt_path)
@@ -148,9 +155,23 @@ def verify_resume(run_dir: Path, rounds: int) -> int:
     where = f"the checkpoint ({store.ckpt_path.name}) is of round {done}" if done else "no checkpoint"
     metrics = read_rounds(store.metrics_path)
     _check_span(store.metrics_path, metrics.rounds, metrics.partial, (done, done + 1), where)
+    if done:
+        _check_digest(store, ckpt, metrics.records[:done])
     timings = read_rounds(store.timings_path)
     _check_span(store.timings_path, timings.rounds, timings.partial, (max(done - 1, 0), done), where)
     return done
+
+
+def _check_digest(store: RunStore, ckpt: dict[str, Any], records: list[dict[str, Any]]) -> None:
+    """Refuses metrics whose rounds up to the checkpoint's are not those it recorded (checkpoints from before
+    the record, and branched runs' first checkpoints, have none)."""
+    recorded = ckpt.get("metrics_sha256")
+    if recorded is not None and recorded != log_digest(records):
+        raise bad_file(
+            store.metrics_path,
+            f"its rounds 1..{len(records)} differ from those {store.ckpt_path.name} recorded (SHA-256): "
+            "a value was changed",
+        )
 
 
 def _check_span(path: Path, found: int, partial: str | None, span: tuple[int, int], where: str) -> None:
