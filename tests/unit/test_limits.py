@@ -12,11 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from fedaug.cli import main
 from fedaug.engine import checkpoint
 from fedaug.engine.lock import check_unlocked
 from fedaug.errors import PathError
+from fedaug.machine import default_threads, use_threads
 from tests.conftest import REPO_ROOT
 from tests.unit import run_dirs
 
@@ -155,3 +157,21 @@ def test_sigterm_stops_a_run_like_ctrl_c_and_the_same_command_resumes(tmp_path: 
     assert err.strip().splitlines()[-1] == "fedaug: interrupted; run the same command again to resume"
     assert metrics is not None
     check_unlocked(metrics.parent)
+
+
+@pytest.mark.parametrize(("cores", "expected"), [(1, 1), (2, 1), (3, 1), (4, 2), (16, 8), (64, 32)])
+def test_the_default_thread_count_is_half_the_usable_cores(
+    monkeypatch: pytest.MonkeyPatch, cores: int, expected: int
+) -> None:
+    """torch's default (every core) collapsed 9-33x per round on a busy 2-core machine
+    (studies/speed/busy_core_smoke.json); half the cores leaves one for another process."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert default_threads() == expected
+    before = torch.get_num_threads()
+    try:
+        use_threads(None)
+        assert torch.get_num_threads() == expected
+        use_threads(3)
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
