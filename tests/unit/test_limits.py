@@ -61,6 +61,9 @@ CASES = [
     ("huge-integer", ["--set", f"train.lr={BIG}"], "Exceeds the limit (4300 digits)"),
     ("huge-string-echo", ["--set", f"train.optimizer={'z' * 1_000_000}"], "(999922 more characters)"),
     ("alloc", ["--set", "model.hidden_sizes=[100000000000000]"], "cannot allocate the memory this config"),
+    # found by tests/unit/test_fuzz_config.py (-m slow): list items were not checked against their type
+    ("compare-null-item", ["--set", "compare=[null]"], "compare[0] must be of type str, got None"),
+    ("keep-bool-item", ["--set", "engine.keep_checkpoints=[true]"], "keep_checkpoints[0] must be of type"),
 ]
 
 

@@ -240,6 +240,10 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
     if origin in (list, tuple):
         if not isinstance(value, list | tuple):
             raise ConfigError(f"{where} must be a list, got {shown(value)}")
+        items = [a for a in typing.get_args(hint) if a is not Ellipsis]
+        if len(items) == 1:  # list[T], tuple[T, ...]: every item a T (checked; kept as given)
+            for index, item in enumerate(value):
+                _coerce(items[0], item, f"{where}[{index}]")
         return origin(value)
     return _coerce_scalar(hint, value, where)
 
