@@ -17,6 +17,7 @@ on stderr and exit code 2; an interrupted run or sweep resumes when the same com
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import logging
 import os
@@ -483,7 +484,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        with sigterm_as_interrupt():  # SIGTERM stops a run as Ctrl-C does: the lock released, a resume line
+        # SIGTERM stops a run as Ctrl-C does: the lock released, the resume line (other commands keep theirs)
+        with sigterm_as_interrupt() if args.command == "run" else contextlib.nullcontext():
             return int(args.func(args))
     except FedaugError as exc:
         if args.verbose:

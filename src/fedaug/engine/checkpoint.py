@@ -240,11 +240,13 @@ def content_digest(obj: Any) -> str:
     key in sorted order, sequences in order, anything else by ``repr``; equal before saving and after
     loading."""
     hasher = hashlib.sha256()
-    _feed(hasher, obj)
+    feed_digest(hasher, obj)
     return hasher.hexdigest()
 
 
-def _feed(hasher: Any, obj: Any) -> None:
+def feed_digest(hasher: Any, obj: Any) -> None:
+    """Feeds ``obj`` into ``hasher`` as :func:`content_digest` describes (each tensor copied to the host once,
+    as ``torch.save`` does right after: :mod:`fedaug.engine.host_reads` does not count these reads)."""
     if isinstance(obj, torch.Tensor):
         flat = obj.detach().cpu().contiguous().reshape(-1)
         hasher.update(f"T{obj.dtype}{tuple(obj.shape)}".encode())
@@ -253,11 +255,11 @@ def _feed(hasher: Any, obj: Any) -> None:
         hasher.update(f"M{len(obj)}".encode())
         for key in sorted(obj, key=repr):
             hasher.update(f"K{key!r}".encode())
-            _feed(hasher, obj[key])
+            feed_digest(hasher, obj[key])
     elif isinstance(obj, list | tuple):
         hasher.update(f"S{type(obj).__name__}{len(obj)}".encode())
         for item in obj:
-            _feed(hasher, item)
+            feed_digest(hasher, item)
     else:
         hasher.update(f"V{obj!r}".encode())
 

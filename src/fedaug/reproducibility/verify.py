@@ -110,16 +110,18 @@ def check_identity(run_dir: Path) -> None:
         )
 
 
-def verify_results(run_dir: Path, rounds: int, summary: dict[str, Any]) -> None:
+def verify_results(run_dir: Path, rounds: int, summary: dict[str, Any], *, checkpoint: bool = True) -> None:
     """Refuses a finished run whose ``metrics.jsonl`` does not hold its ``rounds`` rounds line by line, or
-    whose ``summary`` (its ``summary.json``) differs from the one computed from them in a value it holds."""
+    whose ``summary`` (its ``summary.json``) differs from the one computed from them in a value it holds; with
+    ``checkpoint``, also one whose kept ``latest.pt`` is not of its last round or recorded other metrics
+    (``report`` reads no checkpoint: the summary and the metrics are what it reports)."""
     store = RunStore(run_dir)
     metrics = read_rounds(store.metrics_path)
     if metrics.partial is not None or metrics.rounds != rounds:
         cut = " and a line cut short" if metrics.partial is not None else ""
         problem = f"{metrics.rounds} complete rounds{cut}, but the run finished {rounds}"
         raise bad_file(store.metrics_path, problem)
-    if store.ckpt_path.exists():  # a run dir that keeps its checkpoint (archived runs do not)
+    if checkpoint and store.ckpt_path.exists():  # a run dir that keeps its checkpoint (archived ones do not)
         ckpt = read_checkpoint(store.ckpt_path)
         if ckpt.get("round_num") != rounds:
             raise corrupt_file(

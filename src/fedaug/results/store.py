@@ -110,7 +110,9 @@ def load_run(path: Path, *, include_unfinished: bool = False) -> Run | None:
     check_identity(path)  # config.yaml as the run started (run dirs from before identity.json: not checked)
     finished = bool(summary) and summary.get("rounds") == config.get("train.rounds")
     if finished:
-        verify_results(path, int(config["train.rounds"]), summary)  # metrics 1..n, summary computed from them
+        verify_results(
+            path, int(config["train.rounds"]), summary, checkpoint=False
+        )  # metrics 1..n, summary computed from them
     else:
         if not include_unfinished:
             return None
