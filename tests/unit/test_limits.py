@@ -166,8 +166,8 @@ def test_sigterm_stops_a_run_like_ctrl_c_and_the_same_command_resumes(tmp_path: 
 def test_the_default_thread_count_is_half_the_usable_cores(
     monkeypatch: pytest.MonkeyPatch, cores: int, expected: int
 ) -> None:
-    """torch's default (every core) collapsed 9-33x per round on a busy 2-core machine
-    (studies/speed/busy_core_smoke.json); half the cores leaves one for another process."""
+    """torch's default (every core) was 9-33x (smoke) and 2.1-3.8x (default preset) slower per round on a busy
+    2-core machine (studies/speed/busy_core_*.json); half the cores leaves one for another process."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
     assert default_threads() == expected
     before = torch.get_num_threads()
