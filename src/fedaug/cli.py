@@ -17,6 +17,8 @@ on stderr and exit code 2; an interrupted run or sweep resumes when the same com
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import logging
 import os
 import platform
@@ -42,7 +44,7 @@ from fedaug.cli_common import (
 )
 from fedaug.cli_flower import add_flower_parser
 from fedaug.cli_zsdg import add_zsdg_parser
-from fedaug.errors import FedaugError, out_of_memory_sentence
+from fedaug.errors import FedaugError, out_of_memory_sentence, shorten
 from fedaug.plugins import import_plugins
 
 if TYPE_CHECKING:
@@ -497,6 +499,25 @@ def file_system_error_line(exc: OSError) -> str:
     return f"cannot use {paths}: {exc.strerror or type(exc).__name__}"
 
 
+STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG, errno.EROFS, errno.ELOOP)
+"""Further OSErrors that ``main`` turns into one line naming the path (exit 2)."""
+
+MAX_ERROR_CHARS = 2000
+"""An error line is cut to this length (the values it echoes are cut already; this is the last guard)."""
+
+ALLOCATION_HINT = (
+    "this machine cannot allocate the memory this config needs: lower the sizes (train.batch_size, "
+    "engine.eval_batch_size, the model's width or hidden sizes, partition.num_clients)"
+)
+
+
+def allocation_line(exc: Exception) -> str | None:
+    """One line for torch's CPU allocator failing (None for any other error)."""
+    text = " ".join(str(exc).split())
+    at = text.find("can't allocate memory")
+    return None if at < 0 else f"{shorten(text[at:], 160)}; {ALLOCATION_HINT}"
+
+
 OUT_OF_MEMORY_HINT = (
     "The GPU ran out of memory: run fewer runs on it at once (fedaug sweep --workers), or lower "
     "engine.eval_batch_size or train.batch_size; the same command resumes from the last finished round"
@@ -510,6 +531,12 @@ def out_of_memory_line(exc: Exception) -> str | None:
     return None if sentence is None else f"{sentence} {OUT_OF_MEMORY_HINT}"
 
 
+def _sigterm_as_interrupt() -> contextlib.AbstractContextManager[None]:
+    from fedaug.experiments.workers import sigterm_as_interrupt  # imports torch: not before the command
+
+    return sigterm_as_interrupt()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     log_once.forget()  # each command logs its facts (the dataset and partition it loads) once
@@ -521,16 +548,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         import_plugins(getattr(args, "plugins", []))  # before the command: its names may come from them
-        return int(args.func(args))
+        # SIGTERM stops a run as Ctrl-C does: the lock released, the resume line (other commands keep theirs)
+        with _sigterm_as_interrupt() if args.command == "run" else contextlib.nullcontext():
+            return int(args.func(args))
     except FedaugError as exc:
         if args.verbose:
             raise
-        print(f"fedaug: error: {out_of_memory_line(exc) or ' '.join(str(exc).splitlines())}", file=sys.stderr)
+        message = out_of_memory_line(exc) or " ".join(str(exc).splitlines())
+        print(f"fedaug: error: {shorten(message, MAX_ERROR_CHARS)}", file=sys.stderr)
         return 2
     except RuntimeError as exc:  # torch.OutOfMemoryError outside a client (evaluation, a server phase)
-        if args.verbose or (line := out_of_memory_line(exc)) is None:
+        if args.verbose or (line := out_of_memory_line(exc) or allocation_line(exc)) is None:
             raise
         print(f"fedaug: error: {line}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        if args.verbose:
+            raise
+        print(f"fedaug: error: {ALLOCATION_HINT}", file=sys.stderr)
         return 2
     except FILE_SYSTEM_ERRORS as exc:  # last resort: a file or folder the command could not use
         if args.verbose:
@@ -543,6 +578,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `fedaug list presets | head`: the reader left; no traceback, and none at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except OSError as exc:  # disk full, a name too long, a read-only file system: one line naming the path
+        if args.verbose or exc.errno not in STORAGE_ERRNOS:
+            raise
+        print(f"fedaug: error: {file_system_error_line(exc)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

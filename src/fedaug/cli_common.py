@@ -109,12 +109,12 @@ def add_device_argument(parser: argparse.ArgumentParser) -> None:
 
 def shared_overrides(args: argparse.Namespace) -> list[str]:
     """The ``--set`` overrides of ``--data-dir``, ``--out-dir`` and ``--device`` (run, sweep)."""
-    overrides = []
-    if args.data_dir:
+    overrides = []  # an empty value is passed on, and refused by the config's checks (not ignored)
+    if args.data_dir is not None:
         overrides.append(f"data.data_dir={args.data_dir}")
-    if args.out_dir:
+    if args.out_dir is not None:
         overrides.append(f"out_dir={args.out_dir}")
-    if getattr(args, "device", None):
+    if getattr(args, "device", None) is not None:
         overrides.append(f"engine.device={args.device}")
     return overrides
 
@@ -128,6 +128,7 @@ def load_config(args: argparse.Namespace, *, tag: str = "") -> ExperimentConfig:
     if args.seed is not None:
         overrides.append(f"seed={args.seed}")
     names = [m.strip() for m in (getattr(args, "method", None) or "").split(",") if m.strip()]
+    check_method_flag(getattr(args, "method", None))
     if names:  # chosen before --set, so that --set method.<option>=... applies to the chosen method
         overrides.append(f"method={names[0]}")
     overrides += args.overrides
@@ -135,6 +136,14 @@ def load_config(args: argparse.Namespace, *, tag: str = "") -> ExperimentConfig:
         overrides.append(f"compare=[{', '.join(names) if len(names) > 1 else ''}]")
     config = load_run_config(args.configs or default_presets(), overrides, smoke=args.smoke, tag=tag)
     return with_plugins(config, getattr(args, "plugins", []))
+
+
+def check_method_flag(value: str | None) -> None:
+    """Refuses a ``--method`` given empty, or with an empty item (``fedavg,,flea``): it would be ignored."""
+    from fedaug.errors import ConfigError, shown
+
+    if value is not None and not all(item.strip() for item in value.split(",")):
+        raise ConfigError(f"--method must name methods, comma-separated, got {shown(value)}")
 
 
 def default_presets() -> list[Path]:

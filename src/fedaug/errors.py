@@ -13,6 +13,22 @@ OUT_OF_MEMORY = re.compile(r"out of memory\.?( Tried to allocate [\d.]+ \w+\.?)?
 """PyTorch's device out-of-memory sentence (CUDA's and MPS's), with the size it tried to allocate."""
 
 
+SHOWN_CHARS = 80
+"""How much of a value a user gave an error message echoes (a 1 MB value is not echoed whole)."""
+
+
+def shorten(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, saying how many more there were (for error messages)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` cut to a readable length (:func:`shorten`); a huge integer by its size."""
+    if isinstance(value, int) and value.bit_length() > 128:  # repr() of >4300 digits raises
+        return f"<an integer of {value.bit_length()} bits>"
+    return shorten(repr(value))
+
+
 class FedaugError(Exception):
     """Base class of all errors a user can cause."""
 

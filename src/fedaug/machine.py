@@ -12,6 +12,7 @@ float32 with AVX-512 BF16 and about 14x slower without it), so both are recorded
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 from collections.abc import Mapping
@@ -73,16 +74,31 @@ def other_recorded_cpu(run_dir: Path) -> str | None:
     return cpu if cpu is not None and cpu != cpu_model() else None
 
 
+def default_threads() -> int:
+    """The torch thread count of a run whose config leaves ``engine.num_threads`` unset: half the cores this
+    process may use, at least 1.
+
+    torch's own default (every core) collapses when another process holds one of them: its threads wait for
+    each other at the end of every parallel region, so each op runs at the pace of the thread that shares a
+    core (``studies/speed/busy_core.py``, :doc:`the speed guide <docs/guide/speed.md>`). With half the cores
+    the operating system finds a free core for each thread while another process holds one.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores // 2)
+
+
 def use_threads(num_threads: int | None) -> None:
-    """Sets torch's intra-op thread count for this process to ``engine.num_threads`` (None: leaves torch's
-    default); ``env.json`` records the count in effect.
+    """Sets torch's intra-op thread count for this process to ``engine.num_threads`` (None:
+    :func:`default_threads`); ``env.json`` records the count in effect.
 
     The one place a run's thread count is set: every start of a run calls it before any data is loaded
     (:func:`fedaug.experiments.runner.run_experiment`, and so each sweep worker; the Flower ClientApp).
     Multi-threaded sums round differently with another count.
     """
-    if num_threads is not None:
-        torch.set_num_threads(num_threads)
+    torch.set_num_threads(default_threads() if num_threads is None else num_threads)
 
 
 def git_sha() -> str | None:

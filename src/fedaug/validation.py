@@ -25,13 +25,16 @@ import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fedaug.errors import ConfigError, FedaugError
+from fedaug.errors import ConfigError, FedaugError, shorten, shown
 
 
 def invalid(key: str, valid: str, value: Any, error: type[FedaugError] = ConfigError) -> FedaugError:
     """The error ``<key> must be <valid>, got <value>`` (strings quoted, numbers as written)."""
-    shown = value if isinstance(value, numbers.Real) else repr(value)
-    return error(f"{key} must be {valid}, got {shown}")
+    if isinstance(value, numbers.Integral) and int(value).bit_length() > 128:  # str() of it may be refused
+        echoed = f"an integer of {int(value).bit_length()} bits"
+    else:
+        echoed = shorten(str(value)) if isinstance(value, numbers.Real) else shown(value)
+    return error(f"{key} must be {valid}, got {echoed}")
 
 
 def check_choice(

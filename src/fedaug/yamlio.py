@@ -5,26 +5,50 @@ saved run configs and ``report --reference`` files.
 * YAML 1.2 numbers: ``1e-9``, ``1e-3``, ``-2e5`` and ``1.5e3`` are floats (PyYAML's YAML 1.1 resolver reads
   exponent floats without a dot or without an exponent sign as strings).
 * A key given twice in one mapping is an error (PyYAML keeps the last one silently).
+* Limits: a file must be a regular file of at most :data:`MAX_FILE_BYTES` (a FIFO, a device or ``/dev/zero``
+  is refused before it is read); a document may use at most :data:`MAX_ALIASES` aliases (an alias bomb
+  expands exponentially).
 * Every error is one line (a :class:`~fedaug.errors.ConfigError`) naming the file (or the ``--set`` value),
   line and column; a file that is not UTF-8 is refused naming the file.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from fedaug.errors import ConfigError, PathError, path_error
+from fedaug.errors import ConfigError, PathError, path_error, shorten
 
 _EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
 """Floats with an exponent that YAML 1.1 misses: ``1e-9``, ``2E5``, ``1.5e3`` (no dot or no exponent sign)."""
 
 
+MAX_FILE_BYTES = 1 << 20
+"""The largest YAML file read (1 MiB; the largest preset is a few kB)."""
+
+MAX_ALIASES = 100
+"""The most aliases (``*name``) one YAML document may use."""
+
+
 class Loader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` with YAML 1.2 exponent floats and duplicate keys refused."""
+    """``yaml.SafeLoader`` with YAML 1.2 exponent floats, duplicate keys refused and aliases limited."""
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            self._aliases = getattr(self, "_aliases", 0) + 1
+            if self._aliases > MAX_ALIASES:
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"more than {MAX_ALIASES} aliases (an alias bomb?)",
+                    self.peek_event().start_mark,  # type: ignore[no-untyped-call]
+                )
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[tuple[str, str]] = set()
@@ -67,6 +91,8 @@ def parse_yaml(text: str, source: str) -> Any:
         raise ConfigError(yaml_error_line(exc, source)) from None
     except RecursionError:
         raise ConfigError(f"malformed YAML in {source}: nested too deeply") from None
+    except ValueError as exc:  # an integer of more than 4300 digits, which Python refuses to convert
+        raise ConfigError(f"malformed YAML in {source}: {shorten(str(exc))}") from None
 
 
 def yaml_error_line(exc: yaml.YAMLError, source: str) -> str:
@@ -88,17 +114,24 @@ def read_text(path: Path, what: str = "file") -> str:
     """The UTF-8 text of ``path`` (a BOM is dropped).
 
     Raises:
-        ConfigError: it does not exist, or is not UTF-8 (naming the file and the first bad byte).
-        PathError: it is a folder or cannot be read (permission).
+        ConfigError: it does not exist, is not a regular file, is larger than :data:`MAX_FILE_BYTES`, or is
+            not UTF-8 (naming the file and the first bad byte).
+        PathError: it is a folder or cannot be read (permission, a name too long).
     """
     try:
-        data = path.read_bytes()
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            raise PathError(f"{what} {path} is a folder, not a file")
+        if not stat.S_ISREG(mode):  # a FIFO would block, /dev/zero never end
+            raise ConfigError(f"{what} {path} is not a regular file (a pipe, socket or device); give a file")
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"{what} {str(path)!r} does not exist") from None
-    except IsADirectoryError:
-        raise PathError(f"{what} {path} is a folder, not a file") from None
     except OSError as exc:
         raise path_error(exc, path, "read") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError(f"{what} {path} is larger than {MAX_FILE_BYTES >> 20} MiB: not a config file")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -12,30 +12,45 @@ Layout::
 
 Every file a resume reads (``config.yaml``, ``env.json``, checkpoints, the rewound metrics) is written to a
 temporary file, flushed and fsynced, then renamed into place (and the folder fsynced), so a kill or a power
-loss leaves either the old or the new file. A checkpoint that is corrupt all the same (a disk error, a copy
-cut short) is one :class:`~fedaug.errors.CheckpointError` naming the file and what to do. The process that
+loss leaves either the old or the new file. A checkpoint carries the SHA-256 of its content
+(:func:`content_digest`), checked on load; one that is corrupt all the same (a disk error, a copy cut short,
+flipped bytes) is one :class:`~fedaug.errors.CheckpointError` naming the file and what to do. The process that
 writes a run dir holds its lock (:mod:`fedaug.engine.lock`). On resume, ``metrics.jsonl`` is cut back to the
 checkpoint's round (a kill between the metrics line and the checkpoint repeats that round with the same seeds
-and the same result).
+and the same result), once :mod:`fedaug.reproducibility.verify` has checked it line by line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import hashlib
 import json
+import logging
 import os
 import shutil
 import warnings
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import torch
 
-from fedaug.errors import CheckpointError, FedaugError, path_error
+from fedaug.engine.round_log import bad_file, read_rounds
+from fedaug.errors import CheckpointError, FedaugError, path_error, shorten
 
-CHECKPOINT_FORMAT = 1
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_FORMAT = 2
+"""Format 2 carries ``sha256``, a digest of everything else in the checkpoint (:func:`content_digest`: every
+tensor's bytes, dtype and shape, every other value and the structure), checked on every load: a flipped byte
+that torch's reader does not notice is refused, never loaded. Format 1 (written by fedaug before the digest)
+still loads, unverified, with a warning."""
+
+LEGACY_CHECKPOINT_FORMAT = 1
+
+DIGEST_KEY = "sha256"
 
 
 def _fsync_dir(path: Path) -> None:
@@ -56,7 +71,8 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Calls ``write`` on a temporary file beside ``path``, flushes and fsyncs it, and renames it to ``path``.
 
     Raises:
-        PathError: the folder is missing or not writable (naming the path).
+        PathError: the folder is missing or not writable, the disk is full, the name too long (one line naming
+            the path; the temporary file is removed).
     """
     tmp = path.with_name(f".{path.name}.tmp")
     try:
@@ -65,9 +81,17 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except OSError as exc:
-        raise path_error(exc, path, "write") from exc
+    except BaseException as exc:  # disk full, a name too long, Ctrl-C: no temporary file is left behind
+        _remove_quietly(tmp)
+        if isinstance(exc, OSError):
+            raise path_error(exc, path, "write") from None
+        raise
     _fsync_dir(path.parent)
+
+
+def _remove_quietly(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -156,15 +180,33 @@ class RunStore:
             atomic_write(target, lambda handle: shutil.copyfileobj(source, handle))
 
     def save_checkpoint(self, ckpt: dict[str, Any]) -> None:
-        """Writes ``latest.pt`` atomically and durably (temporary file, fsync, rename)."""
-        atomic_write(self.ckpt_path, lambda handle: torch.save({**ckpt, "format": CHECKPOINT_FORMAT}, handle))
+        """Writes ``latest.pt`` atomically and durably (temporary file, fsync, rename), with its digest."""
+        content = {**ckpt, "format": CHECKPOINT_FORMAT}
+        content[DIGEST_KEY] = content_digest(content)
+        atomic_write(self.ckpt_path, lambda handle: torch.save(content, handle))
 
     def rewind(self, last_round: int) -> list[dict[str, Any]]:
-        """Cuts metrics and timings back to rounds ``<= last_round``; returns the kept metrics."""
-        kept = [r for r in read_jsonl(self.metrics_path) if r["round"] <= last_round]
-        _atomic_write_bytes(self.metrics_path, "".join(json.dumps(r) + "\n" for r in kept).encode())
-        timings = [r for r in read_jsonl(self.timings_path) if r["round"] <= last_round]
-        _atomic_write_bytes(self.timings_path, "".join(json.dumps(r) + "\n" for r in timings).encode())
+        """Cuts metrics and timings back to rounds ``<= last_round`` (dropping a partial last line, logged);
+        returns the kept metrics.
+
+        Raises:
+            CheckpointError: a log that is not rounds 1..n line by line (:func:`read_rounds`), or metrics
+                that stop before ``last_round``.
+        """
+        metrics = read_rounds(self.metrics_path)
+        if metrics.rounds < last_round:
+            problem = f"{metrics.rounds} rounds logged, but the checkpoint is of round {last_round}"
+            raise bad_file(self.metrics_path, problem)
+        kept = metrics.records[:last_round]
+        for path, log in ((self.metrics_path, metrics), (self.timings_path, read_rounds(self.timings_path))):
+            if log.partial is not None:
+                logger.warning(
+                    "%s: dropping its partial last line (%s), written after the last checkpoint",
+                    path,
+                    shorten(log.partial),
+                )
+            records = log.records[:last_round]
+            _atomic_write_bytes(path, "".join(json.dumps(r) + "\n" for r in records).encode())
         return kept
 
     def append(self, path: Path, record: dict[str, Any]) -> None:
@@ -193,30 +235,76 @@ def short_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first[:120]}" if first else type(exc).__name__
 
 
-def read_checkpoint(
-    path: Path, *, map_location: torch.device | str = "cpu", mmap: bool = False
-) -> dict[str, Any]:
-    """The run checkpoint in ``path`` (weights-only unpickling: no code runs; ``mmap``: tensors mapped, not
-    read), its format checked.
+def content_digest(obj: Any) -> str:
+    """The SHA-256 of ``obj``'s content: tensors by dtype, shape and bytes (from whatever device), mappings by
+    key in sorted order, sequences in order, anything else by ``repr``; equal before saving and after
+    loading."""
+    hasher = hashlib.sha256()
+    feed_digest(hasher, obj)
+    return hasher.hexdigest()
+
+
+def feed_digest(hasher: Any, obj: Any) -> None:
+    """Feeds ``obj`` into ``hasher`` as :func:`content_digest` describes (each tensor copied to the host once,
+    as ``torch.save`` does right after: :mod:`fedaug.engine.host_reads` does not count these reads)."""
+    if isinstance(obj, torch.Tensor):
+        flat = obj.detach().cpu().contiguous().reshape(-1)
+        hasher.update(f"T{obj.dtype}{tuple(obj.shape)}".encode())
+        hasher.update(flat.view(torch.uint8).numpy() if flat.numel() else b"")
+    elif isinstance(obj, Mapping):
+        hasher.update(f"M{len(obj)}".encode())
+        for key in sorted(obj, key=repr):
+            hasher.update(f"K{key!r}".encode())
+            feed_digest(hasher, obj[key])
+    elif isinstance(obj, list | tuple):
+        hasher.update(f"S{type(obj).__name__}{len(obj)}".encode())
+        for item in obj:
+            feed_digest(hasher, item)
+    else:
+        hasher.update(f"V{obj!r}".encode())
+
+
+def load_torch_file(path: Path, *, map_location: torch.device | str = "cpu", mmap: bool = False) -> Any:
+    """What ``path`` holds, as ``torch.load`` reads it (weights-only unpickling: no code runs; ``mmap``:
+    tensors mapped, not read).
 
     Raises:
-        CheckpointError: the file is empty, truncated, garbage, of another format or lacks a run checkpoint's
-            entries (one line naming the file and what to do).
+        CheckpointError: a file that torch cannot read (empty, truncated, garbage), naming it.
         PathError: it cannot be read.
     """
     try:
         with warnings.catch_warnings():  # a foreign pickle's protocol warning: the error below says it all
             warnings.simplefilter("ignore")
-            ckpt = torch.load(path, weights_only=True, map_location=map_location, mmap=mmap)
+            return torch.load(path, weights_only=True, map_location=map_location, mmap=mmap)
     except OSError as exc:
         raise path_error(exc, path, "read") from exc
     except Exception as exc:  # EOFError, UnpicklingError, RuntimeError (zip), ...: all mean a bad file
         empty = path.stat().st_size == 0
         raise corrupt_file(path, "the file is empty" if empty else short_reason(exc)) from exc
+
+
+def read_checkpoint(
+    path: Path, *, map_location: torch.device | str = "cpu", mmap: bool = False
+) -> dict[str, Any]:
+    """The run checkpoint in ``path`` (weights-only unpickling: no code runs; ``mmap``: a format-1
+    checkpoint's tensors mapped, not read), its digest and format checked.
+
+    Raises:
+        CheckpointError: the file is empty, truncated, changed (its digest), garbage, of another format or
+            lacks a run checkpoint's entries (one line naming the file and what to do).
+        PathError: it cannot be read.
+    """
+    ckpt = load_torch_file(path, map_location=map_location, mmap=mmap)
     if not isinstance(ckpt, dict):
         raise corrupt_file(path, f"it holds a {type(ckpt).__name__}, not a checkpoint dict")
+    if ckpt.get("format") == LEGACY_CHECKPOINT_FORMAT:
+        logger.warning("%s has no digest (written by an older fedaug); it is read unverified", path)
+        return ckpt
     if ckpt.get("format") != CHECKPOINT_FORMAT:
         raise corrupt_file(path, f"checkpoint format {ckpt.get('format')!r}, expected {CHECKPOINT_FORMAT}")
+    digest = ckpt.pop(DIGEST_KEY, None)
+    if torch.device(map_location).type != "meta" and digest != content_digest(ckpt):  # meta: no data
+        raise corrupt_file(path, "its content does not match its SHA-256 digest")
     return ckpt
 
 

@@ -15,7 +15,8 @@ Each is attributed to the innermost line of fedaug's own source that made it. Re
 counted: the result of a counted ``.cpu()``, what a CPU generator draws (it cannot fill a GPU tensor),
 tensors made from Python values, and whatever is computed from such tensors alone; nor are the optimizers'
 reads of their step counters, or ``F.one_hot``'s range checks with ``num_classes`` given (both happen on a CPU
-only). On a CPU the
+only), nor a checkpoint's digest (:func:`fedaug.engine.checkpoint.content_digest`: it reads what
+``torch.save`` copies to the host right after). On a CPU the
 count is still an upper bound of a GPU run's synchronisations: a read of a tensor that lives on the host even
 in a GPU run (a CPU-drawn batch order, say) is counted. Copies from the host to the device, which may wait on
 a GPU when the host memory is not pinned, cannot be seen on a CPU; :func:`fedaug.device.host_to_device` makes
@@ -37,6 +38,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from fedaug.api import ServerState
+from fedaug.engine.checkpoint import feed_digest
 from fedaug.engine.simulation import Simulation, SimulationSpec
 from fedaug.types import Metrics
 
@@ -66,6 +68,11 @@ _OPTIM = _TORCH / "optim"
 _WRAPPERS = (_TORCH / "_dynamo", _TORCH / "utils" / "_python_dispatch.py", _TORCH / "_compile.py")
 
 
+_DIGEST_READS = feed_digest.__code__
+"""A checkpoint's digest reads every tensor that ``torch.save`` copies to the host right after, so it adds no
+wait of its own: not counted."""
+
+
 def _plumbing(path: Path) -> bool:
     """Whether a frame of ``path`` is this module or the wrappers torch calls a dispatch mode through."""
     return path == _THIS or any(path == w or w in path.parents for w in _WRAPPERS)
@@ -87,6 +94,8 @@ def _caller() -> str | None:
     while frame is not None and _plumbing(Path(frame.f_code.co_filename)):
         frame = frame.f_back  # type: ignore[assignment]
     if frame is not None and _OPTIM in Path(frame.f_code.co_filename).parents:
+        return None
+    if frame is not None and frame.f_code is _DIGEST_READS:  # what torch.save reads right after: no new wait
         return None
     while frame is not None:
         path = Path(frame.f_code.co_filename)

@@ -41,6 +41,7 @@ from fedaug.engine.evaluation import evaluate
 from fedaug.engine.fairness import client_accuracies, fairness_summary, local_metrics
 from fedaug.engine.memory_format import apply_channels_last
 from fedaug.engine.progress import JobEta, LaterRun, RoundClock, format_duration
+from fedaug.engine.round_log import log_digest
 from fedaug.engine.sampling import sample_clients
 from fedaug.errors import ClientError, FedaugError
 from fedaug.local_training import load_weights, snapshot_state
@@ -141,6 +142,7 @@ class Simulation:
                     "client_states": self.client_states,
                     "round_num": round_num,
                     "timing": pending,
+                    "metrics_sha256": log_digest(records),  # rounds 1..round_num as metrics.jsonl has them
                 }
             )
             if round_num in spec.keep_checkpoints:

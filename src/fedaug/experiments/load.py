@@ -18,8 +18,9 @@ from typing import Any, TypeVar
 import yaml
 
 from fedaug import presets
-from fedaug.errors import ConfigError
+from fedaug.errors import ConfigError, shorten, shown
 from fedaug.experiments.config import ExperimentConfig
+from fedaug.limits import check_limits
 from fedaug.reproducibility.identity import format_suffix
 from fedaug.yamlio import parse_yaml, read_yaml_file
 
@@ -44,8 +45,11 @@ def read_yaml(path: str | Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any]
         raise ConfigError(f"extends: cycle between config files: {' -> '.join(map(str, cycle))}")
     what = "config file" if not _chain else f"config file (extended by {_chain[-1]})"
     loaded = read_yaml_file(path, what)
-    if loaded is None:
-        loaded = {}
+    if loaded is None:  # an empty file would run the default preset's 100-round job without a word
+        raise ConfigError(
+            f"{what} {path} is empty (or only comments): give it config keys, or leave it out to run the "
+            "default preset"
+        )
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path} must contain a mapping of config keys, got {type(loaded).__name__}")
     parent = loaded.pop("extends", None)
@@ -70,12 +74,14 @@ def deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, 
 def apply_override(tree: dict[str, Any], override: str) -> dict[str, Any]:
     """Applies one ``key.path=value`` override to a nested dict."""
     if "=" not in override:
-        raise ConfigError(f"override {override!r} must look like key.path=value")
+        raise ConfigError(f"override {shorten(override)!r} must look like key.path=value")
     key, raw = override.split("=", 1)
-    parts = [p for p in key.strip().split(".") if p]
-    if not parts:
-        raise ConfigError(f"override {override!r} has an empty key")
-    value = parse_yaml(raw, f"--set {override!r}") if raw.strip() else ""
+    parts = key.strip().split(".")
+    if not key.strip():
+        raise ConfigError(f"override {shorten(override)!r} has an empty key")
+    if not all(part.strip() for part in parts):
+        raise ConfigError(f"override {shorten(override)!r} has an empty segment in its key {key.strip()!r}")
+    value = parse_yaml(raw, f"--set {shown(override)}") if raw.strip() else ""
     if len(parts) == 1 and parts[0] in OPEN_SECTIONS and not isinstance(value, dict):
         parts.append("name")
     patch: dict[str, Any] = {parts[-1]: value}
@@ -130,6 +136,10 @@ def load_run_config(
     run in its own run dir: its presets are its config).
     """
     reference = _overridden(_preset_tree(paths), SMOKE_OVERRIDES if smoke else ())
+    if smoke:  # the presets' kept checkpoints of later rounds (Fed-ZDA's [79]) do not exist in 2 rounds
+        engine = reference["engine"]
+        kept = [r for r in engine.get("keep_checkpoints") or [] if not isinstance(r, int) or r <= 2]
+        reference = {**reference, "engine": {**engine, "keep_checkpoints": kept}}
     config = config_from_dict(_overridden(reference, overrides))
     given = config_to_dict(config)
     changed = [
@@ -172,12 +182,14 @@ def config_from_dict(tree: Mapping[str, Any]) -> ExperimentConfig:
     for section in OPEN_SECTIONS:
         if section in tree:
             tree[section] = _fold_options(section, tree[section])
-    return build_dataclass(ExperimentConfig, tree, path="")
+    config = build_dataclass(ExperimentConfig, tree, path="")
+    check_limits(config)
+    return config
 
 
 def _fold_options(section: str, values: Any) -> dict[str, Any]:
     if not isinstance(values, Mapping):
-        raise ConfigError(f"{section} must be a mapping, got {values!r}")
+        raise ConfigError(f"{section} must be a mapping, got {shown(values)}")
     fields = {f.name for f in dataclasses.fields(_SECTION_CLASSES[section])} - {"options"}
     fixed = {k: v for k, v in values.items() if k in fields}
     options = dict(values.get("options") or {})
@@ -188,7 +200,7 @@ def _fold_options(section: str, values: Any) -> dict[str, Any]:
 def build_dataclass(cls: type[T], values: Mapping[str, Any], *, path: str) -> T:
     """Builds dataclass ``cls`` from ``values``; rejects unknown keys and values of the wrong type."""
     if not isinstance(values, Mapping):
-        raise ConfigError(f"{path or 'config'} must be a mapping, got {values!r}")
+        raise ConfigError(f"{path or 'config'} must be a mapping, got {shown(values)}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     kwargs: dict[str, Any] = {}
@@ -197,7 +209,7 @@ def build_dataclass(cls: type[T], values: Mapping[str, Any], *, path: str) -> T:
         if key not in fields:
             hint = " (a sweep file has a grid: run it with fedaug sweep)" if where == "grid" else ""
             keys = ", ".join(sorted(fields)) or "none"
-            raise ConfigError(f"unknown config key {where!r}; valid keys: {keys}{hint}")
+            raise ConfigError(f"unknown config key {shown(where)}; valid keys: {keys}{hint}")
         kwargs[key] = _coerce(hints[key], value, where)
     return cls(**kwargs)
 
@@ -219,15 +231,19 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
                 errors.append(str(exc))
         if len(arms) > 1 and all(isinstance(a, type) for a in arms):  # bool | str: name every type
             names = " or ".join(a.__name__ for a in arms)
-            raise ConfigError(f"{where} must be of type {names}, got {value!r} ({type(value).__name__})")
+            raise ConfigError(f"{where} must be of type {names}, got {shown(value)} ({type(value).__name__})")
         raise ConfigError(errors[0])
     if origin in (dict, Mapping) or hint is dict:
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{where} must be a mapping, got {value!r}")
+            raise ConfigError(f"{where} must be a mapping, got {shown(value)}")
         return dict(value)
     if origin in (list, tuple):
         if not isinstance(value, list | tuple):
-            raise ConfigError(f"{where} must be a list, got {value!r}")
+            raise ConfigError(f"{where} must be a list, got {shown(value)}")
+        items = [a for a in typing.get_args(hint) if a is not Ellipsis]
+        if len(items) == 1:  # list[T], tuple[T, ...]: every item a T (checked; kept as given)
+            for index, item in enumerate(value):
+                _coerce(items[0], item, f"{where}[{index}]")
         return origin(value)
     return _coerce_scalar(hint, value, where)
 
@@ -244,7 +260,7 @@ def _coerce_scalar(hint: Any, value: Any, where: str) -> Any:
     if hint is str and isinstance(value, str):
         return value
     expected = getattr(hint, "__name__", str(hint))
-    raise ConfigError(f"{where} must be of type {expected}, got {value!r} ({type(value).__name__})")
+    raise ConfigError(f"{where} must be of type {expected}, got {shown(value)} ({type(value).__name__})")
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:

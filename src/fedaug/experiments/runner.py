@@ -43,7 +43,8 @@ from fedaug.machine import use_threads
 from fedaug.precision import flush_denormals
 from fedaug.reproducibility.branch import start_from_fedavg
 from fedaug.reproducibility.identity import run_dir_for
-from fedaug.reproducibility.resume import check_checkpoint, check_existing, finished_summary, record_run
+from fedaug.reproducibility.resume import check_existing, finished_summary, record_run
+from fedaug.reproducibility.verify import record_identity, verify_run_dir
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +93,10 @@ def check_experiment(config: ExperimentConfig, *, fresh: bool = False) -> None:
     method_fn = _method_once(config)
     if not fresh:
         check_existing(run_dir, config, method_fn)
-    if finished_summary(run_dir, config.train.rounds) is not None:
-        return
+        finished = finished_summary(run_dir, config.train.rounds)
+        verify_run_dir(run_dir, config.train.rounds, finished)
+        if finished is not None:
+            return
     with torch.random.fork_rng(devices=[]):
         resolve_components(config, method_fn)
 
@@ -121,8 +124,8 @@ def run_experiment(
     method_fn = _method_once(config)
     if not fresh:
         check_existing(run_dir, config, method_fn)
-        check_checkpoint(run_dir)
         finished = finished_summary(run_dir, config.train.rounds)
+        verify_run_dir(run_dir, config.train.rounds, finished)  # identity, checkpoint, logs, summary
         if finished is not None:
             logger.info("%s is already finished; skipping (use --fresh to run it again)", run_dir)
             return finished
@@ -147,10 +150,12 @@ def _run_locked(
     else:  # again: another process may have written the run dir before this one got the lock
         check_existing(run_dir, config, method_fn)
         finished = finished_summary(run_dir, config.train.rounds)
+        verify_run_dir(run_dir, config.train.rounds, finished)
         if finished is not None:
             logger.info("%s is already finished; skipping (use --fresh to run it again)", run_dir)
             return finished
-    record_run(resolved)
+    record_run(resolved)  # only now, every check passed: config.yaml, env.json, identity.json
+    record_identity(run_dir, config)
     logger.info(
         "run %s: %s on %s (%d clients, %d per round), %d rounds, on %s%s",
         run_dir,

@@ -34,6 +34,7 @@ import torch
 from fedaug.api import ConvertsFedAvgState, Method, RunContext, ServerState, fedavg_rounds_of
 from fedaug.device import device_facts, device_label
 from fedaug.engine.checkpoint import RunStore, read_jsonl, write_json
+from fedaug.engine.round_log import log_digest
 from fedaug.errors import ConfigError, FedaugError
 from fedaug.experiments.config import ExperimentConfig, MethodSpec
 from fedaug.experiments.resolve import ResolvedRun, build_method
@@ -172,10 +173,15 @@ def branch_from_fedavg(
     target.prepare()
     for path, src in ((target.metrics_path, source.metrics_path), (target.timings_path, source.timings_path)):
         shutil.copyfile(src, path)
-    target.rewind(round_num)  # FedAvg's metrics and timings of the copied rounds
+    copied = target.rewind(round_num)  # FedAvg's metrics and timings of the copied rounds
     write_json(run_dir / "branch.json", {"from": str(source_dir), "round": round_num})
     # last: a branch cut short leaves no checkpoint, and the next start branches again
-    start = {"state": vars(state), "client_states": ckpt["client_states"], "round_num": round_num}
+    start = {
+        "state": vars(state),
+        "client_states": ckpt["client_states"],
+        "round_num": round_num,
+        "metrics_sha256": log_digest(copied),
+    }
     target.save_checkpoint(start)
     logger.info(
         "%s starts after round %d of the FedAvg run %s (its rounds 1-%d are FedAvg's)",

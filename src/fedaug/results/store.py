@@ -22,10 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from fedaug import registry
 from fedaug.engine.checkpoint import read_jsonl, summarize
+from fedaug.engine.round_log import read_rounds
 from fedaug.errors import FedaugError
 from fedaug.machine import processor_of
 from fedaug.reproducibility.identity import changes_results, flatten
 from fedaug.reproducibility.resume import saved_env
+from fedaug.reproducibility.verify import check_identity, verify_results
 from fedaug.results.stand_ins import dataset_label
 from fedaug.yamlio import read_yaml_file
 
@@ -107,11 +109,18 @@ def load_run(path: Path, *, include_unfinished: bool = False) -> Run | None:
         summary = json.loads(summary_path.read_bytes()) if summary_path.exists() else {}
     except ValueError as exc:
         raise FedaugError(f"{summary_path} is not valid JSON ({exc}); restore it or remove it") from exc
+    if not isinstance(summary, dict):
+        raise FedaugError(f"{summary_path} holds a {type(summary).__name__}, not a summary; restore it")
+    check_identity(path)  # config.yaml as the run started (run dirs from before identity.json: not checked)
     finished = bool(summary) and summary.get("rounds") == config.get("train.rounds")
-    if not finished:
+    if finished:
+        verify_results(
+            path, int(config["train.rounds"]), summary, checkpoint=False
+        )  # metrics 1..n, summary computed from them
+    else:
         if not include_unfinished:
             return None
-        summary = summarize(read_jsonl(path / "metrics.jsonl"))
+        summary = summarize(read_rounds(path / "metrics.jsonl").records)  # a partial last line: still running
     if "best_acc" not in summary:
         return None
     name = str(config.get("method.name"))
