@@ -129,8 +129,18 @@ def verify_results(run_dir: Path, rounds: int, summary: dict[str, Any], *, check
                 store.ckpt_path, f"it is of round {ckpt.get('round_num')!r}, but the run finished"
             )
         _check_digest(store, ckpt, metrics.records)
-    expected = {**summarize(metrics.records), **fairness_summary(metrics.records)}
-    for key in sorted(summary.keys() & expected.keys()):  # older summaries lack the fairness keys
+    core, fairness = summarize(metrics.records), fairness_summary(metrics.records)
+    # older summaries lack the fairness keys, all of them; any other missing key is damage
+    needed = core.keys() | (fairness.keys() if summary.keys() & fairness.keys() else set())
+    missing = sorted(needed - summary.keys())
+    if missing:
+        gives = store.metrics_path.name
+        raise bad_file(store.summary_path, f"it lacks {', '.join(missing)}, which {gives} gives")
+    expected = {**core, **fairness}
+    unknown = sorted(summary.keys() - expected.keys())
+    if unknown:
+        raise bad_file(store.summary_path, f"it holds {', '.join(unknown)}, which no run's summary has")
+    for key in sorted(summary.keys() & expected.keys()):
         if not _same(summary.get(key), expected.get(key)):
             raise bad_file(
                 store.summary_path,
