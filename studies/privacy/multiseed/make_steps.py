@@ -1,0 +1,94 @@
+"""Writes steps.txt, the commands of the multi-seed privacy study in priority order (run_steps.sh runs them).
+
+Run from the repository root: python studies/privacy/multiseed/make_steps.py
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DATA = "--data-dir ../shared/data"
+ROOT = "runs/{name}/fashion_mnist-quantity3-K100"
+OUT = "studies/privacy/multiseed/attacks"
+RECONSTRUCT = "--decoders conv4,deep --epochs 6 --batch-size 32 --attack-size 2000 --eval-size 1000"
+CONTEXT = "--sizes 100,300,1000,3000,10000 --repeats 3 --eval-size 2000"
+COMMON = f"--threads 1 --device cpu {DATA}"
+
+# setting -> (run name, method, extra --set options); the run dirs are ROOT/<method>/seed<S>
+SETTINGS = {
+    "flea": ("privacy_fmnist", "flea", ""),
+    "flea lambda2 0": ("privacy_fmnist_decor0", "flea", "--set method.decor_weight=0"),
+    "flea lambda2 0.5": ("privacy_fmnist_decor0.5", "flea", "--set method.decor_weight=0.5"),
+    "flea lambda2 1": ("privacy_fmnist_decor1", "flea", "--set method.decor_weight=1"),
+    "flea lambda2 2": ("privacy_fmnist_decor2", "flea", "--set method.decor_weight=2"),
+    "flea lambda2 6": ("privacy_fmnist_decor6", "flea", "--set method.decor_weight=6"),
+    "flea dcor_squared": ("privacy_fmnist_dcorsq", "flea", "--set method.decor_form=dcor_squared"),
+    "flea_eq6": ("privacy_fmnist", "flea_eq6", ""),
+    "flea_official": ("privacy_fmnist", "flea_official", ""),
+    "fedavg": ("privacy_fmnist", "fedavg", ""),
+}
+
+
+def run(setting: str, seed: int) -> str:
+    name, method, extra = SETTINGS[setting]
+    named = f" --set name={name}" if name != "privacy_fmnist" else ""
+    options = f"{(' ' + extra) if extra else ''}{named}"
+    return f"fedaug run configs/privacy_fmnist.yaml --method {method} {DATA} --seed {seed}{options}"
+
+
+def target(setting: str, seed: int, round_num: int) -> str:
+    name, method, _ = SETTINGS[setting]
+    return f'"{setting} r{round_num}={ROOT.format(name=name)}/{method}/seed{seed}@{round_num}"'
+
+
+def attacks(group: str, targets: list[str], seed: int) -> list[str]:
+    """Reconstruction and context attacks on ``targets`` (attack seed = run seed), one output folder each."""
+    where = f"{OUT}/{group}/seed{seed}"
+    joined = " ".join(targets)
+    return [
+        f"fedaug attack reconstruct {joined} --out {where}/reconstruct {RECONSTRUCT} --seed {seed} {COMMON}",
+        f"fedaug attack context {joined} --out {where}/context {CONTEXT} --seed {seed} {COMMON}",
+    ]
+
+
+def rounds(settings: list[str], seed: int, kept: tuple[int, ...] = (1, 10, 30)) -> list[str]:
+    return [target(s, seed, r) for r in kept for s in settings]
+
+
+def shared_baselines(seed: int) -> list[str]:
+    """FedMix and FedData: what they share does not depend on training, so a smoke run is enough."""
+    root = "runs/privacy_fmnist-smoke/fashion_mnist-quantity3-K100"
+    run_line = f"fedaug run configs/privacy_fmnist.yaml --method fedmix,feddata {DATA} --smoke --seed {seed}"
+    targets = [f'"FedMix={root}/fedmix/seed{seed}"', f'"FedData={root}/feddata/seed{seed}"']
+    return [run_line, *attacks("shared", targets, seed)]
+
+
+def steps() -> list[str]:
+    core = ["flea", "flea lambda2 0"]
+    out: list[str] = []
+    out += [run(s, 0) for s in core] + attacks("flea", rounds(core, 0), 0)
+    out += [run(s, seed) for seed in (1, 2) for s in core]
+    out += [line for seed in (1, 2) for line in attacks("flea", rounds(core, seed), seed)]
+    out += [line for seed in (0, 1, 2) for line in shared_baselines(seed)]
+    frontier = ["flea lambda2 1", "flea lambda2 6"]
+    out += [run(s, 0) for s in frontier] + attacks("frontier", rounds(frontier, 0, (30,)), 0)
+    out += [run("fedavg", 0)]
+    variants = ["flea_eq6", "flea_official"]
+    out += [run(s, 0) for s in variants] + attacks("variants", rounds(variants, 0), 0)
+    for seed in (1, 2):
+        out += [run(s, seed) for s in frontier] + attacks("frontier", rounds(frontier, seed, (30,)), seed)
+    out += [run("fedavg", seed) for seed in (1, 2)]
+    for seed in (1, 2):
+        out += [run(s, seed) for s in variants] + attacks("variants", rounds(variants, seed), seed)
+    more = ["flea lambda2 0.5", "flea lambda2 2", "flea dcor_squared"]
+    for seed in (0, 1, 2):
+        out += [run(s, seed) for s in more] + attacks("frontier2", rounds(more, seed, (30,)), seed)
+    return out
+
+
+if __name__ == "__main__":
+    header = [
+        "# The multi-seed privacy study in priority order, written by make_steps.py; run_steps.sh runs",
+        "# them one after another (each run and attack single-threaded).",
+    ]
+    Path(__file__).with_name("steps.txt").write_text("\n".join(header + steps()) + "\n")

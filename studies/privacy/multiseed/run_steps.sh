@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs the commands of steps.txt (one per line, '#' lines skipped) one after another, from the repository root,
+# and records each finished one in runs/privacy_steps.done so that a restart skips it. The file is re-read after
+# every step, so lines may be appended while it runs. Training runs resume by themselves (fedaug run).
+# Use (from the repository root): nohup bash studies/privacy/multiseed/run_steps.sh > runs/privacy_bg.log 2>&1 &
+set -u
+here=$(dirname "$0")
+steps="$here/steps.txt"
+done_file=runs/privacy_steps.done
+failed_file=runs/privacy_steps.failed
+touch "$done_file" "$failed_file"
+while true; do
+    next=""
+    while IFS= read -r line; do
+        [[ -z "$line" || "$line" == \#* ]] && continue
+        if ! grep -qxF -- "$line" "$done_file" && ! grep -qxF -- "$line" "$failed_file"; then
+            next="$line"
+            break
+        fi
+    done < "$steps"
+    [[ -z "$next" ]] && break
+    echo "=== $(date -u +%FT%TZ) start: $next"
+    start=$(date +%s)
+    if bash -c "$next"; then
+        echo "$next" >> "$done_file"
+        echo "=== $(date -u +%FT%TZ) done in $(( $(date +%s) - start )) s: $next"
+    else
+        echo "$next" >> "$failed_file"
+        echo "=== $(date -u +%FT%TZ) FAILED after $(( $(date +%s) - start )) s: $next"
+    fi
+done
+echo "=== $(date -u +%FT%TZ) all steps done"
