@@ -293,9 +293,7 @@ def run_attack(args: argparse.Namespace) -> dict[str, Any]:
         "repeats": args.repeats,
         "marker": asdict(marker),
         "settings": asdict(settings),
-        "targets": [
-            {"label": t.label, "run_dir": str(t.run_dir), "description": t.describe()} for t in targets
-        ],
+        "targets": [t.record() for t in targets],
         "accuracy": {label: {str(s): accs for s, accs in c.items()} for label, c in curves.items()},
         "needed_for_90": {label: needed(c) for label, c in curves.items()},
         "files": [str(p) for p in files],

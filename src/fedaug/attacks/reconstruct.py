@@ -274,15 +274,7 @@ def run_attack(args: argparse.Namespace) -> dict[str, Any]:
         "attack_images": len(x_att),
         "eval_images": len(x_eval),
         "settings": asdict(settings),
-        "targets": [
-            {
-                "label": t.label,
-                "run_dir": str(t.run_dir),
-                "description": t.describe(),
-                **stats.get(t.label, {}),
-            }
-            for t in targets
-        ],
+        "targets": [{**t.record(), **stats.get(t.label, {})} for t in targets],
         "rows": [asdict(r) for r in rows],
         "files": [str(p) for p in files],
     }

@@ -87,6 +87,16 @@ class Target:
         parts = [self.model.encode(x[i : i + batch_size], self.layer) for i in range(0, len(x), batch_size)]
         return torch.cat(parts)
 
+    def record(self) -> dict[str, Any]:
+        """The target as attack reports list it (``fedaug attack summary`` / ``frontier`` read it back)."""
+        return {
+            "label": self.label,
+            "run_dir": str(self.run_dir),
+            "round": self.round_num,
+            "shared": self.shared,
+            "description": self.describe(),
+        }
+
     def describe(self) -> str:
         """One line: label, method, round, what is shared, and the logged dCor / accuracy of that round."""
         what = {"features": f"activations at layer {self.layer}", "raw": "raw inputs"}.get(

@@ -2,8 +2,13 @@
 # Runs the commands of steps.txt (one per line, '#' lines skipped) one after another, from the repository root,
 # and records each finished one in runs/privacy_steps.done so that a restart skips it. The file is re-read after
 # every step, so lines may be appended while it runs. Training runs resume by themselves (fedaug run).
+# The steps run on a copy of src/ taken when the runner starts (runs/privacy_src), so that editing the source
+# while the study runs does not change it half-way; restart the runner to pick up a newer source.
 # Use (from the repository root): nohup bash studies/privacy/multiseed/run_steps.sh > runs/privacy_bg.log 2>&1 &
 set -u
+mkdir -p runs/privacy_src
+rm -rf runs/privacy_src/src && cp -r src runs/privacy_src/src
+export PYTHONPATH="$PWD/runs/privacy_src/src"
 here=$(dirname "$0")
 steps="$here/steps.txt"
 done_file=runs/privacy_steps.done
