@@ -64,12 +64,17 @@ def shared_baselines(seed: int) -> list[str]:
 
 
 def steps() -> list[str]:
+    """Seed 0 of the default and the undefended FLea with their attacks first (one complete comparison), then
+    the default's other seeds, then the undefended ones, then the frontier and the variants."""
     core = ["flea", "flea lambda2 0"]
     out: list[str] = []
     out += [run(s, 0) for s in core] + attacks("flea", rounds(core, 0), 0)
-    out += [run(s, seed) for seed in (1, 2) for s in core]
-    out += [line for seed in (1, 2) for line in attacks("flea", rounds(core, seed), seed)]
-    out += [line for seed in (0, 1, 2) for line in shared_baselines(seed)]
+    out += shared_baselines(0)
+    out += [run("flea", seed) for seed in (1, 2)]
+    out += [line for seed in (1, 2) for line in attacks("flea", rounds(["flea"], seed), seed)]
+    out += [run("flea lambda2 0", seed) for seed in (1, 2)]
+    out += [line for seed in (1, 2) for line in attacks("decor0", rounds(["flea lambda2 0"], seed), seed)]
+    out += [line for seed in (1, 2) for line in shared_baselines(seed)]
     frontier = ["flea lambda2 1", "flea lambda2 6"]
     out += [run(s, 0) for s in frontier] + attacks("frontier", rounds(frontier, 0, (30,)), 0)
     out += [run("fedavg", 0)]
