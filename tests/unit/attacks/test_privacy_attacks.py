@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from torch import nn
 
 from fedaug.attacks.context import (
@@ -267,3 +269,57 @@ def test_context_cli_end_to_end(tiny_runs: dict[str, Path], tmp_path: Path) -> N
     assert (tmp_path / "context_accuracy.png").is_file() and (tmp_path / "context_examples.png").is_file()
     assert "![context_accuracy](context_accuracy.png)" in (tmp_path / "context.md").read_text()
     assert main([*argv, "--marker-size", "13"]) == 2  # does not fit in 12x12
+
+
+def _copy_run(source: Path, dest: Path, method: str | None = None, *, keep_ckpt: bool = True) -> Path:
+    """A copy of a run dir, optionally as another method's (its options dropped) or without checkpoints."""
+    shutil.copytree(source, dest)
+    if method is not None:
+        config = yaml.safe_load((dest / "config.yaml").read_text())
+        config["method"] = {"name": method}
+        (dest / "config.yaml").write_text(yaml.safe_dump(config))
+    if not keep_ckpt:
+        shutil.rmtree(dest / "ckpt")
+    return dest
+
+
+def test_bad_targets_are_refused_in_one_line_naming_the_run_dir_before_anything_trains(
+    tiny_runs: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    flea = tiny_runs["flea"]
+    fedavg = _copy_run(tiny_runs["feddata"], tmp_path / "fedavg" / "seed0", "fedavg")
+    bare = _copy_run(flea, tmp_path / "bare" / "seed0", keep_ckpt=False)
+    shared = "feddata, fedmix, flea, flea_eq6, flea_official"
+    cases = [
+        (
+            [str(fedavg)],
+            [],
+            f"{fedavg}: fedavg shares only model weights (methods that share what these "
+            f"attacks read: {shared}); pass --layer N to attack its encoder anyway",
+        ),
+        ([str(bare)], [], f"{bare} has no checkpoint for round latest (kept rounds: none;"),
+        ([f"{flea}@2"], [], f"{flea} has no checkpoint for round 2 (kept rounds: 1;"),
+        ([str(tmp_path / "nowhere")], [], f"{tmp_path / 'nowhere'} is not a run directory (no config.yaml)"),
+        (
+            [str(flea)],
+            ["--layer", "1"],
+            f"{flea}: flea shared the activations of split layer 0, not --layer 1;",
+        ),
+        ([str(fedavg)], ["--layer", "9"], f"{fedavg}: --layer 9 does not exist in its LeNet5 (valid: -1..3)"),
+    ]
+    trained: list[str] = []
+    monkeypatch.setattr("fedaug.attacks.reconstruct.train_decoder", lambda *a, **k: trained.append("r"))
+    monkeypatch.setattr("fedaug.attacks.context.train_classifier", lambda *a, **k: trained.append("c"))
+    for targets, options, message in cases:
+        for attack in ("reconstruct", "context"):
+            out = tmp_path / "out"
+            assert (
+                main(["attack", attack, str(tiny_runs["feddata"]), *targets, "--out", str(out), *options])
+                == 2
+            )
+            err = capsys.readouterr().err.strip()
+            assert message in err and "\n" not in err, (attack, err)
+            assert not out.exists() and trained == []
