@@ -1,4 +1,5 @@
-"""Writes steps.txt, the commands of the multi-seed privacy study in priority order (run_steps.sh runs them).
+"""Writes steps.txt, the commands of the multi-seed privacy study in priority order (run_steps.sh runs them),
+and studies/privacy_har/steps.txt, the same for UCI-HAR.
 
 Run from the repository root: python studies/privacy/multiseed/make_steps.py
 """
@@ -91,9 +92,46 @@ def steps() -> list[str]:
     return out
 
 
+HAR_ROOT = "runs/{name}/uci_har-quantity2-K75/flea"
+HAR_OUT = "studies/privacy_har/attacks"
+# a stuck sensor: body_acc x reads 0.5 g for 16 of the 128 samples, in half of the windows
+HAR_CONTEXT = (
+    "--sizes 100,300,1000,3000 --repeats 3 --eval-size 1000 --marker-size 16 --marker-width 1 "
+    "--marker-at 56,0 --marker-colour 0.5"
+)
+
+
+def har_steps() -> list[str]:
+    """UCI-HAR (configs/privacy_har.yaml): FLea and FLea with lambda2 = 0, seeds 0-2, each attacked at
+    rounds 1, 10, 50 and 100 right after its pair of runs."""
+    out: list[str] = []
+    settings = {
+        "flea": ("privacy_har", ""),
+        "flea lambda2 0": ("privacy_har_decor0", " --set method.decor_weight=0"),
+    }
+    for seed in (0, 1, 2):
+        targets = []
+        for label, (name, extra) in settings.items():
+            named = f" --set name={name}" if name != "privacy_har" else ""
+            out.append(f"fedaug run configs/privacy_har.yaml --method flea --seed {seed}{extra}{named}")
+            root = HAR_ROOT.format(name=name)
+            targets += [f'"{label} r{r}={root}/seed{seed}@{r}"' for r in (1, 10, 50, 100)]
+        joined, where = " ".join(targets), f"{HAR_OUT}/seed{seed}"
+        out += [
+            f"fedaug attack reconstruct {joined} --out {where}/reconstruct --decoders conv4,deep --epochs 20 "
+            f"--eval-size 1000 --seed {seed} --threads 1 --device cpu",
+            f"fedaug attack context {joined} --out {where}/context {HAR_CONTEXT} --seed {seed} --threads 1 "
+            "--device cpu",
+        ]
+    return out
+
+
 if __name__ == "__main__":
     header = [
-        "# The multi-seed privacy study in priority order, written by make_steps.py; run_steps.sh runs",
+        "# A privacy study, in priority order, written by make_steps.py; run_steps.sh runs",
         "# them one after another (each run and attack single-threaded).",
     ]
     Path(__file__).with_name("steps.txt").write_text("\n".join(header + steps()) + "\n")
+    har = Path(__file__).parents[2] / "privacy_har"
+    har.mkdir(exist_ok=True)
+    (har / "steps.txt").write_text("\n".join(header + har_steps()) + "\n")

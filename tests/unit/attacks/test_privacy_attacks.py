@@ -170,6 +170,14 @@ def test_fedmix_average_error_is_the_within_group_variance_and_feddata_is_zero()
     assert raw[0].mse == 0.0
 
 
+def test_a_rectangle_marker_is_one_sensor_channel_stuck_for_a_while() -> None:
+    windows = torch.zeros(2, 1, 128, 3)
+    marked = add_marker(windows, size=16, width=1, top=56, left=2, colour=(0.5,))
+    assert (marked[:, 0, 56:72, 2] == 0.5).all() and int((marked != 0).sum()) == 2 * 16
+    with pytest.raises(ConfigError, match=r"a 16x2 marker at \(0, 2\) does not fit in 128x3 inputs"):
+        add_marker(windows, size=16, width=2, top=0, left=2, colour=(0.5,))
+
+
 def test_context_samples_are_balanced_and_fedmix_averages_keep_the_exact_marker() -> None:
     dataset = _dataset(100)
     marker = Marker(size=3, top=0, left=0)
