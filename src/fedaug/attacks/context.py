@@ -36,6 +36,7 @@ import torch
 from torch import Tensor, nn
 
 from fedaug.attacks import figures
+from fedaug.attacks.partial import Partial
 from fedaug.attacks.target import (
     Target,
     add_run_arguments,
@@ -266,20 +267,26 @@ def run_attack(args: argparse.Namespace) -> dict[str, Any]:
     for target in targets:
         target.group_size = args.group_size or target.group_size
     marker.apply(to_pixels(dataset, x_att[:1]))  # a bad marker fails before any training
+    out = Path(args.out)
+    partial = Partial(out, "context", args)
     curves = {}
     for target in targets:
-        logger.info("attacking %s", target.describe())
-        curves[target.label] = accuracy_curve(
-            target,
-            (x_att, x_eval),
-            sizes,
-            repeats=args.repeats,
-            eval_size=args.eval_size,
-            marker=marker,
-            settings=settings,
-            seed=args.seed,
-        )
-    out = Path(args.out)
+        saved = partial.load(target)
+        if saved is None:
+            logger.info("attacking %s", target.describe())
+            curve = accuracy_curve(
+                target,
+                (x_att, x_eval),
+                sizes,
+                repeats=args.repeats,
+                eval_size=args.eval_size,
+                marker=marker,
+                settings=settings,
+                seed=args.seed,
+            )
+            saved = {"curve": curve}
+            partial.save(target, saved)
+        curves[target.label] = saved["curve"]
     out.mkdir(parents=True, exist_ok=True)
     series = {
         label: (sizes, [_stats(c[s])[0] for s in sizes], [_stats(c[s])[1] for s in sizes])
@@ -312,6 +319,7 @@ def run_attack(args: argparse.Namespace) -> dict[str, Any]:
     }
     (out / "context.json").write_text(json.dumps(report, indent=2) + "\n")
     (out / "context.md").write_text(markdown(report, sizes))
+    partial.clear()
     return report
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 from pathlib import Path
@@ -331,3 +332,48 @@ def test_bad_targets_are_refused_in_one_line_naming_the_run_dir_before_anything_
             err = capsys.readouterr().err.strip()
             assert message in err and "\n" not in err, (attack, err)
             assert not out.exists() and trained == []
+
+
+@pytest.mark.parametrize(
+    ("attack", "step", "options", "result"),
+    [
+        ("context", "accuracy_curve", ["--sizes", "20,40", "--repeats", "1", "--eval-size", "40",
+                                       "--min-steps", "10", "--marker-size", "3", "--attacker-data", "test"],
+         "accuracy"),
+        ("reconstruct", "attack_features", ["--decoders", "linear", "--epochs", "1", "--eval-size", "40"],
+         "rows"),
+    ],
+)  # fmt: skip
+def test_an_interrupted_attack_resumes_from_its_finished_targets(
+    tiny_runs: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    attack: str,
+    step: str,
+    options: list[str],
+    result: str,
+) -> None:
+    flea = tiny_runs["flea"]
+    argv = ["attack", attack, f"early={flea}@1", f"late={flea}", *options]
+    assert main([*argv, "--out", str(tmp_path / "whole")]) == 0
+    whole = json.loads((tmp_path / "whole" / f"{attack}.json").read_text())
+    assert not (tmp_path / "whole" / ".partial").exists()
+    module = importlib.import_module(f"fedaug.attacks.{attack}")
+    real, calls = getattr(module, step), []
+
+    def interrupted(target: Target, *args: object, **kwargs: object) -> object:
+        calls.append(target.label)
+        if target.label == "late" and len(calls) == 2:
+            raise KeyboardInterrupt  # the second target is cut off
+        return real(target, *args, **kwargs)
+
+    monkeypatch.setattr(module, step, interrupted)
+    out = tmp_path / "cut"
+    assert main([*argv, "--out", str(out)]) != 0
+    assert len(list((out / ".partial").glob("*.pt"))) == 1 and not (out / f"{attack}.json").exists()
+    assert main([*argv, "--out", str(out), "--threads", "2"]) == 0  # --threads does not change results
+    assert calls == ["early", "late", "late"]  # the finished target was read back, not attacked again
+    assert json.loads((out / f"{attack}.json").read_text())[result] == whole[result]
+    assert not (out / ".partial").exists()
+    assert main([*argv, "--out", str(out), "--seed", "1"]) == 0  # another setting: nothing reused
+    assert calls[3:] == ["early", "late"]
