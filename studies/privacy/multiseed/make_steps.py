@@ -1,5 +1,6 @@
 """Writes steps.txt, the commands of the multi-seed privacy study in priority order (run_steps.sh runs them),
-and studies/privacy_har/steps.txt, the same for UCI-HAR.
+studies/privacy_har/steps.txt, the same for UCI-HAR, and studies/fedaugmix/severity/steps.txt, Fed-AugMix's
+severity frontier.
 
 Run from the repository root: python studies/privacy/multiseed/make_steps.py
 """
@@ -126,6 +127,33 @@ def har_steps() -> list[str]:
     return out
 
 
+SEVERITIES = (1, 3, 6, 10)
+
+
+def augmix_steps() -> list[str]:
+    """Fed-AugMix's severity frontier on MNIST (configs/fedaugmix_mnist.yaml, 100 rounds): FedAvg and
+    Fed-AugMix at each severity, seeds 0-2, then Inverting Gradients on each seed's converged FedAvg model
+    with clients at every severity (0 = no protection), both threat models. Not run yet; `fedaug attack
+    frontier` does not read `invert` outputs yet."""
+    out: list[str] = []
+    run = "fedaug run configs/fedaugmix_mnist.yaml --data-dir ../shared/data --set engine.num_threads=1"
+    for seed in (0, 1, 2):
+        out.append(f"{run} --method fedavg --seed {seed}")
+        out += [
+            f"{run} --method fedaugmix --seed {seed} --set method.severity={sev} "
+            f"--set name=fedaugmix_sev{sev}"
+            for sev in SEVERITIES
+        ]
+        checkpoint = f"runs/fedaugmix_mnist/mnist-dirichlet0.5-K100/fedavg/seed{seed}/ckpt/latest.pt"
+        out.append(
+            f"fedaug attack invert --model lenet5 --stages untrained,converged --checkpoint {checkpoint} "
+            f"--severities 0,{','.join(map(str, SEVERITIES))} --threat-models aware,ce --iterations 1000 "
+            f"--seed {seed} --threads 1 --device cpu --data-dir ../shared/data "
+            f"--out studies/fedaugmix/severity/invert/seed{seed}"
+        )
+    return out
+
+
 if __name__ == "__main__":
     header = [
         "# A privacy study, in priority order, written by make_steps.py; run_steps.sh runs",
@@ -135,3 +163,6 @@ if __name__ == "__main__":
     har = Path(__file__).parents[2] / "privacy_har"
     har.mkdir(exist_ok=True)
     (har / "steps.txt").write_text("\n".join(header + har_steps()) + "\n")
+    augmix = Path(__file__).parents[2] / "fedaugmix" / "severity"
+    augmix.mkdir(exist_ok=True)
+    (augmix / "steps.txt").write_text("\n".join(header + augmix_steps()) + "\n")
