@@ -45,6 +45,8 @@ class Point:
     context: Stat | None
     context_censored: bool
     rounds: list[int]
+    dcor: Stat | None = None
+    exposure: Stat | None = None
 
 
 def parse_setting(spec: str, what: str) -> tuple[str, list[Run]]:
@@ -86,14 +88,32 @@ def point(
         [r for r in reports.reconstruct if r.run in keys and r.attacker == decoder], round_num
     )
     ctx: list[ContextRecord] = _at_round([r for r in reports.context if r.run in keys], round_num)
+    attacked = {r.run: r.round for r in recon} | {c.run: c.round for c in ctx if c.round is not None}
+    at = {
+        run_key(run.path): round_num if round_num is not None else attacked.get(run_key(run.path))
+        for run in runs
+    }
     return Point(
         setting=setting,
+        dcor=logged(runs, "flea/dcor", at),
+        exposure=logged(runs, "flea/exposure", at),
         accuracy=stat(100.0 * float(run.summary["last10_acc"]) for run in runs),
         mse=stat(r.mse for r in recon) if recon else None,
         context=stat(r.bound for r in ctx) if ctx else None,
         context_censored=any(r.needed is None for r in ctx),
         rounds=sorted({r.round for r in recon} | {r.round for r in ctx if r.round is not None}),
     )
+
+
+def logged(runs: Sequence[Run], key: str, at: dict[tuple[str, ...], int | None]) -> Stat | None:
+    """``key`` as each run logged it in the round ``at`` gives for it (runs without it are left out)."""
+    values = []
+    for run in runs:
+        round_num = at.get(run_key(run.path))
+        record = next((m for m in run.metrics() if m.get("round") == round_num), {})
+        if isinstance(record.get(key), (int, float)):
+            values.append(float(record[key]))
+    return stat(values) if values else None
 
 
 def exposures(reports: Reports) -> dict[str, dict[str, Stat]]:
@@ -177,17 +197,20 @@ def markdown(report: dict[str, Any], points: Sequence[Point]) -> str:
         "",
         f"Decoder: {report['decoder']}; round: {report['round'] or 'the latest attacked round of each run'}. "
         "Mean +- sample std (ddof = 1) over seeds (unpaired); one value for one seed. Context: a seed that "
-        "never reached 90% counts as the largest size tried (>=: a lower bound).",
+        "never reached 90% counts as the largest size tried (>=: a lower bound). Logged dCor and exposure: "
+        "the runs' own `flea/dcor` and `flea/exposure` in the attacked round.",
         "",
-        "| setting | runs | last-10 acc. (%) | attacked | rounds | reconstruction MSE | samples for 90% |",
-        "|---|---|---|---|---|---|---|",
+        "| setting | runs | last-10 acc. (%) | attacked | rounds | reconstruction MSE | samples for 90% "
+        "| logged dCor | exposure |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for p in points:
         attacked = max(p.mse.n if p.mse else 0, p.context.n if p.context else 0)
         ctx = "-" if p.context is None else ((">= " if p.context_censored else "") + fmt(p.context, 0))
         lines.append(
             f"| {p.setting} | {p.accuracy.n} | {fmt(p.accuracy, 2)} | {attacked} "
-            f"| {', '.join(map(str, p.rounds)) or '-'} | {fmt(p.mse) if p.mse else '-'} | {ctx} |"
+            f"| {', '.join(map(str, p.rounds)) or '-'} | {fmt(p.mse) if p.mse else '-'} | {ctx} "
+            f"| {fmt(p.dcor, 3) if p.dcor else '-'} | {fmt(p.exposure, 3) if p.exposure else '-'} |"
         )
     for kind, values in report["lines"].items():
         for name, value in values.items():

@@ -115,7 +115,11 @@ def study(tmp_path: Path) -> dict[str, Any]:
     archive = tmp_path / "archive"
     accs = {("strong", 0): 0.60, ("strong", 1): 0.64, ("weak", 0): 0.80, ("weak", 1): 0.82}
     for (name, seed), acc in accs.items():
-        fake_run(archive, name, "flea", seed, acc)
+        path = fake_run(archive, name, "flea", seed, acc)
+        logged = [
+            {"round": r, "flea/dcor": 0.9 - r / 100 - seed / 10, "flea/exposure": r / 100} for r in (1, 30)
+        ]
+        (path / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in logged))
     for seed in (0, 1):
         fake_run(archive, "base", "fedavg", seed, 0.70 + seed / 50)
     attacks = tmp_path / "attacks"
@@ -150,8 +154,12 @@ def test_points_pair_each_setting_with_the_attacks_on_its_runs(study: dict[str, 
     assert latest.mse is not None and latest.mse.mean == pytest.approx(0.055) and latest.mse.n == 2
     assert latest.context is not None and latest.context.mean == 1000 and latest.context.std == 0
     assert latest.rounds == [30]
+    # the runs' own logs in the attacked round: dCor 0.6 and 0.5, exposure 0.3
+    assert latest.dcor is not None and latest.dcor.mean == pytest.approx(0.55) and latest.dcor.n == 2
+    assert latest.exposure is not None and latest.exposure.mean == pytest.approx(0.30)
     early = point(label, runs, reports, decoder="deep", round_num=1)
     assert early.mse is not None and early.mse.mean == pytest.approx(0.010) and early.context is None
+    assert early.dcor is not None and early.dcor.mean == pytest.approx(0.84)
     paper = point(label, runs, reports, decoder="conv4", round_num=None)
     assert paper.mse is not None and paper.mse.mean == pytest.approx(0.090)
     lines = exposures(reports)
@@ -176,7 +184,10 @@ def test_frontier_cli_writes_the_figure_and_the_table(study: dict[str, Any], tmp
     assert report["references"]["FedAvg"]["mean"] == pytest.approx(71.0)
     assert report["lines"]["context"]["FedMix"]["mean"] == 100
     table = (out / "frontier.md").read_text()
-    assert "| weak | 2 | 81.00 +- 1.41 | 2 | 30 | 0.0100 +- 0.0000 | 100 +- 0 |" in table
+    assert (
+        "| weak | 2 | 81.00 +- 1.41 | 2 | 30 | 0.0100 +- 0.0000 | 100 +- 0 "
+        "| 0.550 +- 0.071 | 0.300 +- 0.000 |" in table
+    )
     assert (out / "frontier.png").stat().st_size > 10_000 and (out / "frontier.pdf").is_file()
 
 
