@@ -185,7 +185,8 @@ def plot(
             axes.set_xscale("log")
         axes.set(xlabel=xlabel, ylabel="last-10 test accuracy (%)")
         axes.grid(alpha=0.3)
-        axes.legend(fontsize="x-small", loc="best")
+        if axes.get_legend_handles_labels()[0]:  # a panel without any attack output stays empty
+            axes.legend(fontsize="x-small", loc="best")
     figure.suptitle("privacy-utility frontier: mean +- sample std over seeds", fontsize="medium")
     return save_figure(figure, stem)
 
