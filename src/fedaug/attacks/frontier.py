@@ -34,6 +34,9 @@ from fedaug.registry import register
 from fedaug.results.plots import new_figure, save_figure
 from fedaug.results.store import Run, Stat, load_run, load_runs
 
+MIN_SPAN = 10.0
+"""The accuracy axis spans at least this many points."""
+
 
 @dataclass
 class Point:
@@ -181,6 +184,10 @@ def plot(
             axes.axhline(
                 value.mean, color=f"C{(j + 5) % 10}", linestyle="--", linewidth=1, label=f"{name} accuracy"
             )
+        low, high = axes.get_ylim()
+        if high - low < MIN_SPAN:  # close points are not blown up into a trade-off
+            mid = (low + high) / 2
+            axes.set_ylim(mid - MIN_SPAN / 2, mid + MIN_SPAN / 2)
         if field == "context":
             axes.set_xscale("log")
         axes.set(xlabel=xlabel, ylabel="last-10 test accuracy (%)")
