@@ -34,6 +34,8 @@ from fedaug.registry import register
 from fedaug.results.plots import new_figure, save_figure
 from fedaug.results.store import Run, Stat, load_run, load_runs
 
+LINE_COLOURS = ("dimgrey", "saddlebrown", "black", "darkgrey", "olive")
+"""Colours of the vertical reference lines (apart from the settings' C0-C9)."""
 MIN_SPAN = 10.0
 """The accuracy axis spans at least this many points."""
 
@@ -50,6 +52,7 @@ class Point:
     rounds: list[int]
     dcor: Stat | None = None
     exposure: Stat | None = None
+    context_floor: bool = False
 
 
 def parse_setting(spec: str, what: str) -> tuple[str, list[Run]]:
@@ -104,6 +107,7 @@ def point(
         mse=stat(r.mse for r in recon) if recon else None,
         context=stat(r.bound for r in ctx) if ctx else None,
         context_censored=any(r.needed is None for r in ctx),
+        context_floor=bool(ctx) and all(r.needed == min(r.accuracy) for r in ctx),
         rounds=sorted({r.round for r in recon} | {r.round for r in ctx if r.round is not None}),
     )
 
@@ -138,11 +142,12 @@ def exposures(reports: Reports) -> dict[str, dict[str, Stat]]:
     }
 
 
-def _errorbar(axes: Any, x: Stat, y: Stat, label: str, colour: Any) -> None:
+def _errorbar(axes: Any, x: Stat, y: Stat, label: str, colour: Any, below: bool) -> None:
     xerr = None if math.isnan(x.std) else x.std
     yerr = None if math.isnan(y.std) else y.std
     axes.errorbar(x.mean, y.mean, xerr=xerr, yerr=yerr, fmt="o", capsize=3, color=colour, label=label)
-    axes.annotate(label, (x.mean, y.mean), textcoords="offset points", xytext=(5, 5), fontsize="x-small")
+    offset = (5, -11) if below else (5, 5)  # neighbours alternate, so that close points stay readable
+    axes.annotate(label, (x.mean, y.mean), textcoords="offset points", xytext=offset, fontsize="x-small")
 
 
 def plot(
@@ -170,16 +175,18 @@ def plot(
     colours = {p.setting: f"C{i % 10}" for i, p in enumerate(points)}
     styles = [":", "-.", (0, (5, 2, 1, 2)), (0, (1, 3))]
     for axes, field, xlabel in panels:
-        for p in points:
+        for k, p in enumerate(points):
             value = getattr(p, field)
             if value is not None:
-                censored = (
-                    field == "context" and p.context_censored
-                )  # a lower bound: not reached by some seed
-                label = f"{p.setting} (>=)" if censored else p.setting
-                _errorbar(axes, value, p.accuracy, label, colours[p.setting])
+                # >=: some seed never reached 90%; <=: every seed reached it at the smallest size tried
+                bound = ""
+                if field == "context":
+                    bound = ">=" if p.context_censored else "<=" if p.context_floor else ""
+                label = f"{p.setting} ({bound})" if bound else p.setting
+                _errorbar(axes, value, p.accuracy, label, colours[p.setting], below=k % 2 == 1)
         for i, (name, value) in enumerate(lines[field].items()):
-            axes.axvline(value.mean, color="grey", linestyle=styles[i % len(styles)], linewidth=1, label=name)
+            shade = LINE_COLOURS[i % len(LINE_COLOURS)]
+            axes.axvline(value.mean, color=shade, linestyle=styles[i % len(styles)], linewidth=1, label=name)
         for j, (name, value) in enumerate(references.items()):
             axes.axhline(
                 value.mean, color=f"C{(j + 5) % 10}", linestyle="--", linewidth=1, label=f"{name} accuracy"
@@ -205,7 +212,8 @@ def markdown(report: dict[str, Any], points: Sequence[Point]) -> str:
         "",
         f"Decoder: {report['decoder']}; round: {report['round'] or 'the latest attacked round of each run'}. "
         "Mean +- sample std (ddof = 1) over seeds (unpaired); one value for one seed. Context: a seed that "
-        "never reached 90% counts as the largest size tried (>=: a lower bound). Logged dCor and exposure: "
+        "never reached 90% counts as the largest size tried (>=: a lower bound); <=: every seed reached 90% "
+        "at the smallest size tried (an upper bound). Logged dCor and exposure: "
         "the runs' own `flea/dcor` and `flea/exposure` in the attacked round.",
         "",
         "| setting | runs | last-10 acc. (%) | attacked | rounds | reconstruction MSE | samples for 90% "
@@ -214,7 +222,8 @@ def markdown(report: dict[str, Any], points: Sequence[Point]) -> str:
     ]
     for p in points:
         attacked = max(p.mse.n if p.mse else 0, p.context.n if p.context else 0)
-        ctx = "-" if p.context is None else ((">= " if p.context_censored else "") + fmt(p.context, 0))
+        bound = ">= " if p.context_censored else "<= " if p.context_floor else ""
+        ctx = "-" if p.context is None else bound + fmt(p.context, 0)
         lines.append(
             f"| {p.setting} | {p.accuracy.n} | {fmt(p.accuracy, 2)} | {attacked} "
             f"| {', '.join(map(str, p.rounds)) or '-'} | {fmt(p.mse) if p.mse else '-'} | {ctx} "

@@ -153,6 +153,7 @@ def test_points_pair_each_setting_with_the_attacks_on_its_runs(study: dict[str, 
     assert latest.accuracy.mean == pytest.approx(62.0) and latest.accuracy.std == pytest.approx(2.0**0.5 * 2)
     assert latest.mse is not None and latest.mse.mean == pytest.approx(0.055) and latest.mse.n == 2
     assert latest.context is not None and latest.context.mean == 1000 and latest.context.std == 0
+    assert not latest.context_floor and not latest.context_censored  # 1000 is neither end of 100..1000
     assert latest.rounds == [30]
     # the runs' own logs in the attacked round: dCor 0.6 and 0.5, exposure 0.3
     assert latest.dcor is not None and latest.dcor.mean == pytest.approx(0.55) and latest.dcor.n == 2
@@ -185,7 +186,7 @@ def test_frontier_cli_writes_the_figure_and_the_table(study: dict[str, Any], tmp
     assert report["lines"]["context"]["FedMix"]["mean"] == 100
     table = (out / "frontier.md").read_text()
     assert (
-        "| weak | 2 | 81.00 +- 1.41 | 2 | 30 | 0.0100 +- 0.0000 | 100 +- 0 "
+        "| weak | 2 | 81.00 +- 1.41 | 2 | 30 | 0.0100 +- 0.0000 | <= 100 +- 0 "
         "| 0.550 +- 0.071 | 0.300 +- 0.000 |" in table
     )
     assert (out / "frontier.png").stat().st_size > 10_000 and (out / "frontier.pdf").is_file()
