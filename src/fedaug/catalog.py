@@ -213,8 +213,10 @@ PARTITIONERS: dict[str, PartitionerInfo] = {
 
 ATTACKS: dict[str, AttackInfo] = {
     "context": AttackInfo(f"{_FLEA_PAPER}, Sec. 4.4"),
+    "frontier": AttackInfo(f"reads reconstruct / context outputs; {_FLEA_PAPER}, Sec. 4.4"),
     "invert": AttackInfo("Geiping et al., NeurIPS 2020; Fed-AugMix, Sec. V"),
     "reconstruct": AttackInfo(f"{_FLEA_PAPER}, Sec. 4.4"),
+    "summary": AttackInfo("reads reconstruct / context outputs of several seeds"),
 }
 
 TABLES: dict[str, Mapping[str, Any]] = {

@@ -9,6 +9,9 @@ from fedaug import registry
 EXAMPLES = {
     "context": 'fedaug attack context "FLea r10=runs/x/.../flea/seed0@10" FedMix=runs/x/.../fedmix/seed0 \\\n'
     "      --sizes 100,300,1000,3000,10000 --repeats 3 --out attack_ctx",
+    "frontier": 'fedaug attack frontier "lambda2 0=runs/p_l0/.../flea" "lambda2 3=runs/p/.../flea" \\\n'
+    "      --attacks attack_rec attack_ctx --reference FedAvg=runs/p/.../fedavg --out frontier",
+    "summary": "fedaug attack summary attacks/seed0 attacks/seed1 attacks/seed2 --out attack_summary",
     "invert": "fedaug attack invert --model lenet5 --stages untrained,converged \\\n"
     "      --checkpoint runs/.../ckpt/latest.pt --severities 0,3,10 --out attack_inv",
     "reconstruct": 'fedaug attack reconstruct "FLea r10=runs/x/.../flea/seed0@10" \\\n'

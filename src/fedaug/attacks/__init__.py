@@ -34,6 +34,8 @@ class AttackCommand(Protocol):
 
 
 # Attack modules (imported for their @register side effect); keep one line per module.
+from fedaug.attacks import aggregate as aggregate  # noqa: E402
 from fedaug.attacks import context as context  # noqa: E402
+from fedaug.attacks import frontier as frontier  # noqa: E402
 from fedaug.attacks import invert as invert  # noqa: E402
 from fedaug.attacks import reconstruct as reconstruct  # noqa: E402

@@ -36,6 +36,7 @@ import torch
 from torch import Tensor, nn
 
 from fedaug.attacks import figures
+from fedaug.attacks.partial import Partial
 from fedaug.attacks.target import (
     Target,
     add_run_arguments,
@@ -61,27 +62,36 @@ def default_colour(channels: int) -> tuple[float, ...]:
 
 
 def add_marker(
-    pixels: Tensor, *, size: int = 5, top: int = 2, left: int = 2, colour: tuple[float, ...] | None = None
+    pixels: Tensor,
+    *,
+    size: int = 5,
+    top: int = 2,
+    left: int = 2,
+    colour: tuple[float, ...] | None = None,
+    width: int | None = None,
 ) -> Tensor:
-    """A copy of ``pixels [B, C, H, W]`` (natural scale) with a ``size x size`` square of ``colour`` at
-    (``top``, ``left``) on every image (the official code's figure: 5x5 at rows/cols 2-6 of a 32x32 image).
+    """A copy of ``pixels [B, C, H, W]`` (natural scale) with a ``size x width`` rectangle (a square when
+    ``width`` is None) of ``colour`` at (``top``, ``left``) on every image (the official code's figure: 5x5
+    at rows/cols 2-6 of a 32x32 image). On sensor windows (UCI-HAR: ``[1, 128, 3]``, time x channel) a
+    ``16 x 1`` rectangle is one channel stuck at a constant for 16 samples.
 
     Raises:
-        ConfigError: if the square does not fit or the colour does not have one value per channel.
+        ConfigError: if the rectangle does not fit or the colour does not have one value per channel.
     """
     if pixels.dim() != 4:
         raise ConfigError(f"the marker needs [B, C, H, W] inputs, got shape {list(pixels.shape)}")
-    _, channels, height, width = pixels.shape
+    _, channels, height, columns = pixels.shape
+    wide = size if width is None else width
     colour = default_colour(channels) if colour is None else tuple(colour)
     if len(colour) != channels:
         raise ConfigError(f"--marker-colour needs {channels} values (one per channel), got {list(colour)}")
-    if size < 1 or top < 0 or left < 0 or top + size > height or left + size > width:
+    if min(size, wide) < 1 or top < 0 or left < 0 or top + size > height or left + wide > columns:
         raise ConfigError(
-            f"a {size}x{size} marker at ({top}, {left}) does not fit in {height}x{width} inputs"
+            f"a {size}x{wide} marker at ({top}, {left}) does not fit in {height}x{columns} inputs"
         )
     marked = pixels.clone()
     square = torch.tensor(colour, dtype=pixels.dtype, device=pixels.device).view(-1, 1, 1)
-    marked[:, :, top : top + size, left : left + size] = square
+    marked[:, :, top : top + size, left : left + wide] = square
     return marked
 
 
@@ -93,9 +103,12 @@ class Marker:
     top: int = 2
     left: int = 2
     colour: tuple[float, ...] | None = None
+    width: int | None = None
 
     def apply(self, pixels: Tensor) -> Tensor:
-        return add_marker(pixels, size=self.size, top=self.top, left=self.left, colour=self.colour)
+        return add_marker(
+            pixels, size=self.size, top=self.top, left=self.left, colour=self.colour, width=self.width
+        )
 
 
 def make_samples(
@@ -243,7 +256,7 @@ def run_attack(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError(f"--sizes needs training sizes >= 2 and --repeats >= 1, got {args.sizes!r}")
     top, left = (int(v) for v in _parse_floats(args.marker_at, "--marker-at")[:2])
     colour = _parse_floats(args.marker_colour, "--marker-colour") if args.marker_colour else None
-    marker = Marker(size=args.marker_size, top=top, left=left, colour=colour)
+    marker = Marker(size=args.marker_size, top=top, left=left, colour=colour, width=args.marker_width)
     settings = ClassifierSettings(args.epochs, args.min_steps, args.batch_size, args.lr)
     targets = load_targets(args.targets, data_dir=args.data_dir, layer=args.layer, device=device)
     dataset = targets[0].dataset
@@ -254,20 +267,26 @@ def run_attack(args: argparse.Namespace) -> dict[str, Any]:
     for target in targets:
         target.group_size = args.group_size or target.group_size
     marker.apply(to_pixels(dataset, x_att[:1]))  # a bad marker fails before any training
+    out = Path(args.out)
+    partial = Partial(out, "context", args)
     curves = {}
     for target in targets:
-        logger.info("attacking %s", target.describe())
-        curves[target.label] = accuracy_curve(
-            target,
-            (x_att, x_eval),
-            sizes,
-            repeats=args.repeats,
-            eval_size=args.eval_size,
-            marker=marker,
-            settings=settings,
-            seed=args.seed,
-        )
-    out = Path(args.out)
+        saved = partial.load(target)
+        if saved is None:
+            logger.info("attacking %s", target.describe())
+            curve = accuracy_curve(
+                target,
+                (x_att, x_eval),
+                sizes,
+                repeats=args.repeats,
+                eval_size=args.eval_size,
+                marker=marker,
+                settings=settings,
+                seed=args.seed,
+            )
+            saved = {"curve": curve}
+            partial.save(target, saved)
+        curves[target.label] = saved["curve"]
     out.mkdir(parents=True, exist_ok=True)
     series = {
         label: (sizes, [_stats(c[s])[0] for s in sizes], [_stats(c[s])[1] for s in sizes])
@@ -293,15 +312,14 @@ def run_attack(args: argparse.Namespace) -> dict[str, Any]:
         "repeats": args.repeats,
         "marker": asdict(marker),
         "settings": asdict(settings),
-        "targets": [
-            {"label": t.label, "run_dir": str(t.run_dir), "description": t.describe()} for t in targets
-        ],
+        "targets": [t.record() for t in targets],
         "accuracy": {label: {str(s): accs for s, accs in c.items()} for label, c in curves.items()},
         "needed_for_90": {label: needed(c) for label, c in curves.items()},
         "files": [str(p) for p in files],
     }
     (out / "context.json").write_text(json.dumps(report, indent=2) + "\n")
     (out / "context.md").write_text(markdown(report, sizes))
+    partial.clear()
     return report
 
 
@@ -364,6 +382,11 @@ class Context:
         parser.add_argument("--eval-size", type=flag_int(1), default=2000, help="held-out evaluation samples")
         parser.add_argument(
             "--marker-size", type=flag_int(1), default=5, help="side of the square (official: 5)"
+        )
+        parser.add_argument(
+            "--marker-width",
+            type=flag_int(1),
+            help="columns of the marker (default: --marker-size, a square); 1 on UCI-HAR: one channel",
         )
         parser.add_argument(
             "--marker-at", default="2,2", help="row,col of its top-left corner (official: 2,2)"

@@ -37,6 +37,7 @@ from torch import Tensor, nn
 
 from fedaug.attacks import figures
 from fedaug.attacks.decoders import DECODERS, build_decoder
+from fedaug.attacks.partial import Partial
 from fedaug.attacks.target import (
     Target,
     add_run_arguments,
@@ -238,17 +239,28 @@ def run_attack(args: argparse.Namespace) -> dict[str, Any]:
     rows: list[Row] = []
     grid = [("original", to_pixels(dataset, x_eval[: args.examples]))]
     stats = {}
-    for target in targets:
-        logger.info("attacking %s", target.describe())
-        if target.shared == "features":
-            found, examples, stats[target.label] = attack_features(
-                target, (x_att, x_eval, pix_att), decoders, settings, args.seed
-            )
-        else:
-            found, examples = attack_direct(target, x_eval, y_eval, pix_att, args.seed)
-        rows += found
-        grid += [(f"{target.label}\n{name}", batch[: args.examples]) for name, batch in examples.items()]
     out = Path(args.out)
+    partial = Partial(out, "reconstruct", args)
+    for target in targets:
+        saved = partial.load(target)
+        if saved is None:
+            logger.info("attacking %s", target.describe())
+            if target.shared == "features":
+                found, examples, found_stats = attack_features(
+                    target, (x_att, x_eval, pix_att), decoders, settings, args.seed
+                )
+            else:
+                (found, examples), found_stats = attack_direct(target, x_eval, y_eval, pix_att, args.seed), {}
+            saved = {
+                "rows": [asdict(r) for r in found],
+                "examples": {name: batch[: args.examples].cpu() for name, batch in examples.items()},
+                "stats": found_stats,
+            }
+            partial.save(target, saved)
+        rows += [Row(**r) for r in saved["rows"]]
+        if saved["stats"]:
+            stats[target.label] = saved["stats"]
+        grid += [(f"{target.label}\n{name}", batch) for name, batch in saved["examples"].items()]
     out.mkdir(parents=True, exist_ok=True)
     files = figures.example_grid(grid, out / "reconstruct_examples", image=is_image(dataset.input_shape))
     curves = {
@@ -274,20 +286,13 @@ def run_attack(args: argparse.Namespace) -> dict[str, Any]:
         "attack_images": len(x_att),
         "eval_images": len(x_eval),
         "settings": asdict(settings),
-        "targets": [
-            {
-                "label": t.label,
-                "run_dir": str(t.run_dir),
-                "description": t.describe(),
-                **stats.get(t.label, {}),
-            }
-            for t in targets
-        ],
+        "targets": [{**t.record(), **stats.get(t.label, {})} for t in targets],
         "rows": [asdict(r) for r in rows],
         "files": [str(p) for p in files],
     }
     (out / "reconstruct.json").write_text(json.dumps(report, indent=2) + "\n")
     (out / "reconstruct.md").write_text(markdown(report, targets, rows))
+    partial.clear()
     return report
 
 

@@ -8,8 +8,10 @@ global model. What the run's clients share decides what the attacker gets (:data
 * ``averages`` (FedMix): averages of ``mean_group_size`` inputs (pixel space), no model involved;
 * ``raw`` (FedData): the inputs themselves (the ceiling: reconstruction MSE 0).
 
-A method that shares nothing is attacked as if it shared the activations at ``--layer`` (default: the model's
-``default_split``), which measures what its encoder would leak. Reconstruction targets are the inputs in
+A method that shares nothing is attacked only when ``--layer`` says which activations to attack as if they
+were shared (what its encoder would leak); without it the command stops, naming the methods that share. A
+``--layer`` other than the one a FLea run shared stops it too. Every target is checked (config, checkpoint,
+split layer) before any attack trains. Reconstruction targets are the inputs in
 their natural scale (``Dataset.denormalize``: pixels in [0, 1] for images, the raw signal for UCI-HAR).
 
 Every attack computes on ``--device`` (:func:`attack_device`, resolved before any data is loaded): the
@@ -45,7 +47,13 @@ from fedaug.models.base import SplitModel
 from fedaug.validation import flag_int
 from fedaug.yamlio import read_yaml_file
 
-SHARED = {"flea": "features", "flea_official": "features", "fedmix": "averages", "feddata": "raw"}
+SHARED = {
+    "flea": "features",
+    "flea_eq6": "features",
+    "flea_official": "features",
+    "fedmix": "averages",
+    "feddata": "raw",
+}
 """What each method's clients share with others (methods not listed share only model weights)."""
 CPU = torch.device("cpu")
 
@@ -87,6 +95,16 @@ class Target:
             return x.clone()
         parts = [self.model.encode(x[i : i + batch_size], self.layer) for i in range(0, len(x), batch_size)]
         return torch.cat(parts)
+
+    def record(self) -> dict[str, Any]:
+        """The target as attack reports list it (``fedaug attack summary`` / ``frontier`` read it back)."""
+        return {
+            "label": self.label,
+            "run_dir": str(self.run_dir),
+            "round": self.round_num,
+            "shared": self.shared,
+            "description": self.describe(),
+        }
 
     def describe(self) -> str:
         """One line: label, method, round, what is shared, and the logged dCor / accuracy of that round."""
@@ -150,6 +168,11 @@ def load_targets(
     for spec in specs:
         label, run_dir, round_num = parse_spec(spec)
         config = run_config(run_dir, device)
+        if config.method.name not in SHARED and layer is None:
+            raise ConfigError(
+                f"{run_dir}: {config.method.name} shares only model weights (methods that share what these "
+                f"attacks read: {', '.join(sorted(SHARED))}); pass --layer N to attack its encoder anyway"
+            )
         ckpt = run_checkpoint(run_dir, round_num, device)
         key = repr((config.data.name, sorted(config.data.options.items())))
         if key not in datasets:
@@ -222,13 +245,7 @@ def _target(
     shared = SHARED.get(name, "features")
     split = None
     if shared == "features":
-        method_layer = getattr(method, "layer", None)
-        if layer is not None:
-            split = model.check_split(layer)
-        elif callable(method_layer):
-            split = int(method_layer(model))
-        else:
-            split = model.default_split
+        split = _split_layer(run_dir, name, model, method, layer)
     group_size = int(getattr(method.config, "mean_group_size", 1)) if shared == "averages" else 1
     metrics = next((r for r in read_jsonl(run_dir / "metrics.jsonl") if r["round"] == done), {})
     default_label = f"{name}" + (f" ({config.name})" if config.name else "") + f" r{done}"
@@ -244,6 +261,27 @@ def _target(
         group_size=group_size,
         metrics=metrics,
     )
+
+
+def _split_layer(run_dir: Path, name: str, model: SplitModel, method: Method, layer: int | None) -> int:
+    """The layer whose activations are attacked: the one the run shared, or ``--layer`` for a method that
+    shares nothing (raises ConfigError naming the run dir for a layer the model lacks or the run did not
+    share)."""
+    method_layer = getattr(method, "layer", None)
+    shared = int(method_layer(model)) if callable(method_layer) else None
+    if layer is None:
+        return shared if shared is not None else model.default_split
+    valid = f"{model.split_layers.start}..{model.split_layers.stop - 1}"
+    if layer not in model.split_layers:
+        raise ConfigError(
+            f"{run_dir}: --layer {layer} does not exist in its {type(model).__name__} (valid: {valid})"
+        )
+    if shared is not None and layer != shared:
+        raise ConfigError(
+            f"{run_dir}: {name} shared the activations of split layer {shared}, not --layer {layer}; "
+            "leave --layer out to attack what it shared"
+        )
+    return layer
 
 
 def to_pixels(dataset: Dataset, x: Tensor) -> Tensor:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from torch import nn
 
 from fedaug.attacks.context import (
@@ -168,6 +171,14 @@ def test_fedmix_average_error_is_the_within_group_variance_and_feddata_is_zero()
     assert raw[0].mse == 0.0
 
 
+def test_a_rectangle_marker_is_one_sensor_channel_stuck_for_a_while() -> None:
+    windows = torch.zeros(2, 1, 128, 3)
+    marked = add_marker(windows, size=16, width=1, top=56, left=2, colour=(0.5,))
+    assert (marked[:, 0, 56:72, 2] == 0.5).all() and int((marked != 0).sum()) == 2 * 16
+    with pytest.raises(ConfigError, match=r"a 16x2 marker at \(0, 2\) does not fit in 128x3 inputs"):
+        add_marker(windows, size=16, width=2, top=0, left=2, colour=(0.5,))
+
+
 def test_context_samples_are_balanced_and_fedmix_averages_keep_the_exact_marker() -> None:
     dataset = _dataset(100)
     marker = Marker(size=3, top=0, left=0)
@@ -267,3 +278,102 @@ def test_context_cli_end_to_end(tiny_runs: dict[str, Path], tmp_path: Path) -> N
     assert (tmp_path / "context_accuracy.png").is_file() and (tmp_path / "context_examples.png").is_file()
     assert "![context_accuracy](context_accuracy.png)" in (tmp_path / "context.md").read_text()
     assert main([*argv, "--marker-size", "13"]) == 2  # does not fit in 12x12
+
+
+def _copy_run(source: Path, dest: Path, method: str | None = None, *, keep_ckpt: bool = True) -> Path:
+    """A copy of a run dir, optionally as another method's (its options dropped) or without checkpoints."""
+    shutil.copytree(source, dest)
+    if method is not None:
+        config = yaml.safe_load((dest / "config.yaml").read_text())
+        config["method"] = {"name": method}
+        (dest / "config.yaml").write_text(yaml.safe_dump(config))
+    if not keep_ckpt:
+        shutil.rmtree(dest / "ckpt")
+    return dest
+
+
+def test_bad_targets_are_refused_in_one_line_naming_the_run_dir_before_anything_trains(
+    tiny_runs: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    flea = tiny_runs["flea"]
+    fedavg = _copy_run(tiny_runs["feddata"], tmp_path / "fedavg" / "seed0", "fedavg")
+    bare = _copy_run(flea, tmp_path / "bare" / "seed0", keep_ckpt=False)
+    shared = "feddata, fedmix, flea, flea_eq6, flea_official"
+    cases = [
+        (
+            [str(fedavg)],
+            [],
+            f"{fedavg}: fedavg shares only model weights (methods that share what these "
+            f"attacks read: {shared}); pass --layer N to attack its encoder anyway",
+        ),
+        ([str(bare)], [], f"{bare} has no checkpoint for round latest (kept rounds: none;"),
+        ([f"{flea}@2"], [], f"{flea} has no checkpoint for round 2 (kept rounds: 1;"),
+        ([str(tmp_path / "nowhere")], [], f"{tmp_path / 'nowhere'} is not a run directory (no config.yaml)"),
+        (
+            [str(flea)],
+            ["--layer", "1"],
+            f"{flea}: flea shared the activations of split layer 0, not --layer 1;",
+        ),
+        ([str(fedavg)], ["--layer", "9"], f"{fedavg}: --layer 9 does not exist in its LeNet5 (valid: -1..3)"),
+    ]
+    trained: list[str] = []
+    monkeypatch.setattr("fedaug.attacks.reconstruct.train_decoder", lambda *a, **k: trained.append("r"))
+    monkeypatch.setattr("fedaug.attacks.context.train_classifier", lambda *a, **k: trained.append("c"))
+    for targets, options, message in cases:
+        for attack in ("reconstruct", "context"):
+            out = tmp_path / "out"
+            assert (
+                main(["attack", attack, str(tiny_runs["feddata"]), *targets, "--out", str(out), *options])
+                == 2
+            )
+            err = capsys.readouterr().err.strip()
+            assert message in err and "\n" not in err, (attack, err)
+            assert not out.exists() and trained == []
+
+
+@pytest.mark.parametrize(
+    ("attack", "step", "options", "result"),
+    [
+        ("context", "accuracy_curve", ["--sizes", "20,40", "--repeats", "1", "--eval-size", "40",
+                                       "--min-steps", "10", "--marker-size", "3", "--attacker-data", "test"],
+         "accuracy"),
+        ("reconstruct", "attack_features", ["--decoders", "linear", "--epochs", "1", "--eval-size", "40"],
+         "rows"),
+    ],
+)  # fmt: skip
+def test_an_interrupted_attack_resumes_from_its_finished_targets(
+    tiny_runs: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    attack: str,
+    step: str,
+    options: list[str],
+    result: str,
+) -> None:
+    flea = tiny_runs["flea"]
+    argv = ["attack", attack, f"early={flea}@1", f"late={flea}", *options]
+    assert main([*argv, "--out", str(tmp_path / "whole")]) == 0
+    whole = json.loads((tmp_path / "whole" / f"{attack}.json").read_text())
+    assert not (tmp_path / "whole" / ".partial").exists()
+    module = importlib.import_module(f"fedaug.attacks.{attack}")
+    real, calls = getattr(module, step), []
+
+    def interrupted(target: Target, *args: object, **kwargs: object) -> object:
+        calls.append(target.label)
+        if target.label == "late" and len(calls) == 2:
+            raise KeyboardInterrupt  # the second target is cut off
+        return real(target, *args, **kwargs)
+
+    monkeypatch.setattr(module, step, interrupted)
+    out = tmp_path / "cut"
+    assert main([*argv, "--out", str(out)]) != 0
+    assert len(list((out / ".partial").glob("*.pt"))) == 1 and not (out / f"{attack}.json").exists()
+    assert main([*argv, "--out", str(out), "--threads", "2"]) == 0  # --threads does not change results
+    assert calls == ["early", "late", "late"]  # the finished target was read back, not attacked again
+    assert json.loads((out / f"{attack}.json").read_text())[result] == whole[result]
+    assert not (out / ".partial").exists()
+    assert main([*argv, "--out", str(out), "--seed", "1"]) == 0  # another setting: nothing reused
+    assert calls[3:] == ["early", "late"]

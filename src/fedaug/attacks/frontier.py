@@ -1,0 +1,317 @@
+"""``fedaug attack frontier``: the privacy-utility frontier, from run dirs and attack outputs.
+
+One point per setting (for example FLea at each lambda2): the mean over its seeds of the last-10 test accuracy
+(``summary.json``'s ``last10_acc``) against the mean reconstruction MSE of one decoder and against the number
+of attacker samples the context attack needed for 90% detection, with error bars of one sample standard
+deviation (ddof = 1) on both axes. Attack records are matched to runs by run dir (:func:`run_key`), at the
+latest attacked round of each run unless ``--round`` says which. Reference lines: the accuracy of runs given
+with ``--reference`` (FedAvg, horizontal) and the exposure of what FedMix / FedData share (their records in
+the attack outputs, vertical), plus the MSE of the trivial attacker that outputs the mean image.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from fedaug.attacks.aggregate import (
+    ContextRecord,
+    ReconRecord,
+    Reports,
+    find_reports,
+    fmt,
+    load_reports,
+    run_key,
+    stat,
+)
+from fedaug.errors import ConfigError
+from fedaug.registry import register
+from fedaug.results.plots import new_figure, save_figure
+from fedaug.results.store import Run, Stat, load_run, load_runs
+
+LINE_COLOURS = ("dimgrey", "saddlebrown", "black", "darkgrey", "olive")
+"""Colours of the vertical reference lines (apart from the settings' C0-C9)."""
+MIN_SPAN = 10.0
+"""The accuracy axis spans at least this many points."""
+
+
+@dataclass
+class Point:
+    """One setting: its accuracy and attack results over seeds (None where no run was attacked)."""
+
+    setting: str
+    accuracy: Stat
+    mse: Stat | None
+    context: Stat | None
+    context_censored: bool
+    rounds: list[int]
+    dcor: Stat | None = None
+    exposure: Stat | None = None
+    context_floor: bool = False
+
+
+def parse_setting(spec: str, what: str) -> tuple[str, list[Run]]:
+    """``LABEL=PATH[,PATH...]`` -> (label, the finished runs in those run dirs or folders of run dirs)."""
+    label, sep, paths = spec.partition("=")
+    if not sep or not label or not paths:
+        raise ConfigError(f"{what} {spec!r} must be LABEL=RUN_DIR[,RUN_DIR...]")
+    runs: list[Run] = []
+    for text in paths.split(","):
+        path = Path(text)
+        if (path / "config.yaml").is_file():
+            run = load_run(path)
+            found = [run] if run is not None else []
+        else:
+            found = load_runs(path) if path.is_dir() else []
+        if not found:
+            state = "does not exist" if not path.exists() else "holds no finished run"
+            raise ConfigError(f"{what} {label!r}: {path} {state}")
+        runs += found
+    return label, runs
+
+
+def _at_round(records: Sequence[Any], round_num: int | None) -> list[Any]:
+    """``records`` at ``round_num``, or at each run's latest attacked round."""
+    if round_num is not None:
+        return [r for r in records if r.round == round_num]
+    latest: dict[tuple[str, ...], int] = {}
+    for r in records:
+        latest[r.run] = max(latest.get(r.run, -1), r.round if r.round is not None else -1)
+    return [r for r in records if (r.round if r.round is not None else -1) == latest[r.run]]
+
+
+def point(
+    setting: str, runs: Sequence[Run], reports: Reports, *, decoder: str, round_num: int | None
+) -> Point:
+    """The setting's accuracy (%) and the attacks on its runs (one record per run)."""
+    keys = {run_key(run.path) for run in runs}
+    recon: list[ReconRecord] = _at_round(
+        [r for r in reports.reconstruct if r.run in keys and r.attacker == decoder], round_num
+    )
+    ctx: list[ContextRecord] = _at_round([r for r in reports.context if r.run in keys], round_num)
+    attacked = {r.run: r.round for r in recon} | {c.run: c.round for c in ctx if c.round is not None}
+    at = {
+        run_key(run.path): round_num if round_num is not None else attacked.get(run_key(run.path))
+        for run in runs
+    }
+    return Point(
+        setting=setting,
+        dcor=logged(runs, "flea/dcor", at),
+        exposure=logged(runs, "flea/exposure", at),
+        accuracy=stat(100.0 * float(run.summary["last10_acc"]) for run in runs),
+        mse=stat(r.mse for r in recon) if recon else None,
+        context=stat(r.bound for r in ctx) if ctx else None,
+        context_censored=any(r.needed is None for r in ctx),
+        context_floor=bool(ctx) and all(r.needed == min(r.accuracy) for r in ctx),
+        rounds=sorted({r.round for r in recon} | {r.round for r in ctx if r.round is not None}),
+    )
+
+
+def logged(runs: Sequence[Run], key: str, at: dict[tuple[str, ...], int | None]) -> Stat | None:
+    """``key`` as each run logged it in the round ``at`` gives for it (runs without it are left out)."""
+    values = []
+    for run in runs:
+        round_num = at.get(run_key(run.path))
+        record = next((m for m in run.metrics() if m.get("round") == round_num), {})
+        if isinstance(record.get(key), (int, float)):
+            values.append(float(record[key]))
+    return stat(values) if values else None
+
+
+def exposures(reports: Reports) -> dict[str, dict[str, Stat]]:
+    """Reference lines from records of shared averages / raw inputs (per label and attacker) and the
+    mean-image MSE of every reconstruction record."""
+    mse: dict[str, list[float]] = {}
+    for r in reports.reconstruct:
+        if r.shared != "features":
+            mse.setdefault(f"{r.label}: {r.attacker}", []).append(r.mse)
+    context: dict[str, list[float]] = {}
+    for c in reports.context:
+        if c.shared != "features":
+            context.setdefault(c.label, []).append(c.bound)
+    baseline = [r.baseline_mse for r in reports.reconstruct]
+    return {
+        "mse": {k: stat(v) for k, v in mse.items()}
+        | ({"mean image (nothing recovered)": stat(baseline)} if baseline else {}),
+        "context": {k: stat(v) for k, v in context.items()},
+    }
+
+
+def _errorbar(axes: Any, x: Stat, y: Stat, label: str, colour: Any, below: bool) -> None:
+    xerr = None if math.isnan(x.std) else x.std
+    yerr = None if math.isnan(y.std) else y.std
+    axes.errorbar(x.mean, y.mean, xerr=xerr, yerr=yerr, fmt="o", capsize=3, color=colour, label=label)
+    offset = (5, -11) if below else (5, 5)  # neighbours alternate, so that close points stay readable
+    axes.annotate(label, (x.mean, y.mean), textcoords="offset points", xytext=offset, fontsize="x-small")
+
+
+def plot(
+    points: Sequence[Point],
+    references: dict[str, Stat],
+    lines: dict[str, dict[str, Stat]],
+    stem: Path,
+    *,
+    decoder: str,
+) -> list[Path]:
+    """Two panels (accuracy vs MSE, accuracy vs context samples) with the reference lines."""
+    figure = new_figure(11.0, 4.6)
+    panels = [
+        (
+            figure.add_subplot(1, 2, 1),
+            "mse",
+            f"reconstruction MSE ({decoder} decoder; higher = more private)",
+        ),
+        (
+            figure.add_subplot(1, 2, 2),
+            "context",
+            "attacker samples for 90% marker detection (higher = more private)",
+        ),
+    ]
+    colours = {p.setting: f"C{i % 10}" for i, p in enumerate(points)}
+    styles = [":", "-.", (0, (5, 2, 1, 2)), (0, (1, 3))]
+    for axes, field, xlabel in panels:
+        for k, p in enumerate(points):
+            value = getattr(p, field)
+            if value is not None:
+                # >=: some seed never reached 90%; <=: every seed reached it at the smallest size tried
+                bound = ""
+                if field == "context":
+                    bound = ">=" if p.context_censored else "<=" if p.context_floor else ""
+                label = f"{p.setting} ({bound})" if bound else p.setting
+                _errorbar(axes, value, p.accuracy, label, colours[p.setting], below=k % 2 == 1)
+        for i, (name, value) in enumerate(lines[field].items()):
+            shade = LINE_COLOURS[i % len(LINE_COLOURS)]
+            axes.axvline(value.mean, color=shade, linestyle=styles[i % len(styles)], linewidth=1, label=name)
+        for j, (name, value) in enumerate(references.items()):
+            axes.axhline(
+                value.mean, color=f"C{(j + 5) % 10}", linestyle="--", linewidth=1, label=f"{name} accuracy"
+            )
+        low, high = axes.get_ylim()
+        if high - low < MIN_SPAN:  # close points are not blown up into a trade-off
+            mid = (low + high) / 2
+            axes.set_ylim(mid - MIN_SPAN / 2, mid + MIN_SPAN / 2)
+        if field == "context":
+            axes.set_xscale("log")
+        axes.set(xlabel=xlabel, ylabel="last-10 test accuracy (%)")
+        axes.grid(alpha=0.3)
+        if axes.get_legend_handles_labels()[0]:  # a panel without any attack output stays empty
+            axes.legend(fontsize="x-small", loc="best")
+    figure.suptitle("privacy-utility frontier: mean +- sample std over seeds", fontsize="medium")
+    return save_figure(figure, stem)
+
+
+def markdown(report: dict[str, Any], points: Sequence[Point]) -> str:
+    """The table behind the figure."""
+    lines = [
+        "# Privacy-utility frontier",
+        "",
+        f"Decoder: {report['decoder']}; round: {report['round'] or 'the latest attacked round of each run'}. "
+        "Mean +- sample std (ddof = 1) over seeds (unpaired); one value for one seed. Context: a seed that "
+        "never reached 90% counts as the largest size tried (>=: a lower bound); <=: every seed reached 90% "
+        "at the smallest size tried (an upper bound). Logged dCor and exposure: "
+        "the runs' own `flea/dcor` and `flea/exposure` in the attacked round.",
+        "",
+        "| setting | runs | last-10 acc. (%) | attacked | rounds | reconstruction MSE | samples for 90% "
+        "| logged dCor | exposure |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in points:
+        attacked = max(p.mse.n if p.mse else 0, p.context.n if p.context else 0)
+        bound = ">= " if p.context_censored else "<= " if p.context_floor else ""
+        ctx = "-" if p.context is None else bound + fmt(p.context, 0)
+        lines.append(
+            f"| {p.setting} | {p.accuracy.n} | {fmt(p.accuracy, 2)} | {attacked} "
+            f"| {', '.join(map(str, p.rounds)) or '-'} | {fmt(p.mse) if p.mse else '-'} | {ctx} "
+            f"| {fmt(p.dcor, 3) if p.dcor else '-'} | {fmt(p.exposure, 3) if p.exposure else '-'} |"
+        )
+    for kind, values in report["lines"].items():
+        for name, value in values.items():
+            lines.append(f"\nReference ({kind}): {name}: {value['mean']:.4g} (n = {value['n']})")
+    for name, value in report["references"].items():
+        lines.append(f"\nReference accuracy: {name}: {value['mean']:.2f}% (n = {value['n']})")
+    lines += ["", "![frontier](frontier.png)"]
+    return "\n".join(lines) + "\n"
+
+
+def run_frontier(args: argparse.Namespace) -> dict[str, Any]:
+    """Everything ``fedaug attack frontier`` does (inputs checked before anything is written)."""
+    settings = [parse_setting(spec, "setting") for spec in args.settings]
+    references = dict(parse_setting(spec, "--reference") for spec in args.reference)
+    sources = find_reports(args.attacks)
+    reports = load_reports(sources)
+    decoders = sorted({r.attacker for r in reports.reconstruct if r.shared == "features"})
+    if decoders and args.decoder not in decoders:
+        raise ConfigError(f"--decoder {args.decoder!r}: the attack outputs hold {', '.join(decoders)}")
+    points = [
+        point(label, runs, reports, decoder=args.decoder, round_num=args.round) for label, runs in settings
+    ]
+    if all(p.mse is None and p.context is None for p in points):
+        at = f" at round {args.round}" if args.round is not None else ""
+        raise ConfigError(
+            f"no attack output under {', '.join(args.attacks)} is about these runs{at} "
+            f"(run dirs are matched by their last four parts: name/data-partition/method/seed)"
+        )
+    ref_stats = {
+        name: stat(100.0 * float(r.summary["last10_acc"]) for r in runs) for name, runs in references.items()
+    }
+    lines = exposures(reports)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    files = plot(points, ref_stats, lines, out / "frontier", decoder=args.decoder)
+    report = {
+        "decoder": args.decoder,
+        "round": args.round,
+        "statistic": "mean and sample std (ddof = 1) over seeds",
+        "points": [asdict(p) for p in points],
+        "references": {k: asdict(v) for k, v in ref_stats.items()},
+        "lines": {kind: {k: asdict(v) for k, v in values.items()} for kind, values in lines.items()},
+        "attack_reports": [str(p) for p in sources],
+        "files": [p.name for p in files],
+    }
+    (out / "frontier.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    (out / "frontier.md").write_text(markdown(report, points))
+    return report
+
+
+@register("attack", "frontier")
+class Frontier:
+    """``fedaug attack frontier SETTING=RUNS ... --attacks DIR ...`` (see the module docstring)."""
+
+    help = "draw the privacy-utility frontier (accuracy vs reconstruction MSE / context samples) over seeds"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "settings",
+            nargs="+",
+            metavar="LABEL=RUN_DIR[,RUN_DIR...]",
+            help="one point each: run dirs, or folders of run dirs (one per seed)",
+        )
+        parser.add_argument(
+            "--attacks",
+            nargs="+",
+            required=True,
+            help="attack output folders (reconstruct.json / context.json)",
+        )
+        parser.add_argument("--out", required=True, help="folder for frontier.png/.pdf/.json/.md")
+        parser.add_argument(
+            "--decoder", default="deep", help="the reconstruction attacker plotted (default: deep)"
+        )
+        parser.add_argument("--round", type=int, help="attacked round to plot (default: each run's latest)")
+        parser.add_argument(
+            "--reference", action="append", default=[], metavar="LABEL=RUN_DIR[,...]", help="accuracy line"
+        )
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        report = run_frontier(args)
+        for p in report["points"]:
+            mse = p["mse"]["mean"] if p["mse"] else float("nan")
+            print(f"{p['setting']:<28} last-10 acc {p['accuracy']['mean']:.2f}%  MSE {mse:.4f}")
+        print(f"report: {Path(args.out) / 'frontier.md'}")
+        return 0

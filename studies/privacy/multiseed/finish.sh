@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Archives the finished runs of the multi-seed privacy study and regenerates its tables and frontier from the
+# archived runs and the attack outputs (run from the repository root, with fedaug installed; seconds).
+set -eu
+S=studies/privacy/multiseed
+for name in runs/privacy_fmnist runs/privacy_fmnist_decor*; do
+    [ -d "$name" ] && fedaug archive "$name" --out "$S/runs/$(basename "$name")"
+done
+fedaug attack summary "$S/attacks" --out "$S/summary"
+A=$S/runs/privacy_fmnist/fashion_mnist-quantity3-K100
+settings=("lambda2 0 (undefended)=$S/runs/privacy_fmnist_decor0/fashion_mnist-quantity3-K100/flea")
+for l2 in 0.5 1 2 6; do
+    d=$S/runs/privacy_fmnist_decor$l2/fashion_mnist-quantity3-K100/flea
+    [ -d "$d" ] && settings+=("lambda2 $l2=$d")
+done
+settings+=("flea default (lambda2 3 -> 1)=$A/flea")
+for m in flea_eq6 flea_official; do [ -d "$A/$m" ] && settings+=("$m=$A/$m"); done
+d=$S/runs/privacy_fmnist_dcorsq/fashion_mnist-quantity3-K100/flea
+[ -d "$d" ] && settings+=("dcor_squared, lambda2 3=$d")
+reference=()
+[ -d "$A/fedavg" ] && reference=(--reference "FedAvg=$A/fedavg")
+for decoder in deep conv4; do
+    fedaug attack frontier "${settings[@]}" --attacks "$S/attacks" "${reference[@]}" --round 30 \
+        --decoder "$decoder" --out "$S/frontier_$decoder"
+done
