@@ -3,7 +3,9 @@ sentences whose verbs the wording rules of docs/results.md choose."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from typing import Any
 
 from results_common import (
     AUGMIX,
@@ -19,6 +21,7 @@ from results_common import (
     K75,
     K150,
     LAST10,
+    STUDIES,
     UCI_CPU,
     ZDA,
     ZDA_CELLS,
@@ -43,11 +46,13 @@ from results_flea import cpu_spread
 
 from fedaug.results.fragments import (
     beats,
+    fmt,
     in_every_seed,
     markdown_table,
     reproduces,
     trails,
 )
+from fedaug.results.store import aggregate
 
 # --- README: the headline table -----------------------------------------------------------------------------
 
@@ -270,3 +275,44 @@ def cpu_claim(archive: Archive) -> str:
         + " and ".join(parts)
         + ": a rerun on another CPU model is another draw, not the same run.\n"
     )
+
+
+# --- README: the privacy row, from the multi-seed attack study (studies/privacy/multiseed) -----------------
+
+PRIVACY = STUDIES / "privacy" / "multiseed"
+PRIVACY_RUNS = {"default `flea`": "privacy_fmnist", "undefended (lambda2 = 0)": "privacy_fmnist_decor0"}
+PRIVACY_TARGETS = {"default `flea`": "flea r30", "undefended (lambda2 = 0)": "flea lambda2 0 r30"}
+
+
+def _privacy_cell(archive: Archive, summary: dict[str, list[dict[str, Any]]], name: str) -> str:
+    """One shared-feature setting at round 30: deep-decoder MSE, context samples for 90% (per seed) and the
+    runs' last-10 accuracy, each ``mean ± sample std`` over the seeds it has."""
+    target = PRIVACY_TARGETS[name]
+    mse = [e["mse"] for e in summary["reconstruct"] if e["label"] == target and e["attacker"] == "deep"]
+    context = [e for e in summary["context"] if e["label"] == target]
+    needed = [
+        f"≤{e['needed']}" if e["needed"] == min(int(size) for size in e["accuracy"]) else str(e["needed"])
+        for e in context
+    ]
+    runs = [r for r in archive.study("privacy") if r.config.get("name") == PRIVACY_RUNS[name]]
+    accuracy = aggregate([100 * r.summary["last10_acc"] for r in runs])
+    return (
+        f"{name}: MSE {fmt(aggregate(mse), 4)} (n = {len(mse)}), "
+        f"context {', '.join(needed)} samples (n = {len(needed)}), "
+        f"last-10 {fmt(accuracy)}% (n = {accuracy.n})"
+    )
+
+
+@headline_row
+def privacy_rows(archive: Archive) -> list[list[str]]:
+    summary = json.loads((PRIVACY / "summary" / "summary.json").read_text())
+    baseline = aggregate([e["baseline_mse"] for e in summary["reconstruct"] if e["attacker"] == "deep"])
+    return [
+        [
+            "[Privacy](studies/privacy/README.md), FLea's shared features, FMNIST, round 30",
+            f"deep-decoder reconstruction MSE (the mean image: {baseline.mean:.3f}), samples for 90% context "
+            "detection per seed (≤: the fewest tried), last-10 accuracy; mean ± sample std over n seeds, CPU",
+            "; ".join(_privacy_cell(archive, summary, name) for name in PRIVACY_RUNS),
+            "with L_dec MSE never below 0.01; context 10,000 samples (FedMix 300)",
+        ]
+    ]

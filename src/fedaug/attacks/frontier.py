@@ -298,7 +298,7 @@ class Frontier:
             required=True,
             help="attack output folders (reconstruct.json / context.json)",
         )
-        parser.add_argument("--out", required=True, help="folder for frontier.png/.pdf/.json/.md")
+        parser.add_argument("--out", required=True, help="folder for frontier.png/.json/.md")
         parser.add_argument(
             "--decoder", default="deep", help="the reconstruction attacker plotted (default: deep)"
         )
