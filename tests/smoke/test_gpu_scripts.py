@@ -40,7 +40,7 @@ GRID_ENV = {  # gpu_grid.sh on the CPU: 3 splits x FedAvg and FLea, seed 0, K = 
     "WORKERS": "2",
     "SEEDS": "0",
     "KS": "75",
-    "SETS": "train.rounds=2 train.local_epochs=1",
+    "SETS": "train.rounds=2 train.local_epochs=1 engine.keep_checkpoints=[]",  # the preset keeps 29, 99
 }
 
 

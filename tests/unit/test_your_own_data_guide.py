@@ -69,7 +69,7 @@ def test_the_guide_runs_as_printed(
     assert commands == ["python", "fedaug", "fedaug", "fedaug"]
     out = capsys.readouterr().out
     assert "6 runs: 4 finished now, 2 already finished, 0 failed" in out
-    assert "# 6 runs from `runs/wearables`: 2 methods x 1 settings, rounds 2" in out
+    assert "# 6 runs from `runs/wearables`: 2 methods x 1 setting, rounds 2" in out
     assert re.search(r"\| flea \| .*\(n=3\)", out) and re.search(r"\| fedavg \| .*\(n=3\)", out)
     for method in ("fedavg", "flea"):
         saved = (

@@ -130,7 +130,7 @@ def test_a_worker_gives_its_cached_gpu_memory_back_after_every_run(
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: released.append("empty_cache"))
 
-    def out_of_memory_run(config: ExperimentConfig, quiet: bool) -> dict[str, float]:
+    def out_of_memory_run(config: ExperimentConfig, quiet: bool, **_: object) -> dict[str, float]:
         released.append("run")
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 MiB.")
 
@@ -138,6 +138,6 @@ def test_a_worker_gives_its_cached_gpu_memory_back_after_every_run(
     monkeypatch.setattr(sweep, "run_experiment", out_of_memory_run)
     outcome = sweep.execute(point.config, quiet=True)
     assert out_of_memory(outcome) and released == ["run", "empty_cache"]  # freed before the sweep retries
-    monkeypatch.setattr(sweep, "run_experiment", lambda config, quiet: released.append("run") or {})
+    monkeypatch.setattr(sweep, "run_experiment", lambda config, quiet, **_: released.append("run") or {})
     assert sweep.execute(point.config, quiet=True).status == "finished"
     assert released == ["run", "empty_cache"] * 2

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from fedaug.engine.fairness import FAIRNESS_KEYS, fairness_summary
 from fedaug.experiments.sweep import expand_sweep
 from fedaug.results.reference import load_reference
 from fedaug.results.report import build_tables
@@ -15,15 +16,27 @@ from fedaug.results.store import group_runs, load_runs
 from tests.conftest import REPO_ROOT
 
 
-def _with_fairness(run_dir: Path, local_mean: float, local_var: float, class_var: float) -> None:
+def _with_fairness(
+    run_dir: Path,
+    local_mean: float,
+    local_var: float,
+    class_var: float,
+    earlier: tuple[float, float, float] | None = None,
+) -> None:
+    """Gives the run's rounds local tests (the last round ``local_mean``, ``local_var``, ``class_var``; the
+    earlier ones ``earlier``, default the same) and its summary the fairness numbers they give, as a run
+    with local tests writes them (a summary its metrics do not give is refused as damaged)."""
+    metrics = run_dir / "metrics.jsonl"
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    last = (local_mean, local_var, class_var)
+    for i, record in enumerate(records):
+        values = last if i == len(records) - 1 or earlier is None else earlier
+        keys = (FAIRNESS_KEYS[k] for k in ("local_acc_mean", "local_acc_var", "class_acc_var"))
+        record.update(zip(keys, values, strict=True))
+    metrics.write_text("".join(json.dumps(record) + "\n" for record in records))
     path = run_dir / "summary.json"
     summary = json.loads(path.read_text())
-    summary.update(
-        local_acc_mean_final=local_mean,
-        local_acc_var_final=local_var,
-        global_acc_final=summary["final_acc"],
-        class_acc_var_final=class_var,
-    )
+    summary.update(fairness_summary(records))
     path.write_text(json.dumps(summary))
 
 
@@ -42,7 +55,7 @@ def test_fairness_tables_scale_and_pick_the_lowest_variance(
     tables = build_tables(group_runs(load_runs(tmp_path)), reference=load_reference(reference))
     by_metric = {t.metric: t for t in tables}
     # Assert
-    assert list(by_metric)[2:] == [
+    assert list(by_metric)[2:6] == [
         "local_acc_mean_final",
         "local_acc_var_final",
         "global_acc_final",
@@ -82,12 +95,15 @@ def test_fairness_gains_over_a_baseline_pick_the_lowest_variance(
 
 def test_last10_fairness_tables_when_runs_have_them(tmp_path: Path, make_run: Callable[..., Path]) -> None:
     run_dir = make_run(tmp_path, method="fedavg", accs=[0.5, 0.8])
-    _with_fairness(run_dir, 0.853, 0.0368, 0.0435)
-    summary = json.loads((run_dir / "summary.json").read_text())
-    summary.update(local_acc_mean_last10=0.84, local_acc_var_last10=0.02, class_acc_var_last10=0.03)
-    (run_dir / "summary.json").write_text(json.dumps(summary))
+    # round 1 such that the two rounds' means are 0.84, 0.02 and 0.03
+    _with_fairness(run_dir, 0.853, 0.0368, 0.0435, earlier=(0.827, 0.0032, 0.0165))
     tables = {t.metric: t for t in build_tables(group_runs(load_runs(tmp_path)))}
-    assert list(tables)[6:] == ["local_acc_mean_last10", "local_acc_var_last10", "class_acc_var_last10"]
+    assert list(tables)[6:] == [
+        "local_acc_mean_last10",
+        "local_acc_var_last10",
+        "global_acc_last10",
+        "class_acc_var_last10",
+    ]
     column = tables["local_acc_var_last10"].columns[0]
     assert tables["local_acc_var_last10"].stats[("fedavg", column)].mean == pytest.approx(200.0)  # %^2
     assert tables["local_acc_mean_last10"].stats[("fedavg", column)].mean == pytest.approx(84.0)
