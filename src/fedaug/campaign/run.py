@@ -295,7 +295,8 @@ def _summary(
         # not started: passed over by the budget, or waiting for a FedAvg run that never ended
         status = "finished" if done else "unfinished" if point.run_dir in schedule.started else "not_started"
         logged = rounds_logged(point)
-        estimate, measured = round(item.cost or 0.0, 1), round(measured_seconds(point.run_dir), 1)
+        # measured to the ms: a tiny run's rounds sum to less than 0.05 s, which one decimal made 0.0
+        estimate, measured = round(item.cost or 0.0, 1), round(measured_seconds(point.run_dir), 3)
         row = {
             "grid": item.grid.name,
             "study": item.grid.study,
