@@ -13,6 +13,8 @@ from fedaug import plugins, registry
 def isolated_plugins() -> Iterator[None]:
     """Inside, plugins register and import as usual; after, the registries, the plugins' bookkeeping and
     ``sys.modules`` are as before, so a test's plugin names never show in another test's lists."""
+    for kind in registry.KINDS:  # built-ins first: those loaded inside (attacks) must survive the restore
+        registry.available(kind)
     tables = {kind: dict(table) for kind, table in registry._REGISTRY.items()}
     loaded, modules = dict(plugins._LOADED), dict(plugins._MODULES)
     names = {kind: set(found) for kind, found in plugins._NAMES.items()}
