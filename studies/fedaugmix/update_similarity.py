@@ -5,7 +5,7 @@ FedAvg and once as Fed-AugMix at each severity with loss scaling on and off; wri
 studies/fedaugmix/update_similarity.json. A cosine near 1 means the update an attacker sees is almost
 the undefended one.
 
-    FEDAUG_DATA=/work/shared/data python studies/fedaugmix/update_similarity.py
+    FEDAUG_DATA=../shared/data python studies/fedaugmix/update_similarity.py
 """
 
 from __future__ import annotations

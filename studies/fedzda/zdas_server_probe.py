@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import tempfile
 import time
 from dataclasses import fields, replace
 from pathlib import Path
@@ -111,7 +112,7 @@ def main() -> None:
     if ckpt is None:
         raise SystemExit(f"{branch['from']} keeps no checkpoint of round {round_num - 1}")
 
-    prepared = prepare(config, Path("/tmp/zdas_server_probe"))
+    prepared = prepare(config, Path(tempfile.gettempdir()) / "zdas_server_probe")
     sim = Simulation(prepared.spec)
     method, run, spec = prepared.method, sim.spec.run, sim.spec
     if not isinstance(method, FedZDAS):

@@ -2,7 +2,7 @@
 
 Usage (one thread)::
 
-    OMP_NUM_THREADS=1 python studies/fedzda/zsdg_quality.py RUN_DIR --data-dir /work/shared/data \\
+    OMP_NUM_THREADS=1 python studies/fedzda/zsdg_quality.py RUN_DIR --data-dir ../shared/data \\
         --per-class 16 --iterations 200 --oracle-samples 20000 --out studies/fedzda/zsdg_quality.json
 
 ``--plot PATH`` draws the paper's Figure 3 for it: per class, the source model's test accuracy beside the
