@@ -3,7 +3,7 @@
 # archived runs and the attack outputs (run from the repository root, with fedaug installed; seconds).
 set -eu
 S=studies/privacy/multiseed
-for name in runs/privacy_fmnist runs/privacy_fmnist_decor*; do
+for name in runs/privacy_fmnist runs/privacy_fmnist_decor* runs/privacy_fmnist_dcorsq; do
     [ -d "$name" ] && fedaug archive "$name" --out "$S/runs/$(basename "$name")"
 done
 fedaug attack summary "$S/attacks" --out "$S/summary"
