@@ -316,3 +316,73 @@ def privacy_rows(archive: Archive) -> list[list[str]]:
             "with L_dec MSE never below 0.01; context 10,000 samples (FedMix 300)",
         ]
     ]
+
+
+# --- docs/methods/flea.md: the privacy-utility frontier (studies/privacy/multiseed/frontier_*) -------------
+
+
+def _frontier_stat(entry: dict[str, Any] | None, digits: int) -> str:
+    """``mean ± std (n)`` of a frontier.json statistic; a dash where the setting has none."""
+    if not entry:
+        return "–"
+    text = f"{entry['mean']:.{digits}f}"
+    return text if entry["n"] < 2 else f"{text} ± {entry['std']:.{digits}f}"
+
+
+def _frontier_context(point: dict[str, Any]) -> str:
+    """Samples for 90% context detection: ``≤`` the fewest tried (every seed reached it there), ``≥`` a seed
+    never reached it (the largest size tried counted, a lower bound)."""
+    if not point.get("context"):
+        return "–"
+    if point.get("context_floor"):
+        return f"≤{point['context']['mean']:.0f}"
+    return ("≥" if point.get("context_censored") else "") + _frontier_stat(point["context"], 0)
+
+
+@fragment("privacy_frontier")
+def privacy_frontier(archive: Archive) -> str:
+    """The frontier's table: per setting, accuracy, both decoders' MSE and the context attack at round 30."""
+    deep, conv4 = (
+        json.loads((PRIVACY / f"frontier_{d}" / "frontier.json").read_text()) for d in ("deep", "conv4")
+    )
+    conv4_mse = {p["setting"]: p.get("mse") for p in conv4["points"]}
+    rows = [
+        [
+            p["setting"],
+            str(p["accuracy"]["n"] if p.get("accuracy") else 0),
+            _frontier_stat(p.get("accuracy"), 2),
+            _frontier_stat(p.get("mse"), 4),
+            _frontier_stat(conv4_mse.get(p["setting"]), 4),
+            _frontier_context(p),
+            _frontier_stat(p.get("dcor"), 3),
+        ]
+        for p in deep["points"]
+    ]
+    lines = deep["lines"]["mse"]
+    blank = "mean image (nothing recovered)"
+    mean_image = lines.get(blank)
+    references = "; ".join(f"{k} {_frontier_stat(v, 4)}" for k, v in lines.items() if k != blank)
+    context = "; ".join(f"{k} {_frontier_stat(v, 0)}" for k, v in deep["lines"]["context"].items())
+    fedavg = deep.get("references", {}).get("FedAvg")
+    return (
+        f"Fashion-MNIST, round {deep['round']}; mean ± sample std (ddof = 1) over the seeds each setting has "
+        "(unpaired), generated from `studies/privacy/multiseed/frontier_*/frontier.json`. MSE: a decoder "
+        "trained by the attacker on its own samples, scored on held-out shared features (lower leaks more; "
+        f"the mean image scores {_frontier_stat(mean_image, 4)}).\n\n"
+        + markdown_table(
+            [
+                "setting",
+                "seeds",
+                "last-10 acc. (%)",
+                "MSE, deep decoder",
+                "MSE, paper's conv4 decoder",
+                "samples for 90% context detection",
+                "logged dCor",
+            ],
+            rows,
+        )
+        + f"\nReference lines (deep decoder MSE): {references}. "
+        f"Context attack on what FedMix and FedData share: {context}."
+        + (f" FedAvg (shares nothing): last-10 {_frontier_stat(fedavg, 2)}%." if fedavg else "")
+        + "\n"
+    )
