@@ -283,10 +283,25 @@ def _improvement_row(table: Table) -> list[str] | None:
     cells = [f"{table.highlight} vs best other"]
     for column in table.columns:
         found = table.improvements.get(column)
-        cells.append("–" if found is None else f"{found.percent:+.1f}% vs {found.other}")
+        cells.append(
+            "–" if found is None else f"{found.percent:+.1f}% vs {found.other}{_unpaired_mark(table, column)}"
+        )
         if column in ref_columns:
             cells.append("")
     return cells
+
+
+UNPAIRED_NOTE = "§ the two means are over different seeds (n: highlighted vs other), so they are not paired."
+
+
+def _unpaired_mark(table: Table, column: str) -> str:
+    """`` § (n 3 vs 1)`` when the highlighted row's seeds in ``column`` differ from its best other row's."""
+    found = table.improvements.get(column)
+    if found is None or table.highlight is None:
+        return ""
+    mine = set(table.values.get((table.highlight, column), {}))
+    other = set(table.values.get((found.other, column), {}))
+    return "" if mine == other else f" § (n {len(mine)} vs {len(other)})"
 
 
 def seeds_note(table: Table) -> str:
@@ -312,6 +327,8 @@ def to_markdown(table: Table) -> str:
     if extra is not None:
         lines.append("| " + " | ".join(extra) + " |")
         lines += ["", "↑: relative improvement over the best other method > 5 %; ↑↑: > 10 %."]
+        if any(_unpaired_mark(table, column) for column in table.columns):
+            lines += ["", UNPAIRED_NOTE]
     if table.unfinished:
         lines += ["", "† includes unfinished runs (their numbers so far)."]
     if table.cross_cpu:
@@ -325,7 +342,7 @@ def to_markdown(table: Table) -> str:
 
 
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$"}
-_LATEX_SPECIAL |= {"{": r"\{", "}": r"\}"}
+_LATEX_SPECIAL |= {"{": r"\{", "}": r"\}", "§": r"\S{}"}
 
 
 def _latex_escape(text: str) -> str:

@@ -53,6 +53,23 @@ def test_markdown_bold_best_and_arrows(grouping: Grouping) -> None:
     )
 
 
+def test_unpaired_improvement_is_marked(tmp_path: Path, make_run: Callable[..., Path]) -> None:
+    """A highlighted mean over seeds 0-2 against a best other over seed 0 alone is flagged, with both counts."""
+    for seed, value in enumerate([0.70, 0.72, 0.74]):
+        make_run(tmp_path, method="flea", partition="qua2", seed=seed, accs=[value])
+    make_run(tmp_path, method="fedlc", partition="qua2", seed=0, accs=[0.60])
+    make_run(tmp_path, method="fedavg", partition="dir0.1", seed=0, accs=[0.50])
+    make_run(tmp_path, method="flea", partition="dir0.1", seed=0, accs=[0.55])
+    best, _ = build_tables(group_runs(load_runs(tmp_path)), highlight="flea")
+    text = to_markdown(best)
+    # (72 - 60) / 60 = +20 %, n 3 against 1; Dir(0.1): seed 0 against seed 0, paired, no mark
+    assert _line(text, "flea vs best other") == (
+        "| flea vs best other | +20.0% vs fedlc § (n 3 vs 1) | +10.0% vs fedavg |"
+    )
+    assert text.rstrip().endswith("(n: highlighted vs other), so they are not paired.")
+    assert r"\S{} (n 3 vs 1)" in to_latex(best)
+
+
 def test_rows_follow_the_papers_order(grouping: Grouping) -> None:
     assert grouping.rows == ["fedavg", "fedlc", "feddata", "flea"]
 
