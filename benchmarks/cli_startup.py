@@ -19,7 +19,7 @@ Usage::
 
     python benchmarks/cli_startup.py                 # 7 repeats -> benchmarks/results/cli_startup.json
     python benchmarks/cli_startup.py --repeats 15 --out /tmp/cli.json
-    python benchmarks/cli_startup.py --run --before main --repeats 5 --out benchmarks/results/cold_start.json
+    python benchmarks/cli_startup.py --run --before main --out benchmarks/results/cold_start_cpu.json
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.run:
         if args.out is None:
-            parser.error("--run needs --out (e.g. benchmarks/results/cold_start.json)")
+            parser.error("--run needs --out (e.g. benchmarks/results/cold_start_cpu.json)")
         report = run_commands(args)
     else:
         report = help_commands(args)
