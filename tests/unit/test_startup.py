@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -86,15 +87,34 @@ def test_a_comparison_loads_its_data_once_and_logs_what_separate_runs_log(
 
     monkeypatch.setattr(resolve, "load_dataset", counted)
     common = [SMOKE, "--set", "train.rounds=2", "--set", "engine.num_threads=1"]
-    both = ["run", *common, "--out-dir", str(tmp_path / "both"), "--set", "compare=[fedavg, fedprox]"]
+    both = ["run", *common, "--out-dir", str(tmp_path / "both"), "--set", "compare=[fedavg, flea]"]
     assert main(both) == 0
     assert loads == ["synthetic"]  # checks of both methods and both runs: one load (four without the reuse)
-    for method in ("fedavg", "fedprox"):
+    for method in ("fedavg", "flea"):
         assert main(["run", *common, "--out-dir", str(tmp_path / method), "--method", method]) == 0
     assert loads == ["synthetic"] * 3  # a separate run loads its own
     assert resolve._reused is None  # nothing kept after the command
-    for method in ("fedavg", "fedprox"):
+    for method in ("fedavg", "flea"):
         (compared,) = (tmp_path / "both").rglob(f"{method}/seed0/metrics.jsonl")
         (alone,) = (tmp_path / method).rglob(f"{method}/seed0/metrics.jsonl")
         assert compared.read_bytes() == alone.read_bytes()
         assert compared.stat().st_size > 0
+
+
+def test_reuse_is_keyed_by_data_partition_and_seed_and_ends_with_its_block() -> None:
+    from fedaug.experiments.load import load_config
+
+    config = load_config([SMOKE])
+    other_seed = load_config([SMOKE], ["seed=1"])
+    other_method = load_config([SMOKE], ["method=flea"])
+    with resolve.reusing_data():
+        first = resolve.load_data_and_partition(config)
+        assert resolve.load_data_and_partition(other_method) is first  # another method: the same objects
+        reseeded = resolve.load_data_and_partition(other_seed)
+        assert reseeded is not first
+        pairs = zip(reseeded[1].train_indices, first[1].train_indices, strict=True)
+        assert not all(np.array_equal(a, b) for a, b in pairs)  # another seed: its own partition
+        with resolve.reusing_data():  # nested: the outer block's loads stay
+            assert resolve.load_data_and_partition(config) is first
+    assert resolve._reused is None
+    assert resolve.load_data_and_partition(config) is not first  # outside: loaded afresh
