@@ -118,3 +118,30 @@ def test_reuse_is_keyed_by_data_partition_and_seed_and_ends_with_its_block() -> 
             assert resolve.load_data_and_partition(config) is first
     assert resolve._reused is None
     assert resolve.load_data_and_partition(config) is not first  # outside: loaded afresh
+
+
+HEAVY = ("matplotlib", "flwr", "scipy", "dcor", "hypothesis", "PIL", "pandas", "sklearn", "ray")
+PROBE = """
+import json, sys
+import fedaug.startup as startup
+from fedaug.cli import main
+real_take, found = startup.take, {}
+def take():
+    found["loaded"] = sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[2].split(",")))
+    return real_take()
+startup.take = take
+code = main(["run", sys.argv[3], "--out-dir", sys.argv[1], "--set", "train.rounds=1"])
+print(json.dumps({"code": code, **found}))
+"""
+
+
+def test_a_plain_run_reaches_its_first_round_without_the_optional_heavy_modules(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "src"), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-c", PROBE, str(tmp_path), ",".join(HEAVY), SMOKE]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {
+        "code": 0,
+        "loaded": [],
+    }  # plotting, Flower, analysis and test libraries: later or never
