@@ -119,6 +119,7 @@ def run_experiment(
     ``job`` is what the command runs after it, for the progress line's whole-job time left (``job eta 38m``:
     :func:`fedaug.experiments.estimate.job_plan`).
     """
+    startup.mark("command")  # what the caller did first (a sweep's planning, a script's own work)
     run_dir = run_dir_for(config)
     check_run_dir_path(run_dir)
     check_unlocked(run_dir)  # another process runs it: refused before any data is loaded
