@@ -1,53 +1,84 @@
-"""How long ``fedaug --help``, ``--version`` and ``list`` take, beside ``python -c "import torch"``.
+"""How long fedaug's commands take to start: ``--help``/``--version``/``list``, and a whole ``fedaug run``.
 
-Each command is a fresh interpreter (``python -m fedaug ...`` on this checkout's ``src``, as the ``fedaug``
+Each command is a fresh interpreter (``python -m fedaug ...`` on a checkout's ``src``, as the ``fedaug``
 console script runs it); the commands alternate within each repeat, so that load from other processes hits
-all of them alike. Reported per command: the wall-clock median and minimum over the repeats (seconds), and
-the median's ratio to importing torch (target for ``--help``: at most 0.5).
+all of them alike.
+
+* Default: ``fedaug --help``, ``--version`` and ``list`` beside ``python -c "import torch"``; per command
+  the wall-clock median and minimum over the repeats (seconds) and the median's ratio to importing torch
+  (target for ``--help``: at most 0.5) -> ``benchmarks/results/cli_startup.json``.
+* ``--run``: whole ``fedaug run`` commands (:data:`RUN_CASES`: tiny rounds, so that the start-up is most of
+  them) of this checkout's ``src`` ("after") and, with ``--before REV``, of that git revision's ``src``
+  ("before", extracted to a temporary folder), in pairs whose order alternates (before-after, after-before,
+  ...). Per case and tree: the command's wall time and its time outside the rounds (wall minus every run's
+  ``round_time`` from ``timings.jsonl``: start-up, summaries, curves, exit), medians and samples; for a tree
+  that records it, the start-up breakdown of the command's first run (:mod:`fedaug.startup`, the median of
+  each phase). Both trees run with one thread on the same data.
 
 Usage::
 
     python benchmarks/cli_startup.py                 # 7 repeats -> benchmarks/results/cli_startup.json
     python benchmarks/cli_startup.py --repeats 15 --out /tmp/cli.json
+    python benchmarks/cli_startup.py --run --before main --out benchmarks/results/cold_start_cpu.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from machine import machine_facts, write_report  # benchmarks/ is the script's directory
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src"
 COMMANDS = {
     "import torch": ["-c", "import torch"],
     "fedaug --help": ["-m", "fedaug", "--help"],
     "fedaug --version": ["-m", "fedaug", "--version"],
     "fedaug list": ["-m", "fedaug", "list"],
 }
-"""What is timed: python's arguments per command."""
+"""What is timed by default: python's arguments per command."""
+TINY = ["--set", "train.rounds=1", "--set", "train.local_epochs=1", "--set", "engine.num_threads=1"]
+RUN_CASES = {
+    "smoke": ["smoke", *TINY],  # synthetic data, one method
+    "default_fedavg_flea": ["default", *TINY, "--set", "train.clients_per_round=1"],  # UCI-HAR, two methods
+}
+"""``--run``: the arguments after ``fedaug run`` of each case."""
 
 
-def wall_time(args: list[str]) -> float:
+def wall_time(args: list[str], src: Path = SRC) -> float:
     """Seconds one ``python ARGS`` takes from start to exit (its output discarded; a failure raises)."""
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
     start = time.perf_counter()
-    subprocess.run([sys.executable, *args], check=True, env=env, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    done = subprocess.run(
+        [sys.executable, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"cli_startup.py: python {' '.join(args)} failed:\n{done.stderr}")
+    return seconds
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=7, help="runs of each command (default 7)")
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "cli_startup.json"))
-    args = parser.parse_args()
+def stats(samples: list[float]) -> dict[str, Any]:
+    return {
+        "median_s": round(statistics.median(samples), 4),
+        "min_s": round(min(samples), 4),
+        "samples_s": [round(s, 4) for s in samples],
+    }
+
+
+def help_commands(args: argparse.Namespace) -> dict[str, Any]:
     times: dict[str, list[float]] = {name: [] for name in COMMANDS}
     for command in COMMANDS.values():  # one unmeasured run each: files into the page cache
         wall_time(command)
@@ -57,27 +88,110 @@ def main() -> None:
     torch_median = statistics.median(times["import torch"])
     summary = {
         name: {
-            "median_s": round(statistics.median(samples), 4),
-            "min_s": round(min(samples), 4),
+            **stats(samples),
             "median_over_import_torch": round(statistics.median(samples) / torch_median, 3),
-            "samples_s": [round(s, 4) for s in samples],
         }
         for name, samples in times.items()
     }
-    write_report(
-        args.out,
-        {
-            "what": "wall-clock seconds of a fresh `python ARGS` per command, alternating, one warm-up each",
-            "repeats": args.repeats,
-            "commands": summary,
-            "machine": machine_facts(torch.device("cpu")),
-        },
-    )
     for name, entry in summary.items():
-        print(
-            f"{name:<18} median {entry['median_s']:.3f} s  min {entry['min_s']:.3f} s  "
-            f"({entry['median_over_import_torch']:.2f} x import torch)"
+        print(f"{name:<18} median {entry['median_s']:.3f} s  min {entry['min_s']:.3f} s")
+    return {
+        "what": "wall-clock seconds of a fresh `python ARGS` per command, alternating, one warm-up each",
+        "commands": summary,
+    }
+
+
+def one_run(case: str, src: Path, out_dir: Path, data_dir: str) -> dict[str, Any]:
+    """One ``fedaug run`` of ``case`` on ``src``: wall time, time outside the rounds, start-up breakdown."""
+    command = ["-m", "fedaug", "run", *RUN_CASES[case], "--out-dir", str(out_dir), "--data-dir", data_dir]
+    wall = wall_time(command, src)
+    timings = [
+        [json.loads(line) for line in p.read_text().splitlines()] for p in out_dir.rglob("timings.jsonl")
+    ]
+    rounds = math.fsum(r["round_time"] for records in timings for r in records)
+    startup = next((r[0]["startup"] for r in timings if r and "startup" in r[0]), None)
+    return {"wall_s": wall, "outside_rounds_s": wall - rounds, "startup": startup}
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=REPO, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def run_commands(args: argparse.Namespace) -> dict[str, Any]:
+    before_commit = git("rev-parse", args.before) if args.before else None
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {"after": SRC}
+        if before_commit:
+            archive = subprocess.run(
+                ["git", "archive", args.before, "src"], cwd=REPO, check=True, capture_output=True
+            )
+            subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+            trees = {"before": Path(tmp) / "src", **trees}
+        rows: dict[str, dict[str, list[dict[str, Any]]]] = {c: {t: [] for t in trees} for c in RUN_CASES}
+        for repeat in range(args.repeats + 1):  # the first pass warms the page cache and is dropped
+            order = list(trees) if repeat % 2 == 0 else list(reversed(trees))
+            for case in RUN_CASES:
+                for tree in order:
+                    row = one_run(case, trees[tree], Path(tmp) / f"runs{repeat}_{case}_{tree}", args.data_dir)
+                    if repeat:
+                        rows[case][tree].append(row)
+                        print(
+                            case,
+                            tree,
+                            f"wall {row['wall_s']:.2f} s outside rounds {row['outside_rounds_s']:.2f} s",
+                        )
+    return {
+        "what": "fresh `fedaug run` commands per source tree, pairs in alternating order, one warm-up pass",
+        "before": args.before,
+        "before_commit": before_commit,
+        "after_commit": git("rev-parse", "HEAD")
+        + (" + uncommitted changes" if git("status", "--porcelain", "src") else ""),
+        "cases": {
+            case: {"args": " ".join(RUN_CASES[case]), **summarize(by_tree)} for case, by_tree in rows.items()
+        },
+    }
+
+
+def summarize(by_tree: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per tree: wall and outside-rounds statistics and the median start-up phases; after/before ratios."""
+    out: dict[str, Any] = {}
+    for tree, rows in by_tree.items():
+        entry = {key: stats([r[key] for r in rows]) for key in ("wall_s", "outside_rounds_s")}
+        breakdowns = [r["startup"] for r in rows if r["startup"] is not None]
+        if breakdowns:
+            phases = breakdowns[0]["phases"]
+            entry["startup_total_s"] = stats([b["total_s"] for b in breakdowns])
+            entry["startup_phase_median_s"] = {
+                p: round(statistics.median(b["phases"].get(p, 0.0) for b in breakdowns), 4) for p in phases
+            }
+        out[tree] = entry
+    if "before" in out:
+        out["after_over_before_wall"] = round(
+            out["after"]["wall_s"]["median_s"] / out["before"]["wall_s"]["median_s"], 3
         )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=7, help="runs of each command (default 7)")
+    parser.add_argument("--run", action="store_true", help="time whole `fedaug run` commands (RUN_CASES)")
+    parser.add_argument("--before", help="with --run: a git revision whose src/ is timed beside this one's")
+    parser.add_argument(
+        "--data-dir",
+        default=os.environ.get("FEDAUG_DATA") or str(REPO.parent / "shared" / "data"),
+        help="with --run: the datasets (default $FEDAUG_DATA, else ../shared/data)",
+    )
+    parser.add_argument("--out", help="JSON file (default benchmarks/results/cli_startup.json without --run)")
+    args = parser.parse_args()
+    if args.run:
+        if args.out is None:
+            parser.error("--run needs --out (e.g. benchmarks/results/cold_start_cpu.json)")
+        report = run_commands(args)
+    else:
+        report = help_commands(args)
+    report = {**report, "repeats": args.repeats, "machine": machine_facts(torch.device("cpu"))}
+    write_report(args.out or REPO / "benchmarks" / "results" / "cli_startup.json", report)
 
 
 if __name__ == "__main__":

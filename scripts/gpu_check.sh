@@ -4,7 +4,7 @@
 #      CUDA cases of the attack and Flower device tests;
 #   2. FedAvg and FLea on the default preset (UCI-HAR, K = 75, Qua(2), 100 rounds, seed 0) on CUDA;
 #   3. with STAGES including "speed": benchmarks/gpu.py (sequential vs batched clients vs packed runs);
-#   4. with STAGES including "syncs": benchmarks/gpu_syncs.py (host reads and CUDA syncs per round, by line);
+#   4. with STAGES including "syncs": benchmarks/host_syncs.py (host reads and CUDA syncs per round, by line);
 #   5. with STAGES including "packed": benchmarks/gpu.py --modes packed, PACKED_WORKERS (default 16) runs of
 #      PACKED_ROUNDS (default 20) rounds sharing the GPU, with each phase's median round time;
 #   6. with STAGES including "mps": the same under NVIDIA MPS (scripts/mps.sh; skipped without it);
@@ -12,7 +12,7 @@
 #      bare forward/backward/Adam loop on the GPU (how much of a run alone is the engine, how much eager PyTorch);
 #   8. with STAGES including "graphs": benchmarks/gpu.py --modes sequential,graphs,packed_graphs, one run without
 #      and with engine.cuda_graphs, then PACKED_WORKERS runs with it, GRAPHS_ROUNDS (default 20) rounds each,
-#      and benchmarks/gpu_syncs.py with engine.cuda_graphs (recording must not add syncs).
+#      and benchmarks/host_syncs.py with engine.cuda_graphs (recording must not add syncs).
 # STAGES (default "tests runs") picks the stages, e.g. STAGES="tests speed"; ROUNDS (default 100) the rounds of
 # the speed stage (fewer are scaled to 100 rounds in its numbers), WORKERS (default 4) its packed runs.
 # The lent machines have pytest; elsewhere build a folder of it and carry it along:
@@ -35,12 +35,12 @@ if [[ " $STAGES " == *" tests "* ]]; then
   tail -3 "$OUT/tests_gpu.txt"
 fi
 if [[ " $STAGES " == *" runs "* ]]; then
-  timeout 420 python3 benchmarks/device_runs.py --device cuda --out "$OUT/device_runs.json" > "$OUT/device_runs.log" 2>&1
+  timeout 420 python3 benchmarks/gpu.py --modes default --device cuda --out "$OUT/device_runs.json" > "$OUT/device_runs.log" 2>&1
   echo "device_runs exit $?" >> "$OUT/device_runs.log"
   tail -4 "$OUT/device_runs.log"
 fi
 if [[ " $STAGES " == *" syncs "* ]]; then
-  timeout "${SYNCS_S:-120}" python3 benchmarks/gpu_syncs.py --rounds 3 --out "$OUT/gpu_syncs.json" > "$OUT/gpu_syncs.log" 2>&1
+  timeout "${SYNCS_S:-120}" python3 benchmarks/host_syncs.py --rounds 3 --out "$OUT/gpu_syncs.json" > "$OUT/gpu_syncs.log" 2>&1
   echo "gpu_syncs exit $?" >> "$OUT/gpu_syncs.log"
   tail -3 "$OUT/gpu_syncs.log"
 fi
@@ -72,7 +72,7 @@ if [[ " $STAGES " == *" graphs "* ]]; then
       --workers "${PACKED_WORKERS:-16}" --rounds "${GRAPHS_ROUNDS:-20}" --out "$OUT/graphs.json" > "$OUT/graphs.log" 2>&1
   echo "gpu.py graphs exit $?" >> "$OUT/graphs.log"
   tail -7 "$OUT/graphs.log"
-  timeout "${SYNCS_S:-120}" python3 benchmarks/gpu_syncs.py --rounds 3 --set engine.cuda_graphs=true \
+  timeout "${SYNCS_S:-120}" python3 benchmarks/host_syncs.py --rounds 3 --set engine.cuda_graphs=true \
       --out "$OUT/gpu_syncs_graphs.json" > "$OUT/gpu_syncs_graphs.log" 2>&1
   echo "gpu_syncs graphs exit $?" >> "$OUT/gpu_syncs_graphs.log"
   tail -3 "$OUT/gpu_syncs_graphs.log"

@@ -7,6 +7,7 @@ Your own datasets, models, methods and partitioners: :func:`register_dataset`, :
 
 from importlib.metadata import PackageNotFoundError, version
 
+from fedaug import startup as _startup  # noqa: F401  (first of fedaug's: the start-up clock starts here)
 from fedaug.plugins import (
     PluginError,
     import_plugins,

@@ -28,7 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fedaug import log_once, registry
+from fedaug import log_once, registry, startup
 from fedaug.cli_analyze import add_analyze_parser
 from fedaug.cli_attack import add_attack_parser
 from fedaug.cli_campaign import add_campaign_parser
@@ -54,6 +54,13 @@ logger = logging.getLogger("fedaug")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from fedaug.experiments.resolve import reusing_data
+
+    with reusing_data():  # a comparison's data and partition: loaded once, for its checks and its runs
+        return _run_configs(args)
+
+
+def _run_configs(args: argparse.Namespace) -> int:
     from fedaug.experiments.runner import (
         check_experiment,
         comparison_configs,
@@ -62,8 +69,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     from fedaug.reproducibility.identity import run_dir_for
 
+    startup.mark("imports")
     config = load_config(args)
     subs = comparison_configs(config)
+    startup.mark("config")
     jobs: list[JobEta | None] = [None] * len(subs)
     if len(subs) > 1:  # every method's options and run dir checked before the first one runs
         from fedaug.experiments.estimate import job_plan
@@ -74,6 +83,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         for line in plan.lines:
             logger.info(line)
         jobs = list(plan.jobs)
+        startup.mark("checks")
     rows = []
     for sub, job in zip(subs, jobs, strict=True):
         summary = run_experiment(sub, fresh=args.fresh, job=job)
@@ -539,6 +549,7 @@ def _sigterm_as_interrupt() -> contextlib.AbstractContextManager[None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    startup.mark("cli")  # argument parsing and the CLI's own imports
     log_once.forget()  # each command logs its facts (the dataset and partition it loads) once
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

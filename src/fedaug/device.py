@@ -157,7 +157,15 @@ def set_deterministic(enabled: bool) -> None:
     set before the first cuBLAS call of the process, which is why the runner calls this before any work)."""
     if enabled:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(enabled)
+    # torch.use_deterministic_algorithms imports torch._inductor's config, and torch._dynamo with it
+    # (seconds on a loaded CPU), to set a flag only compiled code reads: a process already in the wanted state
+    # (off, the default) changes nothing: a command that resolves configs without training never imports them
+    if (
+        enabled
+        or torch.are_deterministic_algorithms_enabled()
+        or torch.is_deterministic_algorithms_warn_only_enabled()
+    ):
+        torch.use_deterministic_algorithms(enabled)
     torch.backends.cudnn.deterministic = enabled
     torch.backends.cudnn.benchmark = False
 

@@ -95,7 +95,7 @@ def flush_denormals(enabled: bool) -> Iterator[None]:
     Why: a model that is very confident on its inputs (FedGen's generated samples: logit gaps of hundreds)
     has softmax probabilities below 1.2e-38, and the backward pass carries them through every layer as
     subnormals (about a fifth of HARNet's activation gradients on a late FedGen round), which x86 CPUs
-    handle in microcode: 4-5x slower steps (``benchmarks/denormals.py``). Flushing changes only those
+    handle in microcode: 4-5x slower steps (``benchmarks/fedgen_denormals.py``). Flushing changes only those
     values, to zero. The setting belongs to the calling thread (and threads started inside the body); it is
     switched off again on exit. ``enabled=False`` (the default of ``engine.flush_denormals``) touches nothing.
     No effect on CPUs without the SSE3 flush/DAZ flags (``torch.set_flush_denormal`` returns False there).

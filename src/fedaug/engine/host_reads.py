@@ -20,7 +20,7 @@ only), nor a checkpoint's digest (:func:`fedaug.engine.checkpoint.content_digest
 count is still an upper bound of a GPU run's synchronisations: a read of a tensor that lives on the host even
 in a GPU run (a CPU-drawn batch order, say) is counted. Copies from the host to the device, which may wait on
 a GPU when the host memory is not pinned, cannot be seen on a CPU; :func:`fedaug.device.host_to_device` makes
-them without a wait, and ``benchmarks/gpu_syncs.py`` counts the real synchronisations on a GPU.
+them without a wait, and ``benchmarks/host_syncs.py`` counts the real synchronisations on a GPU.
 """
 
 from __future__ import annotations

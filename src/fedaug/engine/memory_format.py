@@ -1,7 +1,7 @@
 """Channels-last memory format for conv models (``engine.channels_last``), used only where measured faster.
 
 ``torch.channels_last`` stores 4-D conv weights (and hence activations) as NHWC, which oneDNN's CPU
-convolutions, batch norm and max-pooling often handle faster (benchmarks/channels_last.py,
+convolutions, batch norm and max-pooling often handle faster (benchmarks/step_variants.py,
 studies/speed/README.md: evaluation 1.5-2.6x faster for HARNet and the BN CNN, a training step faster
 for the BN CNN). Only the model is converted; inputs stay NCHW (the convolution follows the weight's format).
 Evaluation outputs are as accurate as in the default format (checked against float64). Training is not always:

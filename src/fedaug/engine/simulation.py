@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
+from fedaug import startup
 from fedaug.api import (
     ClientContext,
     ClientData,
@@ -94,6 +95,7 @@ class Simulation:
 
     def __init__(self, spec: SimulationSpec) -> None:
         self.spec = on_device(replace(spec, run=replace(spec.run, workspace=self.workspace)))
+        startup.mark("to_device")
         self.store = RunStore(spec.run_dir)
         self._workspaces: dict[str, SplitModel] = {}
         self.client_states: dict[ClientId, Any] = {}
@@ -119,6 +121,8 @@ class Simulation:
         spec, store = self.spec, self.store
         store.prepare()
         state, records = self._start()
+        startup.mark("engine_init")
+        cold_start = startup.take()  # this process's start-up, into its first round's timings
         first = state.round_num + 1
         bar = tqdm(
             total=spec.run.num_rounds,
@@ -135,7 +139,9 @@ class Simulation:
             tick = self._now()
             # the round's timings so far ride in the checkpoint: a kill before timings.jsonl gets its line
             # loses no round (_start writes it from there)
-            pending = {"round": round_num, **timing, "round_time": tick - start}
+            startup_entry = {} if cold_start is None else {"startup": cold_start}  # the first round's only
+            cold_start = None
+            pending = {"round": round_num, **timing, **startup_entry, "round_time": tick - start}
             store.save_checkpoint(
                 {
                     "state": vars(state),
@@ -150,7 +156,7 @@ class Simulation:
             end = self._now()
             timing["checkpoint"] = end - tick
             timing["round_time"] = end - start
-            store.append(store.timings_path, {"round": round_num, **timing})
+            store.append(store.timings_path, {"round": round_num, **startup_entry, **timing})
             self._report(bar, record, timing, records)
         bar.close()
         summary = {**summarize(records), **fairness_summary(records)}

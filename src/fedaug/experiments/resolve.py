@@ -12,8 +12,10 @@ half-made run dir.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -21,7 +23,7 @@ from typing import Any
 
 import torch
 
-from fedaug import registry
+from fedaug import registry, startup
 from fedaug.api import Method, RunContext
 from fedaug.data.datasets import Dataset, load_dataset
 from fedaug.data.partition import Partition, make_partition
@@ -81,11 +83,49 @@ def _check_method_options(name: str, config_cls: type, options: Mapping[str, Any
     raise ConfigError(f"unknown config key 'method.{unknown}'; valid keys: {keys}{where}")
 
 
+_reused: dict[str, tuple[Dataset, Partition]] | None = None
+"""Inside :func:`reusing_data`: the data and partitions loaded so far, by :func:`_data_key`; else None."""
+
+
+@contextmanager
+def reusing_data() -> Iterator[None]:
+    """Inside, :func:`load_data_and_partition` loads a config's data and partition once and returns the same
+    objects for every later config of the same data, partition, seed and plugins (a comparison's methods,
+    checked before the first runs and then run: one load instead of two per method). Nothing changes the
+    loaded tensors in place (the engine copies them to the device or uses them read-only), so a run on
+    reused data logs the same metrics to the last bit (a test compares them). Outside, nothing is kept."""
+    global _reused
+    outer, _reused = _reused, {} if _reused is None else _reused
+    try:
+        yield
+    finally:
+        _reused = outer
+
+
+def _data_key(config: ExperimentConfig) -> str:
+    """What a config's loaded data and partition depend on, as a string."""
+    seed = config.seed if config.partition.seed is None else config.partition.seed
+    fields = [config.plugins, dataclasses.asdict(config.data), dataclasses.asdict(config.partition), seed]
+    return json.dumps(fields, sort_keys=True, default=str)
+
+
 def load_data_and_partition(config: ExperimentConfig) -> tuple[Dataset, Partition]:
-    """Loads the dataset and makes (or loads the cached) partition of its train set."""
+    """Loads the dataset and makes (or loads the cached) partition of its train set (loaded once inside
+    :func:`reusing_data`)."""
+    key = _data_key(config) if _reused is not None else ""
+    if _reused is not None and key in _reused:
+        return _reused[key]
+    loaded = _load_data_and_partition(config)
+    if _reused is not None:
+        _reused[key] = loaded
+    return loaded
+
+
+def _load_data_and_partition(config: ExperimentConfig) -> tuple[Dataset, Partition]:
     import_plugins(config.plugins)  # a sweep worker or a Flower node imports the run's plugins here
     data = config.data
     dataset = load_dataset(data.name, data_dir=data.data_dir, **data.options)
+    startup.mark("data")
     part = config.partition
     partition = make_partition(
         dataset.y_train.numpy(),
@@ -98,6 +138,7 @@ def load_data_and_partition(config: ExperimentConfig) -> tuple[Dataset, Partitio
         cache_dir=cache_dir() / "partitions",
         **part.options,
     )
+    startup.mark("partition")
     return dataset, partition
 
 
@@ -152,7 +193,11 @@ def resolve_components(config: ExperimentConfig, method_fn: Callable[[], Method]
     options against them (:meth:`Method.check`) and ``clients_per_round`` against K. Writes nothing."""
     settings = RunSettings.resolve(config.engine)
     set_deterministic(settings.deterministic)
+    if settings.device.type == "cuda":  # the CUDA context, made here so that the start-up names its time
+        torch.empty(0, device=settings.device)
+    startup.mark("device")
     method = (method_fn or partial(build_method, config))()
+    startup.mark("method")
     dataset, partition = load_data_and_partition(config)
 
     def model_fn() -> SplitModel:
@@ -184,6 +229,7 @@ def resolve_components(config: ExperimentConfig, method_fn: Callable[[], Method]
         device=settings.device,
     )
     method.check(model, run)  # options that do not fit the model or the data (FLea's split layer), now
+    startup.mark("model")
     return Components(settings, method, dataset, partition, model_fn, run, min(per_round, num_clients))
 
 

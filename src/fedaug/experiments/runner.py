@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from fedaug import startup
 from fedaug.api import Method, TrainSettings
 from fedaug.device import describe_device
 from fedaug.engine.checkpoint import write_json
@@ -118,6 +119,7 @@ def run_experiment(
     ``job`` is what the command runs after it, for the progress line's whole-job time left (``job eta 38m``:
     :func:`fedaug.experiments.estimate.job_plan`).
     """
+    startup.mark("command")  # what the caller did first (a sweep's planning, a script's own work)
     run_dir = run_dir_for(config)
     check_run_dir_path(run_dir)
     check_unlocked(run_dir)  # another process runs it: refused before any data is loaded
@@ -129,7 +131,13 @@ def run_experiment(
         if finished is not None:
             logger.info("%s is already finished; skipping (use --fresh to run it again)", run_dir)
             return finished
+    startup.mark("run_dir")
     use_threads(config.engine.num_threads)
+    # torch imports torch._dynamo (seconds on a loaded CPU) at the first optimizer a client builds
+    # (torch._compile's lazy import); importing it here charges it to the start-up, by name, not to round 1
+    import torch._dynamo  # noqa: F401
+
+    startup.mark("torch_dynamo")
     resolved = resolve_run(config, run_dir, method_fn=method_fn)  # before the run dir is made or changed
     spec = replace(resolved.spec, job=job, progress=resolved.spec.progress and not quiet)
     with RunDirLock(run_dir):  # released on any exit, by the kernel if the process is killed
@@ -168,6 +176,7 @@ def _run_locked(
         ", local steps as CUDA graphs" if resolved.spec.cuda_graphs else "",
     )
     start_from_fedavg(resolved)
+    startup.mark("record")
     with flush_denormals(resolved.settings.flush_denormals):
         summary = engine(resolved.spec).run()
     write_json(run_dir / "summary.json", summary)

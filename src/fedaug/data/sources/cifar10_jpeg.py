@@ -20,7 +20,6 @@ import zlib
 from pathlib import Path, PurePosixPath
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
 
 from fedaug.data.cache import load_or_build, source_signature
 from fedaug.errors import DatasetError
@@ -77,10 +76,12 @@ def decode_jpeg_archive(archive: Path, class_names: list[str], *, limit: int | N
 
 
 def _decode(data: bytes, name: str) -> np.ndarray:
+    from PIL import Image  # here, not at import: every run imports the dataset registry, few decode JPEGs
+
     try:
         with Image.open(io.BytesIO(data)) as image:
             pixels = np.asarray(image.convert("RGB"), dtype=np.uint8)
-    except (UnidentifiedImageError, OSError) as exc:
+    except OSError as exc:  # PIL's UnidentifiedImageError is an OSError
         raise DatasetError(f"cannot decode JPEG {name}: {exc}") from exc
     if pixels.shape != (32, 32, 3):
         raise DatasetError(f"JPEG {name} has shape {pixels.shape}, expected (32, 32, 3)")

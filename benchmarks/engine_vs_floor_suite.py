@@ -1,4 +1,4 @@
-"""The speed benchmark suite: one command, one JSON file (``benchmarks/results/run_all.json``).
+"""Engine vs floor on every preset x method x precision case: one command, one JSON (results/run_all.json).
 
 For every case (preset x method x precision) it runs ``benchmarks/engine_vs_floor.py`` in a fresh
 subprocess (so that peak memory is per case), a few rounds each:
@@ -18,9 +18,9 @@ the test suite.
 
 Usage::
 
-    python benchmarks/run_all.py                        # everything (about 15-25 min on 1 loaded core)
-    python benchmarks/run_all.py --only default/fedavg --rounds 3 --out /tmp/x.json
-    python benchmarks/run_all.py --device cuda --out /tmp/run_all_cuda.json
+    python benchmarks/engine_vs_floor_suite.py       # everything (about 15-25 min on 1 loaded core)
+    python benchmarks/engine_vs_floor_suite.py --only default/fedavg --rounds 3 --out /tmp/x.json
+    python benchmarks/engine_vs_floor_suite.py --device cuda --out /tmp/run_all_cuda.json
 """
 
 from __future__ import annotations

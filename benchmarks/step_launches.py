@@ -21,8 +21,8 @@ many kernels as the sequential loop.
 
 Usage::
 
-    python benchmarks/step_ops.py --device cpu --out benchmarks/results/step_ops_cpu.json
-    python benchmarks/step_ops.py --device cpu --batched --out benchmarks/results/batched_ops_cpu.json
+    python benchmarks/step_launches.py --device cpu --out benchmarks/results/step_ops_cpu.json
+    python benchmarks/step_launches.py --device cpu --batched --out benchmarks/results/batched_ops_cpu.json
 """
 
 from __future__ import annotations
@@ -262,7 +262,7 @@ def main() -> int:
     args = parser.parse_args()
     device = benchmark_device(args.device)
     report: dict[str, Any] = {
-        "benchmark": "step_ops",
+        "benchmark": "step_launches",
         "preset": "configs/default.yaml",
         **machine_facts(device),
     }

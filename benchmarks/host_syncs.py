@@ -14,8 +14,8 @@ for ``--rounds`` rounds of each method on the default preset:
 
 Usage::
 
-    python benchmarks/gpu_syncs.py --device cpu --out benchmarks/results/host_reads_cpu.json
-    python benchmarks/gpu_syncs.py --device cuda --out benchmarks/results/gpu_syncs_<card>.json
+    python benchmarks/host_syncs.py --device cpu --out benchmarks/results/host_reads_cpu.json
+    python benchmarks/host_syncs.py --device cuda --out benchmarks/results/gpu_syncs_<card>.json
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def main() -> int:
         return 2
     device = benchmark_device(args.device)
     report: dict[str, Any] = {
-        "benchmark": "gpu_syncs",
+        "benchmark": "host_syncs",
         **machine_facts(device),
         "torch": torch.__version__,
         "preset": "configs/default.yaml",

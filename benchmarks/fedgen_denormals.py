@@ -16,7 +16,7 @@ the tiny probabilities by the same large weights.)
 
 Usage::
 
-    python benchmarks/denormals.py
+    python benchmarks/fedgen_denormals.py
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ loading included) and converted to 100-round runs per hour. ``--device`` (defaul
 
 Usage::
 
-    python benchmarks/parallel_runs.py --rounds 3 --repeats 1
+    python benchmarks/workers_vs_threads.py --rounds 3 --repeats 1
 """
 
 from __future__ import annotations

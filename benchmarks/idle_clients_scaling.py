@@ -9,9 +9,9 @@ memory). Writes JSON.
 
 Usage::
 
-    python benchmarks/scaling.py                       # FedAvg and FLea, K = 100 and 10,000, 3 rounds each
-    python benchmarks/scaling.py --clients 100 1000 10000 --methods fedavg
-    python benchmarks/scaling.py --device cuda --out /tmp/scaling_cuda.json
+    python benchmarks/idle_clients_scaling.py      # FedAvg and FLea, K = 100 and 10,000, 3 rounds each
+    python benchmarks/idle_clients_scaling.py --clients 100 1000 10000 --methods fedavg
+    python benchmarks/idle_clients_scaling.py --device cuda --out /tmp/scaling_cuda.json
 """
 
 from __future__ import annotations

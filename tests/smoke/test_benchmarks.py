@@ -1,0 +1,134 @@
+"""The folded benchmarks run on the CPU with tiny settings and write what their old scripts wrote:
+``step_variants.py --compare`` the JSON of ``channels_last.py``, ``precision_step.py`` and ``eval_batch.py``
+(the committed results' keys), ``gpu.py --modes default`` the run facts of ``device_runs.py``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+BENCHMARKS = REPO_ROOT / "benchmarks"
+RESULTS = BENCHMARKS / "results"
+MACHINE_KEYS = {
+    "cpu_model",
+    "cpu_capability",
+    "native_bf16",
+    "loadavg",
+    "device",
+    "gpu_name",
+    "date",
+    "cpu_note",
+}
+
+
+def _run(script: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO_ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
+    )
+
+
+def _keys(report: dict[str, Any]) -> set[str]:
+    return set(report) - MACHINE_KEYS
+
+
+@pytest.mark.parametrize(
+    ("compare", "committed"),
+    [
+        ("memory_format", "channels_last.json"),
+        ("precision", "precision_step_harnet.json"),
+        ("eval_batch", "eval_batch.json"),
+    ],
+)
+def test_step_variants_write_the_json_their_old_scripts_wrote(
+    tmp_path: Path, compare: str, committed: str
+) -> None:
+    out = tmp_path / "x.json"
+    tiny = [
+        "--models",
+        "harnet",
+        "--repeats",
+        "1",
+        "--steps",
+        "1",
+        "--test-size",
+        "64",
+        "--batches",
+        "16",
+        "64",
+    ]
+    done = _run("step_variants.py", "--compare", compare, *tiny, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    old = json.loads((RESULTS / committed).read_text())
+    assert _keys(report) == _keys(old)
+    if compare == "memory_format":
+        assert list(report["models"]) == ["harnet"]
+        assert set(report["models"]["harnet"]) == set(old["models"]["harnet"])
+        assert set(report["models"]["harnet"]["step_ms"]) == {"contiguous", "channels_last"}
+    elif compare == "precision":
+        assert set(report["step_ms"]) == {"float32", "bf16"} and report["test_size"] == 64
+        assert report["speedup_step"] == pytest.approx(
+            report["step_ms"]["float32"] / report["step_ms"]["bf16"]
+        )
+    else:
+        assert set(report["eval_s"]) == {
+            f"{f}/{b}" for f in ("contiguous", "channels_last") for b in (16, 64)
+        }
+    assert all(v > 0 for v in _numbers(report))
+
+
+def _numbers(report: dict[str, Any]) -> list[float]:
+    found: list[float] = []
+    for key, value in report.items():
+        if key in MACHINE_KEYS or key in {"threads", "input_shape", "test_size", "batch_size"}:
+            continue
+        if isinstance(value, dict):
+            found += _numbers(value)
+        elif isinstance(value, float):
+            found.append(value)
+    return found
+
+
+def test_an_unknown_comparison_is_refused_naming_the_valid_ones(tmp_path: Path) -> None:
+    done = _run("step_variants.py", "--compare", "dtype", "--out", str(tmp_path / "x.json"))
+    assert done.returncode == 2
+    assert "invalid choice: 'dtype' (choose from 'memory_format', 'precision', 'eval_batch')" in done.stderr
+    assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.slow  # a round of the default preset on UCI-HAR after counting HARNet's FLOPs: about a minute
+def test_gpu_default_mode_reports_what_device_runs_reported(tmp_path: Path, shared_data: Path) -> None:
+    out = tmp_path / "gpu.json"
+    args = ["--device", "cpu", "--methods", "fedavg", "--modes", "default", "--rounds", "1"]
+    overrides = [
+        "--set",
+        "engine.num_threads=1",
+        "--set",
+        "train.local_epochs=1",
+        "--set",
+        "data.data_dir=" + str(shared_data),
+    ]
+    done = _run("gpu.py", *args, *overrides, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert report["cpu_reference"]["fedavg"]["best_acc"] == 0.7486
+    (row,) = report["methods"]["fedavg"]
+    assert row["mode"] == "default" and row["rounds"] == 1
+    assert row["first_round_s"] == pytest.approx(row["median_round_s"], abs=1e-3)
+    assert 0 < row["outside_rounds_s"] < row["wall_s"]
+    assert set(row) >= {"best_acc", "last10_acc", "final_acc"}
+    startup = row["startup"]  # the first run of the process
+    assert "benchmark" in startup["phases"] and startup["total_s"] > 0
