@@ -261,6 +261,9 @@ def test_dry_run_lists_what_the_budget_takes_longest_first_and_writes_nothing(
     assert capsys.readouterr().out.splitlines()[-1].startswith("1 runs, ")
     assert main([*args, "--device", "cpu", "--out", str(tmp_path / "out"), "--only", "tiny,third"]) == 2
     assert capsys.readouterr().err.strip().startswith("fedaug: error: no grid 'third' in ")
+    # --set reaches the plan as it reaches the runs: a bad override is refused, not passed over
+    assert main([*args, "--device", "cpu", "--out", str(tmp_path / "out"), "--set", "train.rounds=0"]) == 2
+    assert "train.rounds" in capsys.readouterr().err
 
 
 def test_the_budget_stops_runs_going_in_worker_processes(tmp_path: Path) -> None:
