@@ -80,12 +80,20 @@ def read_runs(paths: Sequence[str]) -> dict[float, list[Run]]:
     """The finished runs in ``paths`` (run dirs or folders of them), by severity.
 
     Raises:
-        ConfigError: a path that does not exist or holds no finished run; a run without a severity.
+        ConfigError: a path that does not exist or holds no finished run; a run without a severity; two
+            runs of one severity and seed.
     """
     by_severity: dict[float, list[Run]] = {}
     for text in paths:
         for run in finished_runs(Path(text), "runs"):
-            by_severity.setdefault(run_severity(run), []).append(run)
+            group = by_severity.setdefault(run_severity(run), [])
+            twin = next((r for r in group if r.seed == run.seed), None)
+            if twin is not None:  # one seed counted twice would shrink the std
+                raise ConfigError(
+                    f"severity {run_severity(run):g}: two runs of seed {run.seed} ({twin.path}, {run.path}); "
+                    "give one run per seed"
+                )
+            group.append(run)
     return by_severity
 
 

@@ -142,6 +142,7 @@ def test_stages_threat_models_and_metric_select_what_is_drawn(study: dict[str, A
         ),
         ({"fedprox": True}, "method fedprox has no AugMix severity; give FedAvg (severity 0) or Fed-AugMix"),
         ({"mixed": True}, "--invert folders mix attack settings"),
+        ({"twice": True}, "severity 3: two runs of seed 0 ("),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(
@@ -152,6 +153,10 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     invert = [change.get("invert", str(study["invert"][0])).format(tmp=tmp)]
     if change.get("fedprox"):
         runs.append(str(fake_run(tmp / "other", "p", {"name": "fedprox"}, 0, 0.7)))
+    if change.get("twice"):  # the default preset's Fed-AugMix (severity 3) beside the severity-3 runs
+        runs.append(
+            str(fake_run(tmp / "other", "fedaugmix_mnist", {"name": "fedaugmix", "severity": 3}, 0, 0.7))
+        )
     if change.get("mixed"):
         invert.append(
             str(write_invert(tmp / "inv1500", [row(2, 0, "converged", 3, "aware", 0.1, iterations=1500)]))
