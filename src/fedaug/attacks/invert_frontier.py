@@ -175,6 +175,7 @@ def plot(
     if accuracy:
         _bar(left, list(accuracy), list(accuracy.values()), None, color="black", label="runs")
     left.set(xlabel="AugMix severity (0 = FedAvg)", ylabel="last-10 test accuracy (%)", title="utility")
+    labelled: set[tuple[float, float]] = set()
     for i, (line, points) in enumerate(lines.items()):
         style = {"color": f"C{i % 10}", "label": line.label}
         scaled = [Stat(v.mean * scale, v.std * scale, v.n) for v in points.values()]
@@ -186,6 +187,9 @@ def plot(
         x_err = [0.0 if math.isnan(points[s].std) else points[s].std * scale for s in shared]
         _bar(right, xs, [accuracy[s] for s in shared], x_err, **style)
         for s, x in zip(shared, xs, strict=True):
+            if (s, x) in labelled:  # severity 0 is one point shared by the lines of its stage
+                continue
+            labelled.add((s, x))
             right.annotate(
                 f"s={s:g}",
                 (x, accuracy[s].mean),
