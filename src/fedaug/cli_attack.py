@@ -14,6 +14,8 @@ EXAMPLES = {
     "summary": "fedaug attack summary attacks/seed0 attacks/seed1 attacks/seed2 --out attack_summary",
     "invert": "fedaug attack invert --model lenet5 --stages untrained,converged \\\n"
     "      --checkpoint runs/.../ckpt/latest.pt --severities 0,3,10 --out attack_inv",
+    "invert-frontier": "fedaug attack invert-frontier runs/fedaugmix_mnist runs/fedaugmix_sev3 \\\n"
+    "      --invert attack_inv/seed0 attack_inv/seed1 --out severity_frontier",
     "reconstruct": 'fedaug attack reconstruct "FLea r10=runs/x/.../flea/seed0@10" \\\n'
     "      FedMix=runs/x/.../fedmix/seed0 --decoders conv4,deep --out attack_rec",
 }

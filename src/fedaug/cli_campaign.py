@@ -52,7 +52,7 @@ def _plan_lines(args: argparse.Namespace) -> list[str]:
     campaign = read_campaign(args.campaign).only(_names(args.only))  # a GPU plan may be made on a CPU
     kind = "cuda" if args.device.startswith("cuda") else resolve_device(args.device).type
     workers = args.workers or campaign.workers.get(kind, 0) or usable_cores()
-    states = grid_states(campaign, Ledger(campaign.studies), Path(args.runs_dir), kind)
+    states = grid_states(campaign, Ledger(campaign.studies), Path(args.runs_dir), kind, args.overrides)
     chosen = sorted(select(states, args.budget, workers), key=lambda c: -(c.cost or 0.0))
     lines = [f"~{c.cost or 0.0:.0f} s  {c.grid.study}/runs/{archive_path(c.point)}" for c in chosen]
     span = makespan([c.cost or 0.0 for c in chosen], workers)

@@ -38,4 +38,5 @@ from fedaug.attacks import aggregate as aggregate  # noqa: E402
 from fedaug.attacks import context as context  # noqa: E402
 from fedaug.attacks import frontier as frontier  # noqa: E402
 from fedaug.attacks import invert as invert  # noqa: E402
+from fedaug.attacks import invert_frontier as invert_frontier  # noqa: E402
 from fedaug.attacks import reconstruct as reconstruct  # noqa: E402

@@ -60,19 +60,24 @@ def parse_setting(spec: str, what: str) -> tuple[str, list[Run]]:
     label, sep, paths = spec.partition("=")
     if not sep or not label or not paths:
         raise ConfigError(f"{what} {spec!r} must be LABEL=RUN_DIR[,RUN_DIR...]")
-    runs: list[Run] = []
-    for text in paths.split(","):
-        path = Path(text)
-        if (path / "config.yaml").is_file():
-            run = load_run(path)
-            found = [run] if run is not None else []
-        else:
-            found = load_runs(path) if path.is_dir() else []
-        if not found:
-            state = "does not exist" if not path.exists() else "holds no finished run"
-            raise ConfigError(f"{what} {label!r}: {path} {state}")
-        runs += found
-    return label, runs
+    return label, [run for text in paths.split(",") for run in finished_runs(Path(text), f"{what} {label!r}")]
+
+
+def finished_runs(path: Path, what: str) -> list[Run]:
+    """The finished runs of a run dir or of a folder of run dirs.
+
+    Raises:
+        ConfigError: ``what: PATH does not exist`` / ``holds no finished run``.
+    """
+    if (path / "config.yaml").is_file():
+        run = load_run(path)
+        found = [run] if run is not None else []
+    else:
+        found = load_runs(path) if path.is_dir() else []
+    if not found:
+        state = "does not exist" if not path.exists() else "holds no finished run"
+        raise ConfigError(f"{what}: {path} {state}")
+    return found
 
 
 def _at_round(records: Sequence[Any], round_num: int | None) -> list[Any]:

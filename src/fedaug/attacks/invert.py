@@ -288,8 +288,8 @@ def attack_one(setting: Setting, ctx: dict[str, Any], x: Tensor, y: Tensor, batc
 def run(args: argparse.Namespace) -> int:
     device = attack_device(args)
     torch.set_num_threads(args.threads)
-    stages = _names(args.stages, STAGES, "--stages")
-    threats = _names(args.threat_models, THREATS, "--threat-models")
+    stages = choices(args.stages, STAGES, "--stages")
+    threats = choices(args.threat_models, THREATS, "--threat-models")
     try:
         severities = [float(s) for s in args.severities.split(",")]
     except ValueError:
@@ -380,7 +380,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _names(value: str, valid: tuple[str, ...], flag: str) -> list[str]:
+def choices(value: str, valid: tuple[str, ...], flag: str) -> list[str]:
+    """Comma-separated names, each one of ``valid`` (ConfigError naming the choices otherwise)."""
     names = [v.strip() for v in value.split(",") if v.strip()]
     bad = [n for n in names if n not in valid]
     if bad or not names:

@@ -133,8 +133,8 @@ SEVERITIES = (1, 3, 6, 10)
 def augmix_steps() -> list[str]:
     """Fed-AugMix's severity frontier on MNIST (configs/fedaugmix_mnist.yaml, 100 rounds): FedAvg and
     Fed-AugMix at each severity, seeds 0-2, then Inverting Gradients on each seed's converged FedAvg model
-    with clients at every severity (0 = no protection), both threat models. Not run yet; `fedaug attack
-    frontier` does not read `invert` outputs yet."""
+    with clients at every severity (0 = no protection), both threat models; then
+    studies/fedaugmix/severity/finish.sh draws the frontier (`fedaug attack invert-frontier`)."""
     out: list[str] = []
     run = "fedaug run configs/fedaugmix_mnist.yaml --data-dir ../shared/data --set engine.num_threads=1"
     for seed in (0, 1, 2):

@@ -261,6 +261,9 @@ def test_dry_run_lists_what_the_budget_takes_longest_first_and_writes_nothing(
     assert capsys.readouterr().out.splitlines()[-1].startswith("1 runs, ")
     assert main([*args, "--device", "cpu", "--out", str(tmp_path / "out"), "--only", "tiny,third"]) == 2
     assert capsys.readouterr().err.strip().startswith("fedaug: error: no grid 'third' in ")
+    # --set reaches the plan as it reaches the runs: a bad override is refused, not passed over
+    assert main([*args, "--device", "cpu", "--out", str(tmp_path / "out"), "--set", "train.rounds=0"]) == 2
+    assert "train.rounds" in capsys.readouterr().err
 
 
 def test_the_budget_stops_runs_going_in_worker_processes(tmp_path: Path) -> None:
@@ -310,3 +313,29 @@ def test_a_failed_run_is_listed_with_its_error_and_not_archived(
     (row,) = summary["runs"]
     assert (row["status"], row["error"], row["rounds"]) == ("unfinished", "ValueError: boom", "0/2")
     assert summary["archives"] == [] and summary["unfinished"] == [row["path"]]
+
+
+def test_a_method_option_set_before_a_method_axis_is_refused_not_dropped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`set: [method.proximal_mu=0.5]` with `grid: {method: [fedprox]}`: the axis replaces the method and
+    drops the option, so the runs would use the default mu."""
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    grid = f"preset: {SMOKE}, study: s, grid: {{method: [fedprox]}}, cost_s: {{cpu: 10}}"
+    (folder / "campaign.yaml").write_text(
+        f"grids:\n  - {{name: lost, set: [method.proximal_mu=0.5], {grid}}}\n"
+        f"  - {{name: kept, {grid.replace('[fedprox]', '[{name: fedprox, proximal_mu: 0.5}]')}}}\n"
+    )
+    args = ["campaign", "status", "--campaign", str(folder / "campaign.yaml"), "--kind", "cpu"]
+    assert main([*args, "--only", "lost"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "grid lost: set method.proximal_mu=0.5 does not reach fedprox" in err and "\n" not in err
+    assert "{name: fedprox, proximal_mu: 0.5}" in err
+    assert main([*args, "--only", "kept", "--runs-dir", str(tmp_path / "runs")]) == 0
+    run = ["campaign", "run", "--campaign", str(folder / "campaign.yaml"), "--budget", "100", "--dry-run"]
+    capsys.readouterr()
+    assert (
+        main([*run, "--only", "kept", "--out", str(tmp_path / "o"), "--set", "method.proximal_mu=0.1"]) == 2
+    )
+    assert "set method.proximal_mu=0.1 does not reach fedprox" in capsys.readouterr().err

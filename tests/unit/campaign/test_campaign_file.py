@@ -1,0 +1,63 @@
+"""The repository's own ``studies/campaign.yaml``: every grid point builds a valid config (no training), names
+registered parts, has a GPU cost estimate, and runs CIFAR-10 only on the labelled JPEG copy."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedaug import registry
+from fedaug.campaign.spec import Campaign, grid_points, read_campaign
+from fedaug.experiments.sweep_order import SweepPoint
+from tests.conftest import REPO_ROOT
+
+CAMPAIGN = REPO_ROOT / "studies" / "campaign.yaml"
+
+
+@pytest.fixture(scope="module")
+def campaign() -> Campaign:
+    return read_campaign(CAMPAIGN)
+
+
+@pytest.fixture(scope="module")
+def points(campaign: Campaign, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[SweepPoint]]:
+    runs = tmp_path_factory.mktemp("runs")
+    return {grid.name: grid_points(grid, runs) for grid in campaign.grids}
+
+
+def test_every_grid_expands_to_distinct_valid_points(
+    campaign: Campaign, points: dict[str, list[SweepPoint]]
+) -> None:
+    for grid in campaign.grids:
+        found = points[grid.name]
+        assert found, grid.name
+        assert len({p.run_dir for p in found}) == len(found), f"{grid.name}: two points share a run dir"
+        for point in found:
+            config = point.config
+            assert config.data.name in registry.available("dataset"), point.run_dir
+            assert config.model.name in registry.available("model"), point.run_dir
+            assert config.method.name in registry.available("method"), point.run_dir
+            assert config.partition.name in registry.available("partitioner"), point.run_dir
+
+
+def test_every_point_has_a_cuda_estimate_and_cifar10_is_the_labelled_jpeg_copy(
+    campaign: Campaign, points: dict[str, list[SweepPoint]]
+) -> None:
+    for grid in campaign.grids:
+        for point in points[grid.name]:
+            assert grid.table_cost("cuda", point.config.method.name) is not None, point.run_dir
+            if point.config.data.name == "cifar10":  # only the JPEG copy exists offline (stand_ins.py)
+                assert point.config.data.options.get("variant") == "jpeg_lossy", point.run_dir
+
+
+def test_fed_zda_cifar10_rows_are_the_papers_grid(points: dict[str, list[SweepPoint]]) -> None:
+    """Item 6 of issue #51: BN-CNN, five methods, unimodal and multimodal, 3 seeds, 100 clients."""
+    rows = points["fedzda_tables_cifar10"] + points["fedzda_tables_cifar10_zda"]
+    assert len(rows) == 2 * 5 * 3
+    assert {p.config.method.name for p in rows} == {"fedavg", "fedprox", "qffl", "fedzdac", "fedzdas"}
+    assert {p.config.partition.name for p in rows} == {"shards", "multimodal"}
+    assert {p.config.seed for p in rows} == {0, 1, 2}
+    assert {(p.config.model.name, p.config.partition.num_clients, p.config.train.rounds) for p in rows} == {
+        ("bn_cnn_cifar", 100, 100)
+    }
+    zda = [p for p in rows if p.config.method.name.startswith("fedzda")]
+    assert all(p.config.engine.branch_from_fedavg and 79 in p.config.engine.keep_checkpoints for p in zda)
