@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from fedaug.errors import ConfigError
-from fedaug.experiments.load import apply_override
 from fedaug.experiments.sweep import expand_sweep
 from fedaug.experiments.sweep_order import SweepPoint
 from fedaug.yamlio import read_yaml_file
@@ -199,32 +198,7 @@ def grid_points(grid: Grid, runs_dir: Path, extra: Sequence[str] = ()) -> list[S
         ConfigError: a bad preset, override or axis.
     """
     overrides = [*grid.overrides, *extra, f"out_dir={runs_dir / grid.name}"]
-    points = expand_sweep(grid.preset, overrides, grid.grid_overrides())
-    check_method_options(grid, [*grid.overrides, *extra], points)
-    return points
-
-
-def check_method_options(grid: Grid, overrides: Sequence[str], points: Sequence[SweepPoint]) -> None:
-    """Refuses a ``method.<option>`` override that some point does not carry: a sweep applies ``--set``
-    before its axes, and a method axis replaces the method and its options (the runs would silently use
-    another value).
-
-    Raises:
-        ConfigError: naming the option, the methods without it and where to give it instead.
-    """
-    for override in overrides:
-        key, sep, _ = override.partition("=")
-        option = key.strip().removeprefix("method.")
-        if not sep or option == key.strip() or option in ("name", "options") or "." in option:
-            continue
-        value = apply_override({}, override)["method"][option]
-        lost = sorted({p.config.method.name for p in points if p.config.method.options.get(option) != value})
-        if lost:
-            raise ConfigError(
-                f"grid {grid.name}: set {override} does not reach {', '.join(lost)} (the grid's method "
-                f"axis replaces the method and its options); give it in the method entry, e.g. "
-                f"{{name: {lost[0]}, {option}: {value}}}"
-            )
+    return expand_sweep(grid.preset, overrides, grid.grid_overrides(), where=f"grid {grid.name}")
 
 
 def base_name(point: SweepPoint) -> str:

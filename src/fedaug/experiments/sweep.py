@@ -21,6 +21,7 @@ Finished runs are skipped and interrupted ones resume (:func:`~fedaug.experiment
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import multiprocessing
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fedaug import registry
 from fedaug.device import release_cached_memory
 from fedaug.engine.progress import JobEta
 from fedaug.errors import ConfigError, RunLockedError, out_of_memory_sentence
@@ -226,12 +228,14 @@ def expand_sweep(
     grid_overrides: Sequence[str] = (),
     *,
     smoke: bool = False,
+    where: str | None = None,
 ) -> list[SweepPoint]:
     """All points of the sweep file ``path``, duplicates (same run dir, same config) removed (arguments: see
-    :func:`read_sweep`).
+    :func:`read_sweep`; ``where``: how errors name the sweep, default its path).
 
     Raises:
-        ConfigError: for a bad grid or value, or two different configs that would share a run dir.
+        ConfigError: for a bad grid or value, two different configs that would share a run dir, or a
+            ``method.<option>`` override that a method axis replaces (:func:`check_method_options`).
     """
     tree, blocks = read_sweep(path, overrides, grid_overrides, smoke=smoke)
     points: dict[Path, SweepPoint] = {}
@@ -244,7 +248,49 @@ def expand_sweep(
             raise ConfigError(
                 f"grid points {seen.values} and {point.values} differ but share the run dir {point.run_dir}"
             )
+    check_method_options(where or f"sweep {path}", overrides, list(points.values()))
     return list(points.values())
+
+
+def check_method_options(where: str, overrides: Sequence[str], points: Sequence[SweepPoint]) -> None:
+    """Refuses a ``method.<option>`` override that a point whose method has that option does not carry (or
+    that no point carries): a sweep applies ``--set`` before its axes, and a method axis that renames the
+    method drops its options, so those runs would silently use another value. A method without the option
+    (FedAvg for FLea's ``decor_weight``) is not expected to carry it.
+
+    Raises:
+        ConfigError: naming the option, the methods it does not reach and where to give it instead.
+    """
+    for override in overrides:
+        key, sep, _ = override.partition("=")
+        option = key.strip().removeprefix("method.")
+        if not sep or option == key.strip() or option in ("name", "options") or "." in option:
+            continue
+        value = apply_override({}, override)["method"][option]
+        carried = [p.config.method.options.get(option) == value for p in points]
+        lost = sorted(
+            {
+                p.config.method.name
+                for p, has in zip(points, carried, strict=True)
+                if not has and _has_option(p.config.method.name, option)
+            }
+        )
+        if lost or (points and not any(carried)):
+            missed = lost or sorted({p.config.method.name for p in points})
+            raise ConfigError(
+                f"{where}: set {override} does not reach {', '.join(missed)} (a method axis replaces the "
+                f"method and its options); give it in the method entry, e.g. "
+                f"{{name: {missed[0]}, {option}: {value}}}"
+            )
+
+
+def _has_option(method: str, option: str) -> bool:
+    """Whether ``method``'s config has ``option`` (True for a method not registered here: assume it does)."""
+    try:
+        config_cls = registry.get("method", method).config_cls
+    except ConfigError:
+        return True
+    return option in {f.name for f in dataclasses.fields(config_cls)}
 
 
 def execute(config: ExperimentConfig, *, quiet: bool = False, job: JobEta | None = None) -> Outcome:

@@ -280,3 +280,17 @@ def test_gpu_runs_one_at_a_time_get_a_note_naming_the_workers_that_fit(
         point.run_dir.mkdir(parents=True)
         (point.run_dir / "summary.json").write_text(f'{{"rounds": {point.config.train.rounds}}}')
     assert workers.gpu_underuse(ten, 1) is None
+
+
+def test_a_method_option_the_method_axis_would_drop_is_refused(tmp_path: Path) -> None:
+    """`--set method.proximal_mu=0.5` before an axis that renames fedavg to fedprox never reaches FedProx (the
+    rename drops the options): refused, naming the method and the spelling that works. A method without the
+    option (FedAvg) is not expected to carry it, and an axis entry that sets it passes."""
+    path = write_sweep(tmp_path, "grid:\n  method: [fedavg, fedprox]\n")
+    with pytest.raises(ConfigError, match=r"does not reach fedprox .*\{name: fedprox, proximal_mu: 0.5\}"):
+        expand_sweep(path, ["method.proximal_mu=0.5"])
+    kept = write_sweep(tmp_path, "grid:\n  method: [fedavg, {name: fedprox, proximal_mu: 0.5}]\n")
+    assert expand_sweep(kept, ["method.proximal_mu=0.5"])[1].config.method.options == {"proximal_mu": 0.5}
+    elsewhere = write_sweep(tmp_path, "grid:\n  method: [fedlc]\n")
+    with pytest.raises(ConfigError, match="does not reach fedlc"):  # FedLC has no decor_weight: no run
+        expand_sweep(elsewhere, ["method.decor_weight=0"])
