@@ -28,6 +28,7 @@ from fedaug.api import ClientContext
 from fedaug.errors import IncompatibleModelError
 from fedaug.local_training import load_weights
 from fedaug.models.base import SplitModel
+from fedaug.row_mask import batch_mean
 
 
 def soft_cross_entropy(logits: Tensor, target_probs: Tensor) -> Tensor:
@@ -37,7 +38,7 @@ def soft_cross_entropy(logits: Tensor, target_probs: Tensor) -> Tensor:
         logits: ``[B, C]`` unnormalised scores.
         target_probs: ``[B, C]`` target distributions (rows sum to 1; one-hot rows give plain CE).
     """
-    return -(target_probs * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
+    return batch_mean(-(target_probs * F.log_softmax(logits, dim=1)).sum(dim=1))
 
 
 def proximal_term(model: nn.Module, anchors: Mapping[str, Tensor]) -> Tensor:
@@ -194,7 +195,7 @@ def kl_divergence(p_logits: Tensor, q_logits: Tensor) -> Tensor:
     """
     log_p = F.log_softmax(p_logits, dim=1)
     log_q = F.log_softmax(q_logits, dim=1)
-    return (log_p.exp() * (log_p - log_q)).sum(dim=1).mean()
+    return batch_mean((log_p.exp() * (log_p - log_q)).sum(dim=1))
 
 
 def jensen_shannon(*logits: Tensor) -> Tensor:
