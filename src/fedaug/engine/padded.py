@@ -8,7 +8,8 @@ the same shapes instead: each client's batch is padded with zeros to the round's
 of its real samples, and a client that has finished takes part with an empty mask and is left unchanged.
 
 Exactly the sequential loop, for every loss hook that takes its batch means through :mod:`fedaug.row_mask`
-(``BatchableLoss.masked``: FedAvg's cross-entropy, FedProx, FLea and ``flea_official`` in every round):
+(``BatchableLoss.masked``: FedAvg's cross-entropy, FedProx, FedLC, FedRS, FedNTD, MOON, FLea and
+``flea_official`` in every round):
 
 * every mean over the batch in the objective is the mean over a client's real samples (padded rows have
   weight 0, so no gradient), and so are the pairwise means of FLea's distance correlation;
@@ -23,9 +24,9 @@ No sample is dropped or repeated: each client's batches are made by the same sch
 loop (``_Client.batches``). ``tests/unit/engine/test_padded.py`` checks equality with the sequential loop in
 float64 (BatchNorm, Adam and SGD with momentum, clients of unequal sizes) and that every step is a call of the
 same shapes, for each covered method (``tests/unit/engine/test_padded_methods.py``). Hooks that are not masked
-(FedLC, FedRS, FedNTD, FedDecorr, MOON, FedMix, FedData, CCVR, Fed-ZDAS, ``*_augmix``: their means, or a batch
-transform, are not yet written for a mask) are refused by :func:`padded_refusal`, and the engine trains them
-one by one, logging why.
+(FedDecorr, whose regulariser standardises over the batch; FedMix, FedData, CCVR, Fed-ZDAS and ``*_augmix``,
+not yet written for a mask or with a batch transform) are refused by :func:`padded_refusal`, and the engine
+trains them one by one, logging why.
 
 Recorded: with ``engine.cuda_graphs`` on a CUDA device the step is recorded once (per workspace model, round
 shape and hook, :meth:`PaddedStep.serves`) and replayed at every step of this and later rounds
@@ -66,7 +67,7 @@ def padded_refusal(clients: Sequence[_Client]) -> str | None:
         if not c.loss.masked:
             return (
                 f"client {c.ctx.client_id}: padded batches train loss hooks whose batch means are masked "
-                "(BatchableLoss.masked: FedAvg, FedProx, FLea); this one's are not"
+                "(BatchableLoss.masked); this one's are not"
             )
         if c.transform is not None:
             return f"client {c.ctx.client_id}: padded batches train without a batch transform"

@@ -28,7 +28,7 @@ from fedaug.api import ClientContext
 from fedaug.errors import IncompatibleModelError
 from fedaug.local_training import load_weights
 from fedaug.models.base import SplitModel
-from fedaug.row_mask import batch_mean
+from fedaug.row_mask import batch_mean, mean_cross_entropy
 
 
 def soft_cross_entropy(logits: Tensor, target_probs: Tensor) -> Tensor:
@@ -144,7 +144,7 @@ def model_contrastive_loss(z: Tensor, z_glob: Tensor, z_prev: Tensor, temperatur
     positive = F.cosine_similarity(z, z_glob.detach(), dim=-1)
     negative = F.cosine_similarity(z, z_prev.detach(), dim=-1)
     logits = torch.stack([positive, negative], dim=1) / temperature
-    return F.cross_entropy(logits, torch.zeros(z.shape[0], dtype=torch.long, device=z.device))
+    return mean_cross_entropy(logits, torch.zeros(z.shape[0], dtype=torch.long, device=z.device))
 
 
 def split_model(model: nn.Module) -> SplitModel:

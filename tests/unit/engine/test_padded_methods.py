@@ -63,6 +63,10 @@ def _fused_flea(**options: Any) -> FLea:
 COVERED: dict[str, Any] = {
     "fedavg": lambda: FedAvg(),
     "fedprox": lambda: registry.get("method", "fedprox")(),
+    "fedlc": lambda: registry.get("method", "fedlc")(),
+    "fedrs": lambda: registry.get("method", "fedrs")(),
+    "fedntd": lambda: registry.get("method", "fedntd")(),
+    "moon": lambda: registry.get("method", "moon")(),  # clients keep their previous model between rounds
     "flea": lambda: registry.get("method", "flea")(),
     "flea_official": lambda: registry.get("method", "flea_official")(),  # official warm-up: KL, 3x epochs
     "flea_trace": lambda: FLea(FLeaConfig(decor_form="trace")),
@@ -105,7 +109,7 @@ def test_one_padded_step_serves_every_round_of_a_shape(
 def test_uncovered_hooks_train_one_by_one_with_the_reason(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    method = registry.get("method", "fedlc")
+    method = registry.get("method", "feddecorr")
     Simulation(_spec(tmp_path / "seq", method())).run()
     with caplog.at_level(logging.WARNING):
         Simulation(_spec(tmp_path / "pad", method(), mode="padded")).run()
