@@ -44,8 +44,9 @@ class BatchableLoss:
     replayed step runs none of its Python.
 
     ``masked`` says that every mean ``fn`` takes over the batch goes through :mod:`fedaug.row_mask` (and no
-    other of its values depends on the batch's size), so it computes the same objective on a batch padded with
-    masked rows: padded batched clients (``engine.batched_clients: padded``) train such hooks only.
+    other of its values depends on the batch's size) and its ``draws`` have one row per sample, so it computes
+    the same objective on a batch padded with masked rows: padded batched clients
+    (``engine.batched_clients: padded``) train such hooks only.
 
     ``rounds_key`` (None: none) says more: whatever differs between rounds also reaches ``fn`` as ``client``
     tensors, except what the key holds (hashable config numbers of the round, such as a scheduled loss

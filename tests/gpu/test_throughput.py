@@ -42,8 +42,8 @@ def test_padded_clients_recorded_as_one_cuda_graph_equal_the_sequential_loop(tra
     states, metrics = train_clients_padded(
         gpu_model, _on(_clients(sizes), device), replace(train, cuda_graphs=True)
     )
-    step = padded._STEPS[gpu_model]
-    assert isinstance(step.graph, torch.cuda.CUDAGraph)  # recorded, not left eager
+    steps = padded._STEPS[gpu_model].values()
+    assert steps and all(isinstance(s.graph, torch.cuda.CUDAGraph) for s in steps)  # recorded, not eager
     for state, metric, ref in zip(states, metrics, expected, strict=True):
         assert metric["train/steps"] == float(ref["steps"])
         for key, value in state.items():
@@ -60,7 +60,8 @@ def test_a_padded_run_with_graphs_on_cuda_equals_the_sequential_cpu_run(tmp_path
     on_gpu = replace(spec, run=replace(spec.run, device=torch.device("cuda")), cuda_graphs=True)
     sim = Simulation(on_gpu)
     sim.run()
-    assert isinstance(padded._STEPS[sim.workspace("client")].graph, torch.cuda.CUDAGraph)
+    steps = padded._STEPS[sim.workspace("client")].values()
+    assert steps and all(isinstance(s.graph, torch.cuda.CUDAGraph) for s in steps)
     assert_same_run(tmp_path / "seq", tmp_path / "pad")
 
 

@@ -212,7 +212,6 @@ class PaddedStep:
         self.x, self.y, self.mask = like.x[0].clone(), like.y[0].clone(), like.mask[0].clone()
         self.active, self.step = like.active[0].clone(), {k: v[0].clone() for k, v in like.step.items()}
         self.client = {k: v.clone() for k, v in client.items()}
-        self.input_shapes = like.shapes()
         self.outputs: Tensor | None = None
         self.names: list[str] = []
         self.graph: Any = None  # the recorded step (padded_graphs), once recorded
@@ -225,12 +224,10 @@ class PaddedStep:
 
         self.step_fn = vmap(grad(objective_of, has_aux=True), randomness="error")
 
-    def serves(
-        self, loss: BatchableLoss, client: Stacked, like: PaddedBatches, settings: TrainSettings
-    ) -> bool:
-        """Whether this step computes ``loss``'s round: the same input and client shapes, optimizer constants,
-        and hook (the same function, or a closure of its code with an equal ``rounds_key``: by the
-        BatchableLoss contract, what differs reaches it as the ``client`` tensors)."""
+    def serves(self, loss: BatchableLoss, client: Stacked, settings: TrainSettings) -> bool:
+        """Whether this step computes ``loss``'s round (on inputs of its shapes): the same client shapes,
+        optimizer constants, and hook (the same function, or a closure of its code with an equal
+        ``rounds_key``: by the BatchableLoss contract, what differs reaches it as the ``client`` tensors)."""
         same_fn = loss.fn is self.fn or (
             hook_code(loss.fn) is hook_code(self.fn)
             and hook_code(loss.fn) is not loss.fn
@@ -239,12 +236,7 @@ class PaddedStep:
         )
         constants = [(s.optimizer, s.weight_decay, s.momentum) for s in (settings, self.settings)]
         client_shapes = [{k: (v.shape, v.dtype) for k, v in c.items()} for c in (client, self.client)]
-        return (
-            same_fn
-            and like.shapes() == self.input_shapes
-            and constants[0] == constants[1]
-            and client_shapes[0] == client_shapes[1]
-        )
+        return same_fn and constants[0] == constants[1] and client_shapes[0] == client_shapes[1]
 
     def load(self, model: nn.Module, client: Stacked, settings: TrainSettings) -> None:
         """Every client starts from ``model``'s weights and buffers with a fresh optimizer at this round's lr;
@@ -339,7 +331,10 @@ class MaskedOptimizer:
         param.copy_(torch.where(keep, new, param))
 
 
-_STEPS: weakref.WeakKeyDictionary[nn.Module, PaddedStep] = weakref.WeakKeyDictionary()
+_STEPS: weakref.WeakKeyDictionary[nn.Module, dict[tuple[object, ...], PaddedStep]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Each workspace model's steps by input shapes (:meth:`PaddedBatches.shapes`), all of one hook."""
 
 
 def train_clients_padded(
@@ -347,7 +342,8 @@ def train_clients_padded(
 ) -> tuple[list[StateDict], list[Metrics]]:
     """:func:`~fedaug.engine.batched.train_clients` with padded static shapes (module docstring); with
     ``settings.cuda_graphs`` on a CUDA device, the step is recorded once per round shape and hook and replayed
-    (:func:`~fedaug.engine.padded_graphs.replay`).
+    (:func:`~fedaug.engine.padded_graphs.replay`); the steps of each shape are kept for later rounds of the
+    same hook (a round of the default preset pads to 32 or 33 rows: a batch of one joins the one before).
 
     Raises:
         ConfigError: for clients :func:`padded_refusal` refuses.
@@ -358,12 +354,15 @@ def train_clients_padded(
     batches = PaddedBatches.of([list(c.batches(settings)) for c in clients])  # the sequential loop's batches
     loss = clients[0].loss  # the first client's hook computes every client's (BatchableLoss contract)
     client = {k: torch.stack([c.loss.client[k] for c in clients]) for k in loss.client}
-    step = _STEPS.get(model)
-    if step is None or not step.serves(loss, client, batches, settings):
-        if step is not None and step.graph is not None:
-            del step, _STEPS[model]
-            release_memory()  # the dropped recording's memory pool
-        step = _STEPS[model] = PaddedStep(model, loss, client, batches, settings)
+    kept = _STEPS.setdefault(model, {})
+    if any(not s.serves(loss, client, settings) for s in kept.values()):  # another hook: drop them all
+        recorded = any(s.graph is not None for s in kept.values())
+        kept.clear()
+        if recorded:
+            release_memory()  # the dropped recordings' memory pools
+    step = kept.get(batches.shapes())
+    if step is None:
+        step = kept[batches.shapes()] = PaddedStep(model, loss, client, batches, settings)
     step.load(model, client, settings)
     record = settings.cuda_graphs and batches.x.device.type == "cuda"
     outputs = []

@@ -12,11 +12,13 @@ from hypothesis import strategies as st
 from torch import nn
 
 from fedaug.api import ClientContext, ClientData, RunContext, TrainSettings
+from fedaug.engine import padded
 from fedaug.engine.batched import _Client
 from fedaug.engine.padded import PaddedBatches, PaddedStep, masked_batchnorm, train_clients_padded
 from fedaug.errors import ConfigError
 from fedaug.local_training import BatchableLoss, LossOutput, as_batchable, cross_entropy_loss, train_local
 from fedaug.models.base import FlattenPool, SplitModel
+from fedaug.row_mask import mean_cross_entropy
 from tests.unit.engine.helpers import bn_mlp_float64
 
 RUN = RunContext(num_clients=3, num_classes=3, input_shape=(8,), seed=0, num_rounds=1)
@@ -121,3 +123,23 @@ def test_unmasked_hooks_and_transforms_are_refused() -> None:
         ConfigError, match="client 0: padded batches train loss hooks whose batch means are masked"
     ):
         train_clients_padded(model, clients, ADAM)
+
+
+def test_steps_are_kept_per_round_shape_and_dropped_for_another_hook() -> None:
+    # a kept step is loaded with the round's weights and a fresh optimizer: the third round (the first's
+    # shapes again) reuses the first's step and computes the first's result exactly
+    model = bn_mlp_float64()
+    first, _ = train_clients_padded(model, _clients([20, 13, 9, 3]), ADAM)
+    train_clients_padded(model, _clients([16, 8, 8, 4]), ADAM)  # batches of 8, not 9: another shape
+    kept = dict(padded._STEPS[model])
+    assert len(kept) == 2
+    again, _ = train_clients_padded(model, _clients([20, 13, 9, 3]), ADAM)
+    assert padded._STEPS[model] == kept  # the same two step objects
+    for state, ref in zip(again, first, strict=True):
+        for key, value in ref.items():
+            assert torch.equal(state[key], value), key
+    clients = _clients([20, 13, 9, 3])
+    for c in clients:
+        c.loss = BatchableLoss(lambda m, x, y, c, s: LossOutput(mean_cross_entropy(m(x), y)), masked=True)
+    train_clients_padded(model, clients, ADAM)
+    assert len(padded._STEPS[model]) == 1 and not set(padded._STEPS[model].values()) & set(kept.values())
