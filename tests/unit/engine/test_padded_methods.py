@@ -26,6 +26,7 @@ from fedaug.methods.flea import FLea, FLeaConfig
 from fedaug.models.base import FlattenPool, SplitModel
 from tests.conftest import SMOKE, make_spec
 from tests.unit.engine.helpers import assert_same_run, bn_mlp_float64
+from tests.unit.replay_check import OpLog, _first_difference
 
 SIZES = [20, 13, 9, 3]  # batch 8: (8, 8, 4), (8, 5), (9,) and (3,) per epoch
 
@@ -158,3 +159,27 @@ def test_padded_rounds_record_graphs_by_default_on_a_gpu(
 ) -> None:
     engine = EngineConfig(cuda_graphs=value, batched_clients=batched)
     assert resolve.cuda_graphs_on(engine, torch.device("cuda")) is on
+
+
+@pytest.mark.parametrize("name", ["fedavg", "flea", "moon"])
+def test_every_padded_step_would_replay_its_recording(
+    tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a CUDA graph needs of each kept step, checked on the CPU (tests/unit/replay_check.py): every call
+    # issues the same operations on the same memory with the same scalars as the one a GPU records (its
+    # first call allocates the outputs: a warm-up there), with no host read, random draw or host tensor.
+    logs: dict[int, list[OpLog]] = {}
+    run = padded.PaddedStep.run
+
+    def logged(self: padded.PaddedStep) -> None:
+        log = OpLog()
+        with log:
+            run(self)
+        logs.setdefault(id(self), []).append(log)
+
+    monkeypatch.setattr(padded.PaddedStep, "run", logged)
+    Simulation(_spec(tmp_path, COVERED[name](), mode="padded")).run()
+    assert logs and all(len(calls) >= 3 for calls in logs.values())  # a round is at least 3 steps
+    for calls in logs.values():
+        for call in calls[2:]:
+            assert _first_difference(calls[1], call) is None
