@@ -68,6 +68,10 @@ COVERED: dict[str, Any] = {
     "fedrs": lambda: registry.get("method", "fedrs")(),
     "fedntd": lambda: registry.get("method", "fedntd")(),
     "moon": lambda: registry.get("method", "moon")(),  # clients keep their previous model between rounds
+    "feddata": lambda: registry.get("method", "feddata")(),  # plain CE on local data and the shared pool
+    "ccvr": lambda: registry.get("method", "ccvr")(),
+    "fedzdas": lambda: registry.get("method", "fedzdas")(),
+    "flea_eq6": lambda: registry.get("method", "flea_eq6")(),
     "flea": lambda: registry.get("method", "flea")(),
     "flea_official": lambda: registry.get("method", "flea_official")(),  # official warm-up: KL, 3x epochs
     "flea_trace": lambda: FLea(FLeaConfig(decor_form="trace")),
