@@ -25,8 +25,8 @@ loop (``_Client.batches``). ``tests/unit/engine/test_padded.py`` checks equality
 float64 (BatchNorm, Adam and SGD with momentum, clients of unequal sizes) and that every step is a call of the
 same shapes, for each covered method (``tests/unit/engine/test_padded_methods.py``). Hooks that are not masked
 (FedDecorr, whose regulariser standardises over the batch; FedMix, whose MAFL loss sums per-sample input
-gradients and whose NaiveMix mixes in a batch transform; the ``*_augmix`` variants) are refused by :func:`padded_refusal`, and the engine
-trains them one by one, logging why.
+gradients and whose NaiveMix mixes in a batch transform; the ``*_augmix`` variants) are refused by
+:func:`padded_refusal`, and the engine trains them one by one, logging why.
 
 Recorded: with ``engine.cuda_graphs`` on a CUDA device the step is recorded once (per workspace model, round
 shape and hook, :meth:`PaddedStep.serves`) and replayed at every step of this and later rounds

@@ -196,8 +196,8 @@ class EngineConfig:
             cross-entropy methods with adam/sgd in float32 only, see :mod:`fedaug.engine.batched`); equal to
             the sequential loop up to float rounding. ``padded``: the same with every client's batch padded to
             one shape and masked (:mod:`fedaug.engine.padded`; every method that batches but FedDecorr,
-            FedMix and the AugMix variants), so that with ``cuda_graphs`` each step is recorded once and replayed; not yet measured on a
-            GPU.
+            FedMix and the AugMix variants), so that with ``cuda_graphs`` each step is recorded once and
+            replayed; not yet measured on a GPU.
         cuda_graphs: on a GPU, record each local training step as a CUDA graph and replay it
             (:mod:`fedaug.step_graphs`): one launch per step instead of about a hundred (on an H100 a FedAvg
             round of the default preset takes 0.10-0.15 s instead of 0.46). Every BatchableLoss hook is
