@@ -4,9 +4,9 @@ seconds per round of whole runs of a preset, side by side in one process.
 For each method, runs the preset for ``--rounds`` rounds once per mode, the modes one after the other, and
 reports the median round time and local-training time per round over rounds 2.. (round 1 warms up the
 allocator, oneDNN and, on a GPU, records the graphs), the wall time of the run, the final test accuracy and
-the largest difference of the final global weights from the sequential run's. ``--device cuda`` runs it on
-a GPU (there ``engine.cuda_graphs`` keeps its default: on for sequential and padded, off for vmap). Writes
-JSON.
+the largest absolute difference of the final global state (weights and BatchNorm buffers, running
+variances included) from the first mode's. ``--device cuda`` runs it on a GPU (there ``engine.cuda_graphs``
+keeps its default: on for sequential and padded, off for vmap). Writes JSON.
 
 Usage::
 
