@@ -64,6 +64,23 @@ def batch_mean(values: Tensor, dim: int | tuple[int, ...] | None = None, *, keep
     return weighted.sum(dim=dims, keepdim=keepdim) / count
 
 
+def batch_rows(values: Tensor) -> Tensor | int:
+    """The number of rows of ``values`` (an int), or in :func:`masked_rows` of real rows (a 0-d tensor)."""
+    mask = row_mask()
+    return values.shape[0] if mask is None else mask.sum()
+
+
+def batch_var(values: Tensor, dim: int, *, keepdim: bool = False) -> Tensor:
+    """``values.var(dim, keepdim=keepdim)`` (unbiased) over the batch's rows along ``dim``: in
+    :func:`masked_rows`, over the real rows only (0 for fewer than two)."""
+    mask = row_mask()
+    if mask is None:
+        return values.var(dim=dim, keepdim=keepdim)
+    centred = values - batch_mean(values, dim, keepdim=True)
+    count = mask.sum()
+    return batch_mean(centred * centred, dim, keepdim=keepdim) * count / (count - 1).clamp(min=1)
+
+
 def mean_cross_entropy(logits: Tensor, y: Tensor) -> Tensor:
     """``F.cross_entropy(logits, y)`` (integer labels, mean over the batch), over the real rows in
     :func:`masked_rows`."""

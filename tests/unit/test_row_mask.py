@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import Tensor
 
+from fedaug.methods.losses import decorrelation_loss as feddecorr_loss
 from fedaug.methods.losses import kl_divergence, model_contrastive_loss, soft_cross_entropy
 from fedaug.privacy.dcor import decorrelation_loss
 from fedaug.row_mask import batch_mean, masked_rows, mean_cross_entropy, real_rows, row_mask
@@ -39,6 +40,8 @@ def test_losses_on_a_padded_batch_equal_the_real_rows(real: int, pad: int, form:
             soft_cross_entropy(logits, probs),
             mean_cross_entropy(logits, y),
             model_contrastive_loss(f, x, f.flip(1), 0.5),
+            feddecorr_loss(f),  # N < d and N >= d take different branches
+            feddecorr_loss(f[:, :2]),
         ]
 
     expected = losses(x, f, logits, other, y, probs)

@@ -9,7 +9,8 @@ of its real samples, and a client that has finished takes part with an empty mas
 
 Exactly the sequential loop, for every loss hook that takes its batch means through :mod:`fedaug.row_mask`
 (``BatchableLoss.masked``: FedAvg's cross-entropy, hence also FedData, CCVR and Fed-ZDAS, whose clients train
-with it; FedProx, FedLC, FedRS, FedNTD, MOON, FLea, ``flea_official`` and ``flea_eq6`` in every round):
+with it; FedProx, FedDecorr, FedLC, FedRS, FedNTD, MOON, FLea, ``flea_official`` and ``flea_eq6`` in every
+round):
 
 * every mean over the batch in the objective is the mean over a client's real samples (padded rows have
   weight 0, so no gradient), and so are the pairwise means of FLea's distance correlation;
@@ -24,8 +25,8 @@ No sample is dropped or repeated: each client's batches are made by the same sch
 loop (``_Client.batches``). ``tests/unit/engine/test_padded.py`` checks equality with the sequential loop in
 float64 (BatchNorm, Adam and SGD with momentum, clients of unequal sizes) and that every step is a call of the
 same shapes, for each covered method (``tests/unit/engine/test_padded_methods.py``). Hooks that are not masked
-(FedDecorr, whose regulariser standardises over the batch; FedMix, whose MAFL loss sums per-sample input
-gradients and whose NaiveMix mixes in a batch transform; the ``*_augmix`` variants) are refused by
+(FedMix, whose MAFL loss sums per-sample input gradients and whose NaiveMix mixes in a batch transform; the
+``*_augmix`` variants) are refused by
 :func:`padded_refusal`, and the engine trains them one by one, logging why.
 
 Recorded: with ``engine.cuda_graphs`` on a CUDA device the step is recorded once (per workspace model, round

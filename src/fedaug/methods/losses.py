@@ -28,7 +28,7 @@ from fedaug.api import ClientContext
 from fedaug.errors import IncompatibleModelError
 from fedaug.local_training import load_weights
 from fedaug.models.base import SplitModel
-from fedaug.row_mask import batch_mean, mean_cross_entropy
+from fedaug.row_mask import batch_mean, batch_rows, batch_var, mean_cross_entropy, real_rows
 
 
 def soft_cross_entropy(logits: Tensor, target_probs: Tensor) -> Tensor:
@@ -68,17 +68,19 @@ def decorrelation_loss(features: Tensor, eps: float = 1e-8) -> Tensor:
         raise ValueError(f"decorrelation needs features of >= 2 dimensions, got {dim}")
     if num == 1:
         return features.new_zeros(())
-    centred = features - features.mean(dim=0, keepdim=True)
-    standardised = centred / torch.sqrt(eps + centred.var(dim=0, keepdim=True))
+    # over a padded batch's real rows (fedaug.row_mask): their mean and variance, padded rows zeroed, / n
+    num_real = batch_rows(features)
+    centred = features - batch_mean(features, 0, keepdim=True)
+    standardised = real_rows(centred / torch.sqrt(eps + batch_var(centred, 0, keepdim=True)))
     if num < dim:
         # The same value without the d x d Gram matrix (HARNet's d = 8448 made it ~1 s per step): the squared
         # entries of Z^T Z sum to those of the N x N matrix Z Z^T, and its diagonal holds the column norms.
         total = (standardised @ standardised.T).pow(2).sum()
         diagonal = standardised.pow(2).sum(dim=0).pow(2).sum()
-        return (total - diagonal) / (dim * (dim - 1)) / num
+        return (total - diagonal) / (dim * (dim - 1)) / num_real
     gram = standardised.T @ standardised
     off_diagonal = gram.flatten()[:-1].view(dim - 1, dim + 1)[:, 1:]
-    return off_diagonal.pow(2).mean() / num
+    return off_diagonal.pow(2).mean() / num_real
 
 
 def calibration_shift(class_counts: Tensor, tau: float, min_count: float) -> Tensor:
