@@ -203,8 +203,8 @@ class EngineConfig:
             round of the default preset takes 0.10-0.15 s instead of 0.46). Every BatchableLoss hook is
             recorded; the rest train eagerly (logged once, with the reason). Results equal training without
             graphs to float rounding. ``auto`` (default): on for a CUDA device, except with
-            ``batched_clients`` or ``deterministic``; ``true``: on wherever a GPU computes (a CPU run warns
-            and trains without); ``false``: off.
+            ``batched_clients: true`` or ``deterministic``; ``true``: on wherever a GPU computes (a CPU run
+            warns and trains without); ``false``: off.
         channels_last: channels-last memory format for conv models: ``auto`` (default: the evaluation model of
             HARNet and the BN CNNs, where it was measured faster), ``none``, ``eval`` or ``all`` (training
             too; see :mod:`fedaug.engine.memory_format`).
