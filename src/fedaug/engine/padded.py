@@ -9,8 +9,8 @@ of its real samples, and a client that has finished takes part with an empty mas
 
 Exactly the sequential loop, for every loss hook that takes its batch means through :mod:`fedaug.row_mask`
 (``BatchableLoss.masked``: FedAvg's cross-entropy, hence also FedData, CCVR and Fed-ZDAS, whose clients train
-with it; FedProx, FedDecorr, FedLC, FedRS, FedNTD, MOON, FLea, ``flea_official`` and ``flea_eq6`` in every
-round):
+with it; FedProx, FedDecorr, FedLC, FedRS, FedNTD, MOON, FedMix's default NaiveMix (its batch transform
+applied to each client's batch before padding), FLea, ``flea_official`` and ``flea_eq6`` in every round):
 
 * every mean over the batch in the objective is the mean over a client's real samples (padded rows have
   weight 0, so no gradient), and so are the pairwise means of FLea's distance correlation;
@@ -25,9 +25,8 @@ No sample is dropped or repeated: each client's batches are made by the same sch
 loop (``_Client.batches``). ``tests/unit/engine/test_padded.py`` checks equality with the sequential loop in
 float64 (BatchNorm, Adam and SGD with momentum, clients of unequal sizes) and that every step is a call of the
 same shapes, for each covered method (``tests/unit/engine/test_padded_methods.py``). Hooks that are not masked
-(FedMix, whose MAFL loss sums per-sample input gradients and whose NaiveMix mixes in a batch transform; the
-``*_augmix`` variants) are refused by
-:func:`padded_refusal`, and the engine trains them one by one, logging why.
+(FedMix's ``mafl`` mode, whose loss sums per-sample input gradients; the ``*_augmix`` variants) are refused
+by :func:`padded_refusal`, and the engine trains them one by one, logging why.
 
 Recorded: with ``engine.cuda_graphs`` on a CUDA device the step is recorded once (per workspace model, round
 shape and hook, :meth:`PaddedStep.serves`) and replayed at every step of this and later rounds
@@ -62,16 +61,15 @@ from fedaug.types import Metrics, StateDict
 
 
 def padded_refusal(clients: Sequence[_Client]) -> str | None:
-    """Why these clients cannot train padded (None: they can): a hook that takes its batch means over the
-    real rows (``BatchableLoss.masked``), without a batch transform."""
+    """Why these clients cannot train padded (None: they can): each needs a hook that takes its batch means
+    over the real rows (``BatchableLoss.masked``). A batch transform is applied to each client's batch before
+    it is padded, as in the sequential loop."""
     for c in clients:
         if not c.loss.masked:
             return (
                 f"client {c.ctx.client_id}: padded batches train loss hooks whose batch means are masked "
                 "(BatchableLoss.masked); this one's are not"
             )
-        if c.transform is not None:
-            return f"client {c.ctx.client_id}: padded batches train without a batch transform"
     return None
 
 

@@ -195,8 +195,8 @@ class EngineConfig:
         batched_clients: train all of a round's clients at once with stacked weights (torch.func.vmap; plain
             cross-entropy methods with adam/sgd in float32 only, see :mod:`fedaug.engine.batched`); equal to
             the sequential loop up to float rounding. ``padded``: the same with every client's batch padded to
-            one shape and masked (:mod:`fedaug.engine.padded`; every method that batches but FedMix and
-            the AugMix variants), so that with ``cuda_graphs`` each step is recorded once and
+            one shape and masked (:mod:`fedaug.engine.padded`; every method that batches but FedMix's mafl
+            mode and the AugMix variants), so that with ``cuda_graphs`` each step is recorded once and
             replayed; not yet measured on a GPU.
         cuda_graphs: on a GPU, record each local training step as a CUDA graph and replay it
             (:mod:`fedaug.step_graphs`): one launch per step instead of about a hundred (on an H100 a FedAvg

@@ -71,6 +71,7 @@ COVERED: dict[str, Any] = {
     "fedrs": lambda: registry.get("method", "fedrs")(),
     "fedntd": lambda: registry.get("method", "fedntd")(),
     "moon": lambda: registry.get("method", "moon")(),  # clients keep their previous model between rounds
+    "fedmix": lambda: registry.get("method", "fedmix")(),  # NaiveMix: a batch transform, soft labels
     "feddata": lambda: registry.get("method", "feddata")(),  # plain CE on local data and the shared pool
     "ccvr": lambda: registry.get("method", "ccvr")(),
     "fedzdas": lambda: registry.get("method", "fedzdas")(),
