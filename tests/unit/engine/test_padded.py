@@ -139,3 +139,23 @@ def test_steps_are_kept_per_round_shape_and_dropped_for_another_hook() -> None:
         c.loss = BatchableLoss(lambda m, x, y, c, s: LossOutput(mean_cross_entropy(m(x), y)), masked=True)
     train_clients_padded(model, clients, ADAM)
     assert len(padded._STEPS[model]) == 1 and not set(padded._STEPS[model].values()) & set(kept.values())
+
+
+@settings(max_examples=15, deadline=None)
+@given(sizes=st.lists(st.integers(2, 30), min_size=1, max_size=5), batch=st.integers(2, 9))
+def test_padding_loses_and_repeats_no_sample(sizes: list[int], batch: int) -> None:
+    # every client's samples appear once per epoch in its own column, in the sequential loop's order, and
+    # every step has the round's one shape
+    train = TrainSettings(local_epochs=2, batch_size=batch, lr=1e-2, optimizer="adam")
+    schedules = [list(c.batches(train)) for c in _clients(sizes)]
+    batches = PaddedBatches.of(schedules)
+    steps, count, rows = batches.mask.shape
+    assert (steps, count) == (max(map(len, schedules)), len(sizes))
+    assert rows == max(x.shape[0] for s in schedules for x, _, _ in s)
+    for c, schedule in enumerate(schedules):
+        real = batches.mask[:, c].bool()
+        assert torch.equal(batches.x[:, c][real], torch.cat([x for x, _, _ in schedule]))
+        assert torch.equal(batches.y[:, c][real], torch.cat([y for _, y, _ in schedule]))
+        assert int(real.sum()) == 2 * sizes[c]
+        assert batches.active[:, c].tolist() == [t < len(schedule) for t in range(steps)]
+    assert float(batches.x[~batches.mask.bool()].abs().sum()) == 0.0  # padded rows are zeros
