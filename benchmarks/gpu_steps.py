@@ -32,7 +32,8 @@ from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from fedaug.api import TrainSettings
-from fedaug.engine.padded import PaddedStep
+from fedaug.engine.padded import PaddedBatches, PaddedStep
+from fedaug.local_training import as_batchable, cross_entropy_loss
 from fedaug.models import build_model
 
 
@@ -120,8 +121,12 @@ def batched_step(
     """``clients`` clients' steps as one stacked step (:class:`PaddedStep`), optionally recorded."""
     model = _model(preset, device, False)
     x, y = _data(preset, batch, device, False)
-    padded = PaddedStep(model, clients, batch, x, TrainSettings(batch_size=batch))
-    padded.fill({c: (x, y) for c in range(clients)})
+    settings, loss = TrainSettings(batch_size=batch), as_batchable(cross_entropy_loss)
+    assert loss is not None
+    batches = PaddedBatches.of([[(x, y, {})]] * clients)  # one step of every client, on the same batch
+    padded = PaddedStep(model, loss, {}, batches, settings)
+    padded.load(model, {}, settings)
+    padded.fill(batches, 0)
     return record(padded.run, device) if graphs else padded.run
 
 

@@ -4,7 +4,10 @@
 #   1. tests/gpu/test_throughput.py: padded batched clients replayed as ONE CUDA graph against the sequential
 #      loop in float64, FLea's fused head passes against separate ones on CUDA (at most 90 s);
 #   2. the default preset, one run alone in a fresh process each, start-up included: FedAvg (target <= 5 s)
-#      and FLea (target <= 15 s), ROUNDS rounds (default 100) -> runs.txt (wall seconds, exit code);
+#      and FLea (target <= 15 s), ROUNDS rounds (default 100), each twice: sequential clients with CUDA graphs
+#      (today's CUDA default, engine.batched_clients=false) and padded batched clients with graphs
+#      (engine.batched_clients=padded, each round's clients one recorded step) -> runs.txt (wall seconds,
+#      exit code, per method and mode; BATCHED_MODES, default "false padded");
 #   3. benchmarks/flea_head_passes.py on the GPU: a FLea client step with fused vs separate head passes, eager
 #      and with the steps recorded as CUDA graphs (--graphs);
 #   4. benchmarks/gpu.py --preset PRESETS (default the three CIFAR-10 conv nets): client steps per mode (eager,
@@ -46,14 +49,17 @@ stage tests $?
 runs=$(mktemp -d)
 : > "$OUT/runs.txt"
 for method in fedavg flea; do
-  t0=$(date +%s.%N)
-  timeout "$(at_most 150 "$(left)")" python3 -m fedaug run "$RUN_CONFIG" --set "method=$method" --set 'compare=[]' \
-      --set "train.rounds=$ROUNDS" --set engine.progress=false --device "$DEVICE" --out-dir "$runs" --fresh \
-      > "$runs/$method.log" 2>&1
-  rc=$?
-  echo "$method rounds $ROUNDS wall_s $(echo "$(date +%s.%N) - $t0" | bc) exit $rc" >> "$OUT/runs.txt"
-  tail -3 "$runs/$method.log" >> "$OUT/runs.txt"
-  stage "run_$method" $rc
+  for batched in ${BATCHED_MODES:-false padded}; do
+    t0=$(date +%s.%N)
+    timeout "$(at_most 120 "$(left)")" python3 -m fedaug run "$RUN_CONFIG" --set "method=$method" --set 'compare=[]' \
+        --set "train.rounds=$ROUNDS" --set engine.progress=false --set "engine.batched_clients=$batched" \
+        --device "$DEVICE" --out-dir "$runs/$batched" --fresh > "$runs/$method-$batched.log" 2>&1
+    rc=$?
+    echo "$method batched_clients=$batched rounds $ROUNDS wall_s $(echo "$(date +%s.%N) - $t0" | bc) exit $rc" \
+        >> "$OUT/runs.txt"
+    tail -3 "$runs/$method-$batched.log" >> "$OUT/runs.txt"
+    stage "run_${method}_$batched" $rc
+  done
 done
 rm -rf "$runs"
 

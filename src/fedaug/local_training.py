@@ -20,7 +20,6 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
@@ -35,6 +34,7 @@ from fedaug.objective import LossFn as LossFn
 from fedaug.objective import LossOutput as LossOutput
 from fedaug.objective import ObjectiveFn as ObjectiveFn
 from fedaug.precision import autocast
+from fedaug.row_mask import mean_cross_entropy
 from fedaug.step_graphs import StepGraphs, graph_refusal, graphs_for
 from fedaug.types import Metrics, StateDict
 
@@ -45,7 +45,7 @@ OPTIMIZERS = ("adam", "sgd")
 
 def cross_entropy_loss(model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
     """Plain cross-entropy of ``model(x)`` against integer labels (FedAvg's objective)."""
-    loss = F.cross_entropy(model(x), y)
+    loss = mean_cross_entropy(model(x), y)
     return LossOutput(loss, {"ce": loss.detach()})
 
 
@@ -61,7 +61,7 @@ def as_batchable(loss: LossFn) -> BatchableLoss | None:
     if isinstance(loss, BatchableLoss):
         return loss
     if loss is cross_entropy_loss:  # one function for every client and round
-        return BatchableLoss(_plain_cross_entropy, rounds_key=())
+        return BatchableLoss(_plain_cross_entropy, rounds_key=(), masked=True)
     return None
 
 

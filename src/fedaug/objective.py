@@ -43,6 +43,11 @@ class BatchableLoss:
     each client's ``client`` and ``step`` copied in. ``fn`` must keep no Python state between calls: a
     replayed step runs none of its Python.
 
+    ``masked`` says that every mean ``fn`` takes over the batch goes through :mod:`fedaug.row_mask` (and no
+    other of its values depends on the batch's size) and its ``draws`` have one row per sample, so it computes
+    the same objective on a batch padded with masked rows: padded batched clients
+    (``engine.batched_clients: padded``) train such hooks only.
+
     ``rounds_key`` (None: none) says more: whatever differs between rounds also reaches ``fn`` as ``client``
     tensors, except what the key holds (hashable config numbers of the round, such as a scheduled loss
     weight). Recorded steps of this hook's code then serve the hooks of later rounds with an equal key and
@@ -53,6 +58,7 @@ class BatchableLoss:
     client: ClientTensors = field(default_factory=dict)
     draws: Callable[[int], ClientTensors] | None = None
     rounds_key: Hashable | None = None
+    masked: bool = False
 
     def __call__(self, model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:
         step = self.draws(x.shape[0]) if self.draws is not None else {}

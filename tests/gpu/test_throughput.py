@@ -1,5 +1,6 @@
 """Issue #52's CUDA checks: padded batched clients recorded as ONE CUDA graph equal the sequential loop in
-float64, and FLea's fused head passes equal separate ones on the GPU.
+float64 (the trainer alone, and whole engine runs with ``engine.batched_clients=padded`` and graphs), and
+FLea's fused head passes equal separate ones on the GPU.
 
 Skipped without a GPU (``tests/gpu/conftest.py``); ``scripts/gpu_throughput.sh`` runs them first.
 """
@@ -7,15 +8,20 @@ Skipped without a GPU (``tests/gpu/conftest.py``); ``scripts/gpu_throughput.sh``
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
 
 from fedaug.api import TrainSettings
-from fedaug.engine.padded import PaddedStep
+from fedaug.engine import padded
+from fedaug.engine.padded import train_clients_padded
+from fedaug.engine.simulation import Simulation
 from fedaug.methods.flea import FLea, FLeaConfig, FLeaOfficial
-from tests.unit.engine.helpers import bn_mlp_float64
+from tests.unit.engine.helpers import assert_same_run, bn_mlp_float64
 from tests.unit.engine.test_padded import ADAM, SGD_MOMENTUM, _clients, _sequential
+from tests.unit.engine.test_padded_methods import COVERED, _spec
 from tests.unit.methods.test_head_passes import _flea_update
 
 
@@ -26,59 +32,37 @@ def _on(clients: list, device: torch.device) -> list:
 
 
 @pytest.mark.parametrize("train", [ADAM, SGD_MOMENTUM], ids=["adam", "sgd-momentum"])
-def test_padded_step_replayed_as_one_cuda_graph_equals_the_sequential_loop(train: TrainSettings) -> None:
+def test_padded_clients_recorded_as_one_cuda_graph_equal_the_sequential_loop(train: TrainSettings) -> None:
     device = torch.device("cuda")
     torch.manual_seed(0)
     model = bn_mlp_float64()
     sizes = [20, 13, 9, 3]
     expected = _sequential(model, _clients(sizes), train)  # on the CPU, float64
-    clients = _on(_clients(sizes), device)
     gpu_model = copy.deepcopy(model).to(device)
-    schedules = [list(c.batches(train)) for c in clients]
-    step = PaddedStep(
-        gpu_model, len(clients), max(x.shape[0] for s in schedules for x, _, _ in s), clients[0].data.x, train
+    states, metrics = train_clients_padded(
+        gpu_model, _on(_clients(sizes), device), replace(train, cuda_graphs=True)
     )
-    # the recording takes the first step's inputs; a capture computes nothing, so state is restored after
-    # the warm-up (which does compute)
-    step.fill({c: (s[0][0], s[0][1]) for c, s in enumerate(schedules)})
-    saved = [
-        t.clone()
-        for t in (
-            step.params.rows,
-            step.optimizer.first,
-            step.optimizer.second,
-            step.optimizer.steps,
-            *step.rest.values(),
-        )
-    ]
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        step.run()
-    torch.cuda.current_stream().wait_stream(stream)
-    for t, s in zip(
-        (
-            step.params.rows,
-            step.optimizer.first,
-            step.optimizer.second,
-            step.optimizer.steps,
-            *step.rest.values(),
-        ),
-        saved,
-        strict=True,
-    ):
-        t.copy_(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step.run()
-    for t in range(max(map(len, schedules))):
-        step.fill({c: (s[t][0], s[t][1]) for c, s in enumerate(schedules) if t < len(s)})
-        graph.replay()
-    stacked = {**step.params.views(step.params.rows), **step.rest}
-    for c, ref in enumerate(expected):
-        for key, value in model.state_dict().items():
-            del value
-            torch.testing.assert_close(stacked[key][c].cpu(), ref[key], rtol=1e-10, atol=1e-10, msg=key)
+    steps = padded._STEPS[gpu_model].values()
+    assert steps and all(isinstance(s.graph, torch.cuda.CUDAGraph) for s in steps)  # recorded, not eager
+    for state, metric, ref in zip(states, metrics, expected, strict=True):
+        assert metric["train/steps"] == float(ref["steps"])
+        for key, value in state.items():
+            torch.testing.assert_close(value.cpu(), ref[key], rtol=1e-10, atol=1e-10, msg=key)
+
+
+@pytest.mark.parametrize("name", ["fedavg", "fedprox", "flea", "moon"])
+def test_a_padded_run_with_graphs_on_cuda_equals_the_sequential_cpu_run(tmp_path: Path, name: str) -> None:
+    # the wired path: engine.batched_clients=padded with engine.cuda_graphs, three float64 rounds of clients
+    # of 20, 13, 9 and 3 samples, against the sequential loop on the CPU
+    method = COVERED[name]
+    Simulation(_spec(tmp_path / "seq", method())).run()
+    spec = _spec(tmp_path / "pad", method(), mode="padded")
+    on_gpu = replace(spec, run=replace(spec.run, device=torch.device("cuda")), cuda_graphs=True)
+    sim = Simulation(on_gpu)
+    sim.run()
+    steps = padded._STEPS[sim.workspace("client")].values()
+    assert steps and all(isinstance(s.graph, torch.cuda.CUDAGraph) for s in steps)
+    assert_same_run(tmp_path / "seq", tmp_path / "pad")
 
 
 @pytest.mark.parametrize("method", [FLea(FLeaConfig()), FLeaOfficial()], ids=["default", "official"])

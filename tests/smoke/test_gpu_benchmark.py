@@ -94,15 +94,19 @@ def test_throughput_script_writes_its_eight_files_on_the_cpu(tmp_path: Path) -> 
     stages = (out / "stages.txt").read_text().splitlines()
     assert [line.split(" exit ")[0] for line in stages] == [
         "tests",
-        "run_fedavg",
-        "run_flea",
+        "run_fedavg_false",
+        "run_fedavg_padded",
+        "run_flea_false",
+        "run_flea_padded",
         "flea_head_passes",
         "flea_head_passes_graphs",
         "conv",
     ]
     assert all(" exit 0 at " in line for line in stages), stages
     runs = (out / "runs.txt").read_text()
-    assert "fedavg rounds 1 wall_s " in runs and "flea rounds 1 wall_s " in runs
+    for method in ("fedavg", "flea"):  # sequential (with graphs on a GPU) and padded batched clients
+        for batched in ("false", "padded"):
+            assert f"{method} batched_clients={batched} rounds 1 wall_s " in runs
     cases = json.loads((out / "flea_head_passes.json").read_text())["cases"]
     assert [c["method"] for c in cases] == ["flea", "flea_official"]
     graphs = json.loads((out / "flea_head_passes_graphs.json").read_text())

@@ -46,7 +46,7 @@ same arithmetic); on a GPU, ``benchmarks/gpu.py``.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -71,6 +71,10 @@ from fedaug.step_graphs import unrepeated_settings
 from fedaug.types import Metrics, StateDict
 
 Stacked = dict[str, Tensor]
+ClientsTrainer = Callable[
+    [nn.Module, Sequence["_Client"], TrainSettings], tuple[list[StateDict], list[Metrics]]
+]
+"""Trains copies of a model's weights, one per client, at once: :func:`train_clients` and its variants."""
 
 
 def batching_refusal(method: Method, payload: Payload, ctx: ClientContext) -> str | None:
@@ -101,9 +105,15 @@ def conv_model_note(model: nn.Module) -> str | None:
 
 
 def train_round_batched(
-    method: Method, payload: Payload, contexts: Sequence[ClientContext]
+    method: Method,
+    payload: Payload,
+    contexts: Sequence[ClientContext],
+    trainer: ClientsTrainer | None = None,
+    clients: Sequence[_Client] | None = None,
 ) -> list[ClientUpdate]:
-    """The round's client updates, trained at once (same order as ``contexts``).
+    """The round's client updates, trained at once (same order as ``contexts``) by ``trainer`` (default
+    :func:`train_clients`; :mod:`fedaug.engine.batched_modes` names the others), on ``clients`` (default
+    :func:`round_clients`).
 
     Raises:
         ConfigError: naming why, if :func:`batching_refusal` refuses the method or settings.
@@ -118,20 +128,29 @@ def train_round_batched(
     from fedaug.methods.fedavg import FedAvg
 
     assert isinstance(method, FedAvg)
-    model = contexts[0].model
+    clients = round_clients(method, payload, contexts) if clients is None else clients
+    load_weights(contexts[0].model, payload.model_state)
+    states, metrics = (trainer or train_clients)(contexts[0].model, clients, payload.train)
+    updates = []
+    for c, state, metric in zip(clients, states, metrics, strict=True):
+        update = ClientUpdate(c.ctx.client_id, c.ctx.data.num_examples, state, metric)
+        updates.append(replace(update, client_state=method.kept_state(update)))
+    return updates
+
+
+def round_clients(method: Method, payload: Payload, contexts: Sequence[ClientContext]) -> list[_Client]:
+    """The round's clients as batched training takes them: context, training data, loss hook, transform
+    (for a method :func:`batching_refusal` accepts)."""
+    from fedaug.methods.fedavg import FedAvg
+
+    assert isinstance(method, FedAvg)
     clients = []
     for ctx in contexts:
         loss = as_batchable(method.loss_fn(payload, ctx))
         assert loss is not None
         data = method.training_data(payload, ctx)
         clients.append(_Client(ctx, data, loss, method.batch_transform(payload, ctx)))
-    load_weights(model, payload.model_state)
-    states, metrics = train_clients(model, clients, payload.train)
-    updates = []
-    for c, state, metric in zip(clients, states, metrics, strict=True):
-        update = ClientUpdate(c.ctx.client_id, c.ctx.data.num_examples, state, metric)
-        updates.append(replace(update, client_state=method.kept_state(update)))
-    return updates
+    return clients
 
 
 @dataclass

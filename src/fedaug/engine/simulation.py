@@ -36,7 +36,8 @@ from fedaug.api import (
     TrainSettings,
     fedavg_rounds_of,
 )
-from fedaug.engine.batched import batching_refusal, train_round_batched
+from fedaug.engine.batched import batching_refusal, round_clients, train_round_batched
+from fedaug.engine.batched_modes import BATCHED_MODES
 from fedaug.engine.checkpoint import RunStore, check_run_checkpoint, read_jsonl, summarize, write_json
 from fedaug.engine.evaluation import evaluate
 from fedaug.engine.fairness import client_accuracies, fairness_summary, local_metrics
@@ -78,7 +79,7 @@ class SimulationSpec:
     progress: bool = True
     keep_checkpoints: tuple[int, ...] = ()
     precision: str = "float32"
-    batched_clients: bool = False
+    batched_clients: bool | str = False  # engine.batched_clients: False, True (vmap) or "padded"
     cuda_graphs: bool = False  # engine.cuda_graphs, resolved: only on a CUDA device
     channels_last: str = "none"  # resolved engine.channels_last: none, eval or all (engine/memory_format.py)
     # Per-client local test sets (indices into train_x) for client-level fairness, evaluated every
@@ -231,16 +232,11 @@ class Simulation:
         self, payload: Payload, participants: list[ClientId], round_num: int
     ) -> list[ClientUpdate]:
         """``client_update`` on every participant, in order (the Flower engine sends them to its nodes)."""
-        if self.spec.batched_clients and participants:  # stacked weights (engine/batched.py)
-            contexts = [self._client_context(c, round_num, "client") for c in participants]
-            reason = batching_refusal(self.spec.method, payload, contexts[0])
-            if reason is None:
-                batched = train_round_batched(self.spec.method, payload, contexts)
+        if self.spec.batched_clients and participants:  # stacked weights (engine/batched_modes.py)
+            batched = self._batched_updates(payload, participants, round_num)
+            if batched is not None:
                 self._keep_client_states(batched)
                 return batched
-            if reason != self._batching_fallback:
-                self._batching_fallback = reason
-                logger.warning("engine.batched_clients: training clients one by one (%s)", reason)
         updates: list[ClientUpdate] = []
         for client_id in participants:
             ctx = self._client_context(client_id, round_num, "client")
@@ -248,6 +244,25 @@ class Simulation:
             updates.append(self._guard(call, round_num, client_id))
         self._keep_client_states(updates)
         return updates
+
+    def _batched_updates(
+        self, payload: Payload, participants: list[ClientId], round_num: int
+    ) -> list[ClientUpdate] | None:
+        """The round's updates trained at once by the ``engine.batched_clients`` mode, or None (logged once
+        per reason) when that mode refuses the method, settings or loss hooks."""
+        mode = BATCHED_MODES[self.spec.batched_clients]
+        contexts = [self._client_context(c, round_num, "client") for c in participants]
+        reason = batching_refusal(self.spec.method, payload, contexts[0])
+        clients = None
+        if reason is None and mode.refusal is not None:
+            clients = round_clients(self.spec.method, payload, contexts)
+            reason = mode.refusal(clients)
+        if reason is None:
+            return train_round_batched(self.spec.method, payload, contexts, mode.trainer, clients)
+        if reason != self._batching_fallback:
+            self._batching_fallback = reason
+            logger.warning("engine.batched_clients: training clients one by one (%s)", reason)
+        return None
 
     def _keep_client_states(self, updates: list[ClientUpdate]) -> None:
         """Stores the state each client keeps for its next participation (MOON's previous model)."""

@@ -24,6 +24,9 @@ from fedaug.validation import check_choice, check_int, check_number
 CUDA_GRAPHS_MODES = ("auto", True, False)
 """The values of ``engine.cuda_graphs``."""
 
+BATCHED_CLIENTS_MODES = (False, True, "padded")
+"""The values of ``engine.batched_clients`` (:mod:`fedaug.engine.batched_modes`)."""
+
 LR_SCHEDULES = ("exponential", "official_flea")
 
 
@@ -191,14 +194,17 @@ class EngineConfig:
             AMX; changes results slightly, see :mod:`fedaug.precision`).
         batched_clients: train all of a round's clients at once with stacked weights (torch.func.vmap; plain
             cross-entropy methods with adam/sgd in float32 only, see :mod:`fedaug.engine.batched`); equal to
-            the sequential loop up to float rounding.
+            the sequential loop up to float rounding. ``padded``: the same with every client's batch padded to
+            one shape and masked (:mod:`fedaug.engine.padded`; every method that batches but FedMix's mafl
+            mode and the AugMix variants), so that with ``cuda_graphs`` each step is recorded once and
+            replayed; not yet measured on a GPU.
         cuda_graphs: on a GPU, record each local training step as a CUDA graph and replay it
             (:mod:`fedaug.step_graphs`): one launch per step instead of about a hundred (on an H100 a FedAvg
             round of the default preset takes 0.10-0.15 s instead of 0.46). Every BatchableLoss hook is
             recorded; the rest train eagerly (logged once, with the reason). Results equal training without
             graphs to float rounding. ``auto`` (default): on for a CUDA device, except with
-            ``batched_clients`` or ``deterministic``; ``true``: on wherever a GPU computes (a CPU run warns
-            and trains without); ``false``: off.
+            ``batched_clients: true`` or ``deterministic``; ``true``: on wherever a GPU computes (a CPU run
+            warns and trains without); ``false``: off.
         channels_last: channels-last memory format for conv models: ``auto`` (default: the evaluation model of
             HARNet and the BN CNNs, where it was measured faster), ``none``, ``eval`` or ``all`` (training
             too; see :mod:`fedaug.engine.memory_format`).
@@ -228,7 +234,7 @@ class EngineConfig:
     eval_batch_size: int | None = None
     progress: bool = True
     precision: str = "float32"
-    batched_clients: bool = False
+    batched_clients: bool | str = False
     cuda_graphs: bool | str = "auto"
     channels_last: str = "auto"
     keep_checkpoints: list[int] = field(default_factory=list)
@@ -252,6 +258,7 @@ class EngineConfig:
         check_choice("engine.channels_last", self.channels_last, CHANNELS_LAST_MODES)
         check_choice("engine.precision", self.precision, PRECISIONS)
         check_choice("engine.cuda_graphs", self.cuda_graphs, CUDA_GRAPHS_MODES)
+        check_choice("engine.batched_clients", self.batched_clients, BATCHED_CLIENTS_MODES)
 
 
 @dataclass(frozen=True)

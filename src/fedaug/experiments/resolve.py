@@ -47,13 +47,14 @@ logger = logging.getLogger(__name__)
 def cuda_graphs_on(engine: EngineConfig, device: torch.device) -> bool:
     """Whether a run on ``device`` records its local steps as CUDA graphs (``engine.cuda_graphs``).
 
-    ``auto`` turns them on for a CUDA device unless ``engine.batched_clients`` (batched rounds do not record)
-    or ``engine.deterministic`` (a killed and resumed run records its steps again in the round it resumes,
-    and repeating an uninterrupted run to the last bit that way is not tested on a GPU).
+    ``auto`` turns them on for a CUDA device unless ``engine.batched_clients: true`` (vmap-batched rounds do
+    not record; ``padded`` ones do, :mod:`fedaug.engine.padded_graphs`) or ``engine.deterministic`` (a
+    killed and resumed run records its steps again in the round it resumes, and repeating an uninterrupted
+    run to the last bit that way is not tested on a GPU).
     """
     if device.type != "cuda" or engine.cuda_graphs is False:
         return False
-    return engine.cuda_graphs is True or not (engine.batched_clients or engine.deterministic)
+    return engine.cuda_graphs is True or not (engine.batched_clients is True or engine.deterministic)
 
 
 def build_method(config: ExperimentConfig) -> Method:
@@ -280,9 +281,10 @@ def resolve_run(
         logger.warning(note)
     if engine.cuda_graphs is True and on_cpu:
         logger.warning("engine.cuda_graphs needs a CUDA device; this run trains on the CPU without graphs")
-    elif engine.cuda_graphs is True and engine.batched_clients:
+    elif engine.cuda_graphs is True and engine.batched_clients is True:
         logger.warning(
-            "engine.cuda_graphs and engine.batched_clients: batched rounds do not record graphs; "
+            "engine.cuda_graphs and engine.batched_clients: vmap-batched rounds do not record graphs "
+            "(engine.batched_clients=padded ones do); "
             "rounds the batched engine refuses train client by client with graphs"
         )
     spec = SimulationSpec(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedaug.api import ClientContext, MethodConfig, Payload
@@ -23,6 +22,7 @@ from fedaug.methods.checks import check_nonnegative
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.losses import decorrelation_loss, features_and_logits
 from fedaug.registry import register
+from fedaug.row_mask import mean_cross_entropy
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,9 @@ class FedDecorr(FedAvg):
         ) -> LossOutput:
             del client, step
             features, logits = features_and_logits(model, x)
-            ce = F.cross_entropy(logits, y)
+            ce = mean_cross_entropy(logits, y)
             decorr = decorrelation_loss(features)
             return LossOutput(ce + beta * decorr, {"ce": ce.detach(), "decorr": decorr.detach()})
 
-        return BatchableLoss(loss, rounds_key=())  # config numbers only: one recording serves every round
+        # config numbers only: one recording serves every round
+        return BatchableLoss(loss, rounds_key=(), masked=True)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedaug.api import ClientContext, MethodConfig, Payload
@@ -23,6 +22,7 @@ from fedaug.methods.checks import check_nonnegative
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.losses import calibration_shift
 from fedaug.registry import register
+from fedaug.row_mask import mean_cross_entropy
 
 MISSING_CLASS_COUNT = 1e-6
 """The count a missing class is treated as having: its shift is tau * (1e-6)^(-1/4) = tau * 31.62."""
@@ -74,8 +74,8 @@ class FedLC(FedAvg):
             model: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
         ) -> LossOutput:
             del step
-            ce = F.cross_entropy(model(x) - client["shift"], y)
+            ce = mean_cross_entropy(model(x) - client["shift"], y)
             return LossOutput(ce, {"ce": ce.detach()})
 
         # the rest is config: one recording serves every round
-        return BatchableLoss(loss, {"shift": shift}, rounds_key=())
+        return BatchableLoss(loss, {"shift": shift}, rounds_key=(), masked=True)

@@ -238,7 +238,7 @@ def _soft_label_objective(
     return LossOutput(loss, {"ce": loss.detach()})
 
 
-_soft_label_loss = BatchableLoss(_soft_label_objective)  # the mixing itself is the batch transform's
+_soft_label_loss = BatchableLoss(_soft_label_objective, masked=True)  # the mixing is the batch transform's
 
 
 def _mafl_loss(draw: _Draw) -> LossFn:

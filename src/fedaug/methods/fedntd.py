@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedaug.api import ClientContext, MethodConfig, Payload
@@ -24,6 +23,7 @@ from fedaug.methods.checks import check_nonnegative, check_positive
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.losses import frozen_model, not_true_distillation
 from fedaug.registry import register
+from fedaug.row_mask import mean_cross_entropy
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class FedNTD(FedAvg):
         ) -> LossOutput:
             del client, step
             logits = model(x)
-            ce = F.cross_entropy(logits, y)
+            ce = mean_cross_entropy(logits, y)
             with torch.no_grad():
                 global_logits = teacher(x)
             ntd = not_true_distillation(logits, global_logits, y, temperature)
@@ -79,4 +79,4 @@ class FedNTD(FedAvg):
 
         # the teacher is the broadcast model, the same for every client: a workspace model loaded in place,
         # the same tensors every round
-        return BatchableLoss(loss, rounds_key=())
+        return BatchableLoss(loss, rounds_key=(), masked=True)

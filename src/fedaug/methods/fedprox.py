@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedaug.api import ClientContext, MethodConfig, Payload
@@ -23,6 +22,7 @@ from fedaug.methods.checks import check_nonnegative
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.losses import proximal_term
 from fedaug.registry import register
+from fedaug.row_mask import mean_cross_entropy
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +80,8 @@ class FedProx(FedAvg):
             model: nn.Module, x: Tensor, y: Tensor, client: ClientTensors, step: ClientTensors
         ) -> LossOutput:
             del step
-            ce = F.cross_entropy(model(x), y)
+            ce = mean_cross_entropy(model(x), y)
             prox = half_mu * proximal_term(model, client)  # client: the anchors
             return LossOutput(ce + prox, {"ce": ce.detach(), "prox": prox.detach()})
 
-        return BatchableLoss(loss, anchors, rounds_key=(half_mu,))
+        return BatchableLoss(loss, anchors, rounds_key=(half_mu,), masked=True)

@@ -23,6 +23,7 @@ from fedaug.methods.checks import check_in_range
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.losses import restriction_scale, split_model
 from fedaug.registry import register
+from fedaug.row_mask import mean_cross_entropy
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,8 @@ class FedRS(FedAvg):
                 split = split_model(model)
                 classifier = split.classifier
                 logits = F.linear(split.penultimate(x), classifier.weight) * scale + classifier.bias
-            ce = F.cross_entropy(logits, y)
+            ce = mean_cross_entropy(logits, y)
             return LossOutput(ce, {"ce": ce.detach()})
 
         # the rest is config: one recording serves every round
-        return BatchableLoss(loss, {"scale": scale}, rounds_key=())
+        return BatchableLoss(loss, {"scale": scale}, rounds_key=(), masked=True)

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar, cast
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedaug.device import host_to_device
@@ -25,6 +24,7 @@ from fedaug.methods.head_passes import HEAD_PASSES
 from fedaug.methods.losses import kl_divergence, one_hot, soft_cross_entropy
 from fedaug.models.base import SplitModel
 from fedaug.privacy.dcor import decorrelation_loss
+from fedaug.row_mask import mean_cross_entropy
 
 
 @dataclass(frozen=True)
@@ -152,10 +152,11 @@ def warmup_loss(layer: int, terms: Sequence[LossTerm[Step]]) -> LossFn:
         model = cast(SplitModel, module)
         f = model.encode(x, layer)
         logits = model.decode(f, layer)
-        loss = F.cross_entropy(logits, y)
+        loss = mean_cross_entropy(logits, y)
         return with_terms(loss, {"ce": loss.detach()}, Step(model, x, y, f, logits, {"f": logits}), terms)
 
-    return BatchableLoss(loss_fn)  # the teacher is the broadcast model: the same for every client
+    # the teacher is the broadcast model: the same for every client
+    return BatchableLoss(loss_fn, masked=True)
 
 
 def mix_loss(
@@ -206,7 +207,7 @@ def mix_loss(
             weight = torch.tensor(term.weight, dtype=buffer.x.dtype)
             client[f"weight.{term.key}"] = host_to_device(weight, buffer.x.device)
     key = (rounds_key, head_passes)
-    return BatchableLoss(loss_fn, client=client, draws=draws, rounds_key=key)
+    return BatchableLoss(loss_fn, client=client, draws=draws, rounds_key=key, masked=True)
 
 
 def padded_buffer(buffer: FLeaBuffer) -> ClientTensors:
@@ -250,7 +251,7 @@ def decor_term(weight: float, form: str) -> LossTerm[Step]:
 
 def local_ce_term(weight: float) -> LossTerm[Step]:
     """The official code's plain CE on the unmixed local batch (a second pass of the head, on f)."""
-    return LossTerm("ce", weight, lambda step: F.cross_entropy(step.heads["f"], step.y), heads=("f",))
+    return LossTerm("ce", weight, lambda step: mean_cross_entropy(step.heads["f"], step.y), heads=("f",))
 
 
 def distill_term(

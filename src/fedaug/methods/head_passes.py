@@ -26,6 +26,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from fedaug.models.base import SplitModel
 from fedaug.models.batchnorm import batchnorm_forwards
+from fedaug.row_mask import row_mask
 
 HeadPasses = Callable[[SplitModel, Sequence[Tensor], int], list[Tensor]]
 
@@ -58,11 +59,15 @@ def head_modules(model: SplitModel, layer: int) -> list[nn.Module]:
 
 def fusable(model: SplitModel, parts: Sequence[Tensor], layer: int) -> bool:
     """Whether one pass over the concatenated ``parts`` computes what separate passes do: parts of one size,
-    shape and dtype, and no active dropout in the head (its draws would differ)."""
+    shape and dtype, and no active dropout in the head (its draws would differ); under a row mask (padded
+    batches, :mod:`fedaug.row_mask`) no training-mode BatchNorm in the head either (the per-part statistics
+    here are not masked; the separate passes' masked BatchNorm is)."""
     first = parts[0]
     if any(p.shape != first.shape or p.dtype != first.dtype for p in parts):
         return False
     modules = head_modules(model, layer)
+    if row_mask() is not None and any(isinstance(m, _BatchNorm) and m.training for m in modules):
+        return False
     return not any(isinstance(m, nn.modules.dropout._DropoutNd) and m.training and m.p > 0 for m in modules)
 
 

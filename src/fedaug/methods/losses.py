@@ -28,6 +28,7 @@ from fedaug.api import ClientContext
 from fedaug.errors import IncompatibleModelError
 from fedaug.local_training import load_weights
 from fedaug.models.base import SplitModel
+from fedaug.row_mask import batch_mean, batch_rows, batch_var, mean_cross_entropy, real_rows
 
 
 def soft_cross_entropy(logits: Tensor, target_probs: Tensor) -> Tensor:
@@ -37,7 +38,7 @@ def soft_cross_entropy(logits: Tensor, target_probs: Tensor) -> Tensor:
         logits: ``[B, C]`` unnormalised scores.
         target_probs: ``[B, C]`` target distributions (rows sum to 1; one-hot rows give plain CE).
     """
-    return -(target_probs * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
+    return batch_mean(-(target_probs * F.log_softmax(logits, dim=1)).sum(dim=1))
 
 
 def proximal_term(model: nn.Module, anchors: Mapping[str, Tensor]) -> Tensor:
@@ -67,17 +68,19 @@ def decorrelation_loss(features: Tensor, eps: float = 1e-8) -> Tensor:
         raise ValueError(f"decorrelation needs features of >= 2 dimensions, got {dim}")
     if num == 1:
         return features.new_zeros(())
-    centred = features - features.mean(dim=0, keepdim=True)
-    standardised = centred / torch.sqrt(eps + centred.var(dim=0, keepdim=True))
+    # over a padded batch's real rows (fedaug.row_mask): their mean and variance, padded rows zeroed, / n
+    num_real = batch_rows(features)
+    centred = features - batch_mean(features, 0, keepdim=True)
+    standardised = real_rows(centred / torch.sqrt(eps + batch_var(centred, 0, keepdim=True)))
     if num < dim:
         # The same value without the d x d Gram matrix (HARNet's d = 8448 made it ~1 s per step): the squared
         # entries of Z^T Z sum to those of the N x N matrix Z Z^T, and its diagonal holds the column norms.
         total = (standardised @ standardised.T).pow(2).sum()
         diagonal = standardised.pow(2).sum(dim=0).pow(2).sum()
-        return (total - diagonal) / (dim * (dim - 1)) / num
+        return (total - diagonal) / (dim * (dim - 1)) / num_real
     gram = standardised.T @ standardised
     off_diagonal = gram.flatten()[:-1].view(dim - 1, dim + 1)[:, 1:]
-    return off_diagonal.pow(2).mean() / num
+    return off_diagonal.pow(2).mean() / num_real
 
 
 def calibration_shift(class_counts: Tensor, tau: float, min_count: float) -> Tensor:
@@ -143,7 +146,7 @@ def model_contrastive_loss(z: Tensor, z_glob: Tensor, z_prev: Tensor, temperatur
     positive = F.cosine_similarity(z, z_glob.detach(), dim=-1)
     negative = F.cosine_similarity(z, z_prev.detach(), dim=-1)
     logits = torch.stack([positive, negative], dim=1) / temperature
-    return F.cross_entropy(logits, torch.zeros(z.shape[0], dtype=torch.long, device=z.device))
+    return mean_cross_entropy(logits, torch.zeros(z.shape[0], dtype=torch.long, device=z.device))
 
 
 def split_model(model: nn.Module) -> SplitModel:
@@ -194,7 +197,7 @@ def kl_divergence(p_logits: Tensor, q_logits: Tensor) -> Tensor:
     """
     log_p = F.log_softmax(p_logits, dim=1)
     log_q = F.log_softmax(q_logits, dim=1)
-    return (log_p.exp() * (log_p - log_q)).sum(dim=1).mean()
+    return batch_mean((log_p.exp() * (log_p - log_q)).sum(dim=1))
 
 
 def jensen_shannon(*logits: Tensor) -> Tensor:

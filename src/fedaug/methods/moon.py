@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call
 
@@ -28,6 +27,7 @@ from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.losses import features_and_logits, frozen_model, model_contrastive_loss
 from fedaug.models.base import SplitModel
 from fedaug.registry import register
+from fedaug.row_mask import mean_cross_entropy
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ class MOON(FedAvg):
         ) -> LossOutput:
             del step
             features, logits = features_and_logits(model, x)
-            ce = F.cross_entropy(logits, y)
+            ce = mean_cross_entropy(logits, y)
             with torch.no_grad():
                 z_glob = glob.penultimate(x)
                 weights = {k: v for k, v in client.items() if k.startswith("model.")}
@@ -106,7 +106,7 @@ class MOON(FedAvg):
 
         # the global model is a workspace model loaded in place (the same tensors every round), the previous
         # one comes as client tensors: one recording serves every round
-        return BatchableLoss(loss, client, rounds_key=())
+        return BatchableLoss(loss, client, rounds_key=(), masked=True)
 
     def kept_state(self, update: ClientUpdate) -> Any:
         """The trained weights become this client's previous model for its next participation."""

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from fedaug.errors import ConfigError
+from fedaug.row_mask import batch_mean, real_rows
 
 DECOR_FORMS = ("dcor_squared", "dcor", "trace")
 LOSS_EPS = 1e-7
@@ -37,13 +38,13 @@ def pairwise_distances(x: Tensor, *, clamp: float = 0.0) -> Tensor:
 
 
 def _double_centre(a: Tensor) -> Tensor:
-    return a - a.mean(dim=0, keepdim=True) - a.mean(dim=1, keepdim=True) + a.mean()
+    return a - batch_mean(a, 0, keepdim=True) - batch_mean(a, 1, keepdim=True) + batch_mean(a)
 
 
 def _dcov2_terms(x: Tensor, f: Tensor, clamp: float) -> tuple[Tensor, Tensor, Tensor]:
     a = _double_centre(pairwise_distances(x.flatten(1), clamp=clamp))
     b = _double_centre(pairwise_distances(f.flatten(1), clamp=clamp))
-    return (a * b).mean(), (a * a).mean(), (b * b).mean()
+    return batch_mean(a * b), batch_mean(a * a), batch_mean(b * b)
 
 
 def distance_correlation_sqr(x: Tensor, f: Tensor, *, clamp: float = 0.0) -> Tensor:
@@ -112,8 +113,8 @@ def trace_correlation(x: Tensor, f: Tensor) -> Tensor:
 
     Computed through the n x n Gram matrices (Tr(X^T F F^T X) = <X X^T, F F^T>), cheap when n << d.
     """
-    xc = x.flatten(1) - x.flatten(1).mean(dim=0, keepdim=True)
-    fc = f.flatten(1) - f.flatten(1).mean(dim=0, keepdim=True)
+    xc = real_rows(x.flatten(1) - batch_mean(x.flatten(1), 0, keepdim=True))
+    fc = real_rows(f.flatten(1) - batch_mean(f.flatten(1), 0, keepdim=True))
     kx, kf = xc @ xc.T, fc @ fc.T
     # The epsilon sits inside the square root: a Frobenius norm's gradient at 0 is NaN (constant features).
     denom = torch.sqrt((kx * kx).sum() * (kf * kf).sum() + LOSS_EPS * LOSS_EPS)

@@ -1,5 +1,5 @@
 """Padded batched clients (static shapes, for one CUDA graph): equal to the sequential loop in float64,
-BatchNorm over each client's real samples; each step one call of the same shapes; other losses refused."""
+BatchNorm over each client's real samples; each step one call of the same shapes; unmasked losses refused."""
 
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ from hypothesis import strategies as st
 from torch import nn
 
 from fedaug.api import ClientContext, ClientData, RunContext, TrainSettings
+from fedaug.engine import padded
 from fedaug.engine.batched import _Client
-from fedaug.engine.padded import PaddedStep, masked_batchnorm, train_clients_padded
+from fedaug.engine.padded import PaddedBatches, PaddedStep, masked_batchnorm, train_clients_padded
 from fedaug.errors import ConfigError
 from fedaug.local_training import BatchableLoss, LossOutput, as_batchable, cross_entropy_loss, train_local
 from fedaug.models.base import FlattenPool, SplitModel
+from fedaug.row_mask import mean_cross_entropy
 from tests.unit.engine.helpers import bn_mlp_float64
 
 RUN = RunContext(num_clients=3, num_classes=3, input_shape=(8,), seed=0, num_rounds=1)
@@ -70,14 +72,20 @@ def test_each_step_is_one_call_of_the_same_shapes() -> None:
     # what a CUDA graph needs: the static inputs keep their storage and shapes for every step of the round
     model = bn_mlp_float64()
     clients = _clients([20, 13, 9])
-    step = PaddedStep(model, 3, 9, clients[0].data.x, ADAM)
-    pointers = [t.data_ptr() for t in (step.x, step.y, step.mask, step.active, step.params.rows)]
-    schedules = [list(c.batches(ADAM)) for c in clients]
-    for t in range(max(map(len, schedules))):
-        step.fill({c: (s[t][0], s[t][1]) for c, s in enumerate(schedules) if t < len(s)})
+    batches = PaddedBatches.of([list(c.batches(ADAM)) for c in clients])
+    assert batches.x.shape == (6, 3, 9, 8)  # 6 steps (client 0: 3 batches x 2 epochs), 3 clients, batch 9
+    # step 3: client 0's last batch (4), client 1's first of epoch 2 (8); client 2 (9, 9) has finished
+    assert batches.mask.sum(dim=2).tolist()[2] == [4.0, 8.0, 0.0]
+    step = PaddedStep(model, clients[0].loss, {}, batches, ADAM)
+    step.load(model, {}, ADAM)
+    static = (step.x, step.y, step.mask, step.active, step.params.rows)
+    pointers = [t.data_ptr() for t in static]
+    for t in range(batches.steps):
+        step.fill(batches, t)
         step.run()
+        assert step.outputs is not None
         assert [t.data_ptr() for t in (step.x, step.y, step.mask, step.active, step.params.rows)] == pointers
-        assert step.x.shape == (3, 9, 8)
+        assert step.x.shape == (3, 9, 8) and step.outputs.shape == (2, 3)  # loss and ce, per client
     # client 2 (one batch of 9 per epoch) took 2 steps: its step count stopped there
     assert step.optimizer.steps.flatten().tolist() == [6.0, 4.0, 2.0]
 
@@ -102,14 +110,52 @@ def test_masked_batchnorm_equals_batchnorm_on_the_real_rows(real: int, pad: int,
     assert "forward" not in vars(masked)
 
 
-def test_other_objectives_are_refused() -> None:
-    # a mean over the batch in another loss (FedProx's, FLea's) would count the padded rows: not covered
+def test_unmasked_hooks_are_refused() -> None:
+    # a mean over the batch that is not a row_mask one would count the padded rows: not covered
     model = SplitModel([nn.Linear(8, 4)], FlattenPool(), nn.Linear(4, 3)).double()
     clients = _clients([8, 8])
-    clients[1].transform = lambda x, y, g: (x, y)
-    with pytest.raises(ConfigError, match="client 1: padded batches implement plain cross-entropy"):
-        train_clients_padded(model, clients, ADAM)
-    clients = _clients([8, 8])
     clients[0].loss = BatchableLoss(lambda m, x, y, c, s: LossOutput(m(x).square().mean()))
-    with pytest.raises(ConfigError, match="client 0: padded batches implement plain cross-entropy"):
+    with pytest.raises(
+        ConfigError, match="client 0: padded batches train loss hooks whose batch means are masked"
+    ):
         train_clients_padded(model, clients, ADAM)
+
+
+def test_steps_are_kept_per_round_shape_and_dropped_for_another_hook() -> None:
+    # a kept step is loaded with the round's weights and a fresh optimizer: the third round (the first's
+    # shapes again) reuses the first's step and computes the first's result exactly
+    model = bn_mlp_float64()
+    first, _ = train_clients_padded(model, _clients([20, 13, 9, 3]), ADAM)
+    train_clients_padded(model, _clients([16, 8, 8, 4]), ADAM)  # batches of 8, not 9: another shape
+    kept = dict(padded._STEPS[model])
+    assert len(kept) == 2
+    again, _ = train_clients_padded(model, _clients([20, 13, 9, 3]), ADAM)
+    assert padded._STEPS[model] == kept  # the same two step objects
+    for state, ref in zip(again, first, strict=True):
+        for key, value in ref.items():
+            assert torch.equal(state[key], value), key
+    clients = _clients([20, 13, 9, 3])
+    for c in clients:
+        c.loss = BatchableLoss(lambda m, x, y, c, s: LossOutput(mean_cross_entropy(m(x), y)), masked=True)
+    train_clients_padded(model, clients, ADAM)
+    assert len(padded._STEPS[model]) == 1 and not set(padded._STEPS[model].values()) & set(kept.values())
+
+
+@settings(max_examples=15, deadline=None)
+@given(sizes=st.lists(st.integers(2, 30), min_size=1, max_size=5), batch=st.integers(2, 9))
+def test_padding_loses_and_repeats_no_sample(sizes: list[int], batch: int) -> None:
+    # every client's samples appear once per epoch in its own column, in the sequential loop's order, and
+    # every step has the round's one shape
+    train = TrainSettings(local_epochs=2, batch_size=batch, lr=1e-2, optimizer="adam")
+    schedules = [list(c.batches(train)) for c in _clients(sizes)]
+    batches = PaddedBatches.of(schedules)
+    steps, count, rows = batches.mask.shape
+    assert (steps, count) == (max(map(len, schedules)), len(sizes))
+    assert rows == max(x.shape[0] for s in schedules for x, _, _ in s)
+    for c, schedule in enumerate(schedules):
+        real = batches.mask[:, c].bool()
+        assert torch.equal(batches.x[:, c][real], torch.cat([x for x, _, _ in schedule]))
+        assert torch.equal(batches.y[:, c][real], torch.cat([y for _, y, _ in schedule]))
+        assert int(real.sum()) == 2 * sizes[c]
+        assert batches.active[:, c].tolist() == [t < len(schedule) for t in range(steps)]
+    assert float(batches.x[~batches.mask.bool()].abs().sum()) == 0.0  # padded rows are zeros
