@@ -54,7 +54,7 @@ def test_markdown_bold_best_and_arrows(grouping: Grouping) -> None:
 
 
 def test_unpaired_improvement_is_marked(tmp_path: Path, make_run: Callable[..., Path]) -> None:
-    """A highlighted mean over seeds 0-2 against a best other over seed 0 alone is flagged, with both counts."""
+    """A mean over seeds 0-2 against a best other over seed 0 alone is flagged, with both counts."""
     for seed, value in enumerate([0.70, 0.72, 0.74]):
         make_run(tmp_path, method="flea", partition="qua2", seed=seed, accs=[value])
     make_run(tmp_path, method="fedlc", partition="qua2", seed=0, accs=[0.60])
