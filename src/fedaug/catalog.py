@@ -215,6 +215,7 @@ ATTACKS: dict[str, AttackInfo] = {
     "context": AttackInfo(f"{_FLEA_PAPER}, Sec. 4.4"),
     "frontier": AttackInfo(f"reads reconstruct / context outputs; {_FLEA_PAPER}, Sec. 4.4"),
     "invert": AttackInfo("Geiping et al., NeurIPS 2020; Fed-AugMix, Sec. V"),
+    "invert-frontier": AttackInfo("reads invert outputs and Fed-AugMix runs; Fed-AugMix, Figs. 4-5"),
     "reconstruct": AttackInfo(f"{_FLEA_PAPER}, Sec. 4.4"),
     "summary": AttackInfo("reads reconstruct / context outputs of several seeds"),
 }
