@@ -383,6 +383,10 @@ def privacy_frontier(archive: Archive) -> str:
         )
         + f"\nReference lines (deep decoder MSE): {references}. "
         f"Context attack on what FedMix and FedData share: {context}."
-        + (f" FedAvg (shares nothing): last-10 {_frontier_stat(fedavg, 2)}%." if fedavg else "")
+        + (
+            f" FedAvg (shares nothing): last-10 {_frontier_stat(fedavg, 2)}% (n = {fedavg['n']})."
+            if fedavg
+            else ""
+        )
         + "\n"
     )
