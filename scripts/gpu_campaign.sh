@@ -10,7 +10,9 @@
 # Grids that need data (the CIFAR-10 JPEG copy) run when their folder is under DATA (default data: copy
 # ../shared/data/cifar10_jpeg_lossy into ./data and name data in the run tool's carry); the log's first lines
 # say how much of the machine's 64 MiB the tree and that data leave, and which grids were passed over.
-# BEFORE: a command run first (e.g. a speed probe writing into $OUT/..., mind the 8 files); its time comes off
+# BEFORE: a command run first (e.g. BEFORE="scripts/gpu_throughput.sh 150", a speed probe), with OUT set to
+# $OUT/probe; what it writes there comes back as ONE file, $OUT/probe.tgz (not *.tar.gz: the import leaves it
+# alone), and the campaign then writes at most 5 archives, so the 8 files still hold. Its time comes off
 # BUDGET. SETS: more config overrides for every run, space-separated; only ones that leave results alone
 # (engine.*, e.g. SETS="engine.cuda_graphs=false"): `fedaug campaign import` refuses runs off their grid point.
 #   OUT=/tmp/c DEVICE=cpu MPS=0 BUDGET=60 CAMPAIGN=/tmp/tiny.yaml scripts/gpu_campaign.sh   # a CPU check
@@ -23,7 +25,14 @@ DEVICE=${DEVICE:-cuda}
 mkdir -p "$OUT"
 start=$(date +%s)
 export PYTHONPATH="src:.:.gpu_deps${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-if [[ -n "${BEFORE:-}" ]]; then bash -c "$BEFORE"; fi
+archives=()
+if [[ -n "${BEFORE:-}" ]]; then
+  mkdir -p "$OUT/probe"
+  OUT="$OUT/probe" bash -c "$BEFORE"
+  echo "BEFORE exit $? after $(($(date +%s) - start)) s"
+  tar czf "$OUT/probe.tgz" -C "$OUT" probe && rm -rf "$OUT/probe"
+  archives=(--max-archives 5)
+fi
 if [[ "${MPS:-1}" == 1 ]]; then scripts/mps.sh start || echo "MPS did not start: runs take turns on the GPU"; fi
 sets=()
 for item in ${SETS:-}; do sets+=(--set "$item"); done
@@ -34,7 +43,7 @@ left=$((BUDGET - ($(date +%s) - start) - 15))
 if ((left > 10)); then
   python3 -m fedaug campaign run --campaign "${CAMPAIGN:-studies/campaign.yaml}" --budget "$left" \
       --device "$DEVICE" --out "$OUT" --runs-dir "${RUNS:-runs/campaign}" --data-dir "${DATA:-data}" \
-      "${workers[@]}" "${sets[@]}"
+      "${workers[@]}" "${sets[@]}" "${archives[@]}"
   echo "campaign exit $? after $(($(date +%s) - start)) s"
 else
   echo "no time left for the campaign after BEFORE ($left s)"

@@ -7,6 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
+from fedaug.campaign import MAX_STUDIES
 from fedaug.validation import flag_int, flag_number
 
 DEFAULT_CAMPAIGN = "studies/campaign.yaml"
@@ -29,6 +30,7 @@ def cmd_campaign_run(args: argparse.Namespace) -> int:
         data_dir=Path(args.data_dir or os.environ.get("FEDAUG_DATA") or "data"),
         workers=args.workers,
         overrides=args.overrides,
+        max_archives=args.max_archives,
     )
     runs = summary["runs"]
     finished = sum(r["status"] == "finished" for r in runs)
@@ -53,7 +55,9 @@ def _plan_lines(args: argparse.Namespace) -> list[str]:
     kind = "cuda" if args.device.startswith("cuda") else resolve_device(args.device).type
     workers = args.workers or campaign.workers.get(kind, 0) or usable_cores()
     states = grid_states(campaign, Ledger(campaign.studies), Path(args.runs_dir), kind, args.overrides)
-    chosen = sorted(select(states, args.budget, workers), key=lambda c: -(c.cost or 0.0))
+    chosen = sorted(
+        select(states, args.budget, workers, max_studies=args.max_archives), key=lambda c: -(c.cost or 0.0)
+    )
     lines = [f"~{c.cost or 0.0:.0f} s  {c.grid.study}/runs/{archive_path(c.point)}" for c in chosen]
     span = makespan([c.cost or 0.0 for c in chosen], workers)
     return [
@@ -139,6 +143,13 @@ def add_campaign_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     run.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="for every run"
+    )
+    run.add_argument(
+        "--max-archives",
+        type=flag_int(1, MAX_STUDIES),
+        default=MAX_STUDIES,
+        help=f"studies (one archive each) at most (default {MAX_STUDIES}: with the log and the summary, "
+        "the 8 files a lent machine returns; fewer when other files share --out)",
     )
     run.add_argument(
         "--dry-run", action="store_true", help="list the runs the budget takes (longest first); run nothing"

@@ -125,9 +125,17 @@ def test_the_campaign_script_runs_the_next_runs_and_returns_its_files(tmp_path: 
     stdout = _script(
         "gpu_campaign.sh", tmp_path, OUT=str(out), BUDGET="60", CAMPAIGN=str(campaign),
         RUNS=str(tmp_path / "runs"), DATA=str(tmp_path / "data"),
+        BEFORE='for i in 1 2 3 4 5 6 7 8; do echo "$i" > "$OUT/probe_$i.txt"; done',  # a probe's 8 files
     )  # fmt: skip
-    assert "campaign exit 0 after" in stdout
-    assert sorted(p.name for p in out.iterdir()) == ["campaign.log", "campaign_summary.json", "tiny.tar.gz"]
+    assert "campaign exit 0 after" in stdout and "BEFORE exit 0 after" in stdout
+    assert sorted(p.name for p in out.iterdir()) == [
+        "campaign.log",
+        "campaign_summary.json",
+        "probe.tgz",
+        "tiny.tar.gz",
+    ]  # the probe's files come back as one, and the campaign may write 5 archives, not 6
+    with tarfile.open(out / "probe.tgz") as tar:
+        assert sorted(tar.getnames())[-1] == "probe/probe_8.txt"
     assert "2 runs selected" in (out / "campaign.log").read_text()
     with tarfile.open(out / "tiny.tar.gz") as tar:
         assert sum(n.endswith("summary.json") for n in tar.getnames()) == 2

@@ -4,8 +4,8 @@ as many as the budget holds when they run longest first, ``workers`` at a time.
 The wall time of a set of runs is the makespan of handing them, longest first, to ``workers`` slots
 (:func:`makespan`); the selection adds points in list order while that stays within the budget, and stops at
 the first that does not fit (or whose cost is unknown), so that the list is worked through in order across
-commands. At most :data:`MAX_STUDIES` studies per command, one archive each: a lent GPU machine returns at
-most 8 files, and the log and the timing summary are two of them.
+commands. At most :data:`MAX_STUDIES` studies per command (fewer when asked), one archive each: a lent GPU
+machine returns at most 8 files, and the log and the timing summary are two of them.
 """
 
 from __future__ import annotations
@@ -16,14 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fedaug.campaign import MAX_STUDIES
 from fedaug.campaign.ledger import Ledger
 from fedaug.campaign.spec import Campaign, Grid, grid_points
 from fedaug.experiments.sweep_order import SweepPoint
 
 logger = logging.getLogger(__name__)
-
-MAX_STUDIES = 6
-"""Archives (one per study) one command writes: with its log and summary, the 8 files a GPU call returns."""
 
 
 def makespan(costs: Sequence[float], workers: int) -> float:
@@ -72,10 +70,14 @@ def grid_states(
 
 
 def select(
-    states: Sequence[GridState], budget: float, workers: int, skip: Sequence[str] = ()
+    states: Sequence[GridState],
+    budget: float,
+    workers: int,
+    skip: Sequence[str] = (),
+    max_studies: int = MAX_STUDIES,
 ) -> list[Pending]:
     """The pending points that run now (module docstring); grids named in ``skip`` (data missing) are
-    passed over."""
+    passed over; ``max_studies``: archives this command may write (fewer when other files share the 8)."""
     chosen: list[Pending] = []
     studies: set[str] = set()
     for state in states:
@@ -89,7 +91,7 @@ def select(
                     item.point.run_dir,
                 )
                 return chosen
-            if item.grid.study not in studies and len(studies) == MAX_STUDIES:
+            if item.grid.study not in studies and len(studies) >= max_studies:
                 return chosen
             if makespan([c.cost or 0.0 for c in chosen] + [item.cost], workers) > budget:
                 return chosen

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from fedaug.campaign import MAX_STUDIES
 from fedaug.campaign.ledger import Ledger
 from fedaug.campaign.plan import GridState, Pending, grid_states, makespan, select
 from fedaug.campaign.spec import Campaign, archive_path
@@ -198,8 +199,11 @@ def run_campaign(
     data_dir: Path,
     workers: int | None = None,
     overrides: Sequence[str] = (),
+    max_archives: int = MAX_STUDIES,
 ) -> dict[str, Any]:
     """Runs the campaign's next runs within ``budget`` seconds (module docstring); returns the summary.
+    ``max_archives``: at most this many studies (one archive each) are run, so that files written beside
+    ``out``'s (a speed probe's) still fit in what a lent machine returns.
 
     Raises:
         ConfigError: a budget that is not a positive number of seconds, a bad campaign file.
@@ -221,7 +225,9 @@ def run_campaign(
     root.addHandler(handler)
     root.setLevel(min(root.getEffectiveLevel(), logging.INFO))  # the log has the INFO lines in any case
     try:
-        return _run(campaign, states, budget, start, kind, at_once, out, runs_dir, data_dir, device)
+        return _run(
+            campaign, states, budget, start, kind, at_once, out, runs_dir, data_dir, device, max_archives
+        )
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
@@ -239,10 +245,11 @@ def _run(
     runs_dir: Path,
     data_dir: Path,
     device: str,
+    max_archives: int,
 ) -> dict[str, Any]:
     skip, data = data_step(states, data_dir, tree_bytes(Path.cwd(), [runs_dir, data_dir, out]))
     left = budget - (time.monotonic() - start)
-    chosen = select(states, left, at_once, skip)
+    chosen = select(states, left, at_once, skip, max_archives)
     costs = {c.point.run_dir: c.cost or 0.0 for c in chosen}
     logger.info(
         "campaign %s on %s, %d at once: %d runs selected, about %s of the %s budget left",

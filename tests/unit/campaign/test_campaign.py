@@ -9,12 +9,13 @@ import tarfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
 from fedaug.campaign import run as campaign_run
-from fedaug.campaign.plan import makespan
+from fedaug.campaign.plan import makespan, select
 from fedaug.campaign.run import BudgetExpired, BudgetSchedule, hard_stop
 from fedaug.cli import main
 from fedaug.experiments.load import dump_yaml, load_config
@@ -339,3 +340,17 @@ def test_a_method_option_set_before_a_method_axis_is_refused_not_dropped(
         main([*run, "--only", "kept", "--out", str(tmp_path / "o"), "--set", "method.proximal_mu=0.1"]) == 2
     )
     assert "set method.proximal_mu=0.1 does not reach fedprox" in capsys.readouterr().err
+
+
+def test_select_stops_at_the_archive_limit() -> None:
+    """Runs of a new study start only while the command may write another archive (``--max-archives``):
+    three studies of one 1-s run each, a 100-s budget."""
+
+    def state(study: str) -> Any:
+        grid = SimpleNamespace(name=study, study=study)
+        return SimpleNamespace(grid=grid, pending=[SimpleNamespace(grid=grid, cost=1.0, point=None)])
+
+    states = cast(Any, [state("a"), state("b"), state("c")])
+    assert [c.grid.study for c in select(states, 100.0, 1)] == ["a", "b", "c"]
+    assert [c.grid.study for c in select(states, 100.0, 1, max_studies=2)] == ["a", "b"]
+    assert [c.grid.study for c in select(states, 100.0, 1, max_studies=1)] == ["a"]
