@@ -294,7 +294,11 @@ def _privacy_cell(archive: Archive, summary: dict[str, list[dict[str, Any]]], na
         f"≤{e['needed']}" if e["needed"] == min(int(size) for size in e["accuracy"]) else str(e["needed"])
         for e in context
     ]
-    runs = [r for r in archive.study("privacy") if r.config.get("name") == PRIVACY_RUNS[name]]
+    runs = [  # the study's folder also holds FedAvg, flea_eq6 and flea_official runs of the same name
+        r
+        for r in archive.study("privacy")
+        if r.config.get("name") == PRIVACY_RUNS[name] and r.config.get("method.name") == "flea"
+    ]
     accuracy = aggregate([100 * r.summary["last10_acc"] for r in runs])
     return (
         f"{name}: MSE {fmt(aggregate(mse), 4)} (n = {len(mse)}), "
