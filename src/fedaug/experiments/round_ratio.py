@@ -6,8 +6,8 @@ been timed yet, from FedAvg's measured round time (``fedaug run``'s whole-job es
   time of the method's own rounds (after the FedAvg rounds it branches from, if any) over FedAvg's mean round
   time, both timed on this machine;
 * :data:`DEFAULT_ROUND_RATIO`: else fedaug's default for the method, the median of that ratio over the
-  archived studies (:func:`archived_ratios` of ``studies/``; ``python scripts/round_ratios.py`` prints the
-  table, a test checks it against the archive);
+  archived studies (:func:`archived_ratios` of ``studies/``; ``python scripts/round_ratios.py --write``
+  updates the table, a test checks it against the archive);
 * :func:`round_ratio`: 1 for FedAvg, else the recorded ratio, else the default, else None (nothing to go on).
 """
 
@@ -27,11 +27,11 @@ if TYPE_CHECKING:
 DEFAULT_ROUND_RATIO: dict[str, float] = {
     "fedaugmix": 3.08,
     "fedbr": 2.85,
-    "feddata": 5.58,
+    "feddata": 5.41,
     "feddecorr": 1.22,
     "fedgen": 3.34,
-    "fedlc": 1.16,
-    "fedmix": 1.03,
+    "fedlc": 1.05,
+    "fedmix": 1.04,
     "fedntd": 1.27,
     "fedprox": 1.13,
     "fedprox_augmix": 3.17,
