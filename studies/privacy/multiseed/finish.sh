@@ -4,7 +4,8 @@
 set -eu
 S=studies/privacy/multiseed
 for name in runs/privacy_fmnist runs/privacy_fmnist_decor* runs/privacy_fmnist_dcorsq; do
-    [ -d "$name" ] && fedaug archive "$name" --out "$S/runs/$(basename "$name")"
+    # a folder whose only run is still going has nothing to archive yet (fedaug archive exits 2): go on
+    [ -d "$name" ] && { fedaug archive "$name" --out "$S/runs/$(basename "$name")" || echo "nothing finished in $name"; }
 done
 fedaug attack summary "$S/attacks" --out "$S/summary"
 A=$S/runs/privacy_fmnist/fashion_mnist-quantity3-K100
