@@ -52,7 +52,7 @@ from fedaug.results.fragments import (
     reproduces,
     trails,
 )
-from fedaug.results.store import aggregate
+from fedaug.results.store import Stat, aggregate
 
 # --- README: the headline table -----------------------------------------------------------------------------
 
@@ -326,11 +326,8 @@ def privacy_rows(archive: Archive) -> list[list[str]]:
 
 
 def _frontier_stat(entry: dict[str, Any] | None, digits: int) -> str:
-    """``mean ± std (n)`` of a frontier.json statistic; a dash where the setting has none."""
-    if not entry:
-        return "–"
-    text = f"{entry['mean']:.{digits}f}"
-    return text if entry["n"] < 2 else f"{text} ± {entry['std']:.{digits}f}"
+    """``mean ± std`` (:func:`fmt`) of a frontier.json statistic; a dash where the setting has none."""
+    return fmt(Stat(**entry), digits) if entry else "–"
 
 
 def _frontier_context(point: dict[str, Any]) -> str:
