@@ -67,6 +67,11 @@ def build_method(config: ExperimentConfig) -> Method:
     return method
 
 
+def method_option_names(method: str) -> set[str]:
+    """The ``method.*`` options the registered ``method``'s typed config takes (RegistryError: unknown)."""
+    return {f.name for f in dataclasses.fields(registry.get("method", method).config_cls)}
+
+
 def _check_method_options(name: str, config_cls: type, options: Mapping[str, Any]) -> None:
     """ConfigError for an option ``name``'s config lacks, naming its options and the methods that have it
     (``--set method.decor_weight=0`` with the default preset's FedAvg: the option is FLea's)."""
@@ -74,11 +79,7 @@ def _check_method_options(name: str, config_cls: type, options: Mapping[str, Any
     unknown = next((key for key in options if key not in valid), None)
     if unknown is None:
         return
-    owners = [
-        other
-        for other in registry.available("method")
-        if unknown in {f.name for f in dataclasses.fields(registry.get("method", other).config_cls)}
-    ]
+    owners = [other for other in registry.available("method") if unknown in method_option_names(other)]
     keys = ", ".join(sorted(valid)) if valid else f"none ({name} has no options)"
     where = f"; {unknown} is an option of {', '.join(owners)} (choose one: --method NAME)" if owners else ""
     raise ConfigError(f"unknown config key 'method.{unknown}'; valid keys: {keys}{where}")

@@ -21,7 +21,6 @@ Finished runs are skipped and interrupted ones resume (:func:`~fedaug.experiment
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
 import multiprocessing
@@ -33,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fedaug import registry
 from fedaug.device import release_cached_memory
 from fedaug.engine.progress import JobEta
 from fedaug.errors import ConfigError, RunLockedError, out_of_memory_sentence
@@ -50,6 +48,7 @@ from fedaug.experiments.load import (
     merge_layer,
     read_yaml,
 )
+from fedaug.experiments.resolve import method_option_names
 from fedaug.experiments.runner import run_experiment
 from fedaug.experiments.sweep_order import ORDERS, Schedule, SweepPoint
 from fedaug.experiments.workers import exit_with_parent, sigterm_as_interrupt, terminate_workers
@@ -287,10 +286,9 @@ def check_method_options(where: str, overrides: Sequence[str], points: Sequence[
 def _has_option(method: str, option: str) -> bool:
     """Whether ``method``'s config has ``option`` (True for a method not registered here: assume it does)."""
     try:
-        config_cls = registry.get("method", method).config_cls
+        return option in method_option_names(method)
     except ConfigError:
         return True
-    return option in {f.name for f in dataclasses.fields(config_cls)}
 
 
 def execute(config: ExperimentConfig, *, quiet: bool = False, job: JobEta | None = None) -> Outcome:
