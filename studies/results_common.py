@@ -122,6 +122,15 @@ K150_SPLITS = {
 
 FSDD = ("flea_fsdd/runs",)
 FSDD_SPLITS = ("Qua(3)", "Dir(0.5)", "Dir(0.1)")
+FSDD_BASELINE_ROWS = {
+    "FedAvg": "fedavg",
+    "FedProx": "fedprox",
+    "FedLC": "fedlc",
+    "CCVR (shared features)": "ccvr (variant=shared_features)",
+    "FedMix": "fedmix",
+    "FedData (raw data shared)": "feddata",
+    "`flea`": "flea",
+}
 
 BASELINES = ("baselines_har/runs",)
 BASELINE_ROWS = (

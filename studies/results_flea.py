@@ -7,6 +7,7 @@ from results_common import (
     BEST,
     FLEA_ROWS,
     FSDD,
+    FSDD_BASELINE_ROWS,
     FSDD_SPLITS,
     GPU_GRIDS,
     HAR_SPLITS,
@@ -238,3 +239,24 @@ def fsdd_claim(archive: Archive) -> str:
         f"`flea` gains by the last-10 mean in {up} of the {total} paired runs ({len(gains)} cells, {seeds}), "
         f"and its last-10 std over seeds is below FedAvg's in {narrower} of the {len(gains)} cells.\n"
     )
+
+
+@fragment("fsdd-baselines")
+def fsdd_baselines(archive: Archive) -> str:
+    """Every FSDD method at K = 27 (best / last-10) and `flea`'s paired last-10 gain over the best other."""
+    settings = [f"fsdd {s} K=27" for s in FSDD_SPLITS]
+    runs = {row: [archive.runs(FSDD, row, s) for s in settings] for row in FSDD_BASELINE_ROWS.values()}
+    rows = [
+        [name, seeds_of(runs[row][0]), *(cell(r, BEST, LAST10) for r in runs[row])]
+        for name, row in FSDD_BASELINE_ROWS.items()
+    ]
+    versus = []
+    for i in range(len(settings)):
+        others = {row: stat(runs[row][i], LAST10) for row in runs if row not in ("flea", "feddata")}
+        best = max((r for r in others if others[r] is not None), key=lambda r: others[r].mean, default=None)
+        gain = try_gain(runs["flea"][i], runs[best][i], LAST10) if best else None
+        name = next(n for n, r in FSDD_BASELINE_ROWS.items() if r == best) if best else ""
+        versus.append(f"{gain_cell(gain, count=True)} vs {name}" if gain else "-")
+    rows.append(["`flea` − best other but FedData, last-10, paired", "", *versus])
+    cells = {f"{row} {s}": archive.runs(FSDD, row, s) for row in runs for s in settings}
+    return markdown_table(["method", "seeds", *FSDD_SPLITS], rows) + off_reference(cells)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 DEFAULT_ROUND_RATIO: dict[str, float] = {
     "fedaugmix": 3.08,
     "fedbr": 2.85,
-    "feddata": 5.41,
+    "feddata": 5.28,
     "feddecorr": 1.22,
     "fedgen": 3.34,
     "fedlc": 1.05,
