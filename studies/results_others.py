@@ -51,7 +51,7 @@ def baselines_seed0(archive: Archive) -> str:
         cells = [f"`{row}`"]
         for split in HAR_SPLITS:
             runs = [r for r in archive.runs(BASELINES, row, har(split)) if r.seed == 0]
-            paper = archive.paper("best_acc", row.split(" ")[0], runs)
+            paper = archive.paper("best_acc", row, runs)
             cells.append(cell(runs, BEST, LAST10) + ("" if paper is None else f" ({paper_cell(paper)})"))
         rows.append(cells)
     runs_of = {
@@ -73,7 +73,7 @@ def baselines_gains(archive: Archive) -> str:
                 continue
             base = archive.runs(BASELINES, "fedavg", har(split))
             best, last = (try_gain(runs, base, m) for m in (BEST, LAST10))
-            gap = paper_gap(archive, "best_acc", row.split(" ")[0], "fedavg", runs)
+            gap = paper_gap(archive, "best_acc", row, "fedavg", runs)
             rows.append(
                 [
                     f"`{row}`",
@@ -112,7 +112,7 @@ def zda_level(archive: Archive, row: str, runs: list[Run], level: tuple[Metric, 
     """``accuracy ± std / variance`` of ``row``'s canonical runs and, in brackets, the paper's two means (none
     for ``qffl``, whose q the paper does not give); ``level``: the two metrics and the paper's two names."""
     acc, var = stat(runs, level[0]), stat(runs, level[1])
-    paper = [archive.paper(m, row.split(" ")[0], runs) if row != "qffl" else None for m in level[2:]]
+    paper = [archive.paper(m, row, runs) if row != "qffl" else None for m in level[2:]]
     text = "-" if acc is None or var is None else f"{fmt(acc)} / {var.mean:.1f}"
     if paper[0] is not None and paper[1] is not None:
         text += f" ({paper[0].mean:.2f} / {paper[1].mean:g})"

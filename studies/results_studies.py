@@ -3,11 +3,17 @@ statistics as docs/results.md, in the shape each study's page reports them."""
 
 from __future__ import annotations
 
+import statistics
+
 from results_common import (
+    BASELINES,
+    BEST,
     CLASS_VAR,
     CLASS_VAR_LAST10,
     FINAL,
     GLOBAL_LAST10,
+    HAR_SPLITS,
+    LAST10,
     LOCAL_MEAN,
     LOCAL_VAR,
     LOCAL_VAR_LAST10,
@@ -16,10 +22,21 @@ from results_common import (
     Archive,
     fragment,
     gain_cell,
+    har,
     paper_gap,
     slash,
     stat,
     try_gain,
+)
+from results_seeds import (
+    RowSpec,
+    best_at,
+    pair_table,
+    round_minutes,
+    runs_table,
+    seed_run,
+    seeds_gain_table,
+    signed,
 )
 
 from fedaug.results.fragments import Metric, markdown_table
@@ -61,7 +78,7 @@ def _seed0_table(archive: Archive, setting: str) -> str:
     papers = ("local_acc_mean", "local_acc_var", "global_acc", "class_acc_var")
     for name, row in ZDA_SEED0_ROWS.items():
         runs = [r for r in archive.runs(ZDA, row, setting) if r.seed == 0]
-        method = row.split(" ")[0]
+        method = row
         rows.append([name, *(_value(runs, m, d) for m, d in ours)])
         rows[-1] += [_paper(archive.paper(p, method, runs)) for p in papers]
         last10.append([_value(runs, m, d) for m, d in later.values()])
@@ -93,13 +110,144 @@ def fedzda_last10_gains(archive: Archive) -> str:
         for setting in ZDA_CELLS.values():
             runs, base = archive.runs(ZDA, row, setting), archive.runs(ZDA_BASE, "fedavg", setting)
             accuracy, variance = (try_gain(runs, base, m) for m in (GLOBAL_LAST10, CLASS_VAR_LAST10))
-            method = row.split(" ")[0]
+            method = row
             gaps = [
                 paper_gap(archive, "global_acc", method, "fedavg", runs),
                 paper_gap(archive, "class_acc_var", method, "fedavg", runs, "+g"),
             ]
-            spread = "-" if variance is None else f"{round(variance.stat.mean) + 0:+d}"
+            spread = "-" if variance is None else signed(variance.stat.mean, 0)
             cells.append(f"{gain_cell(accuracy)} / {spread} ({slash(gaps)})")
         rows.append(cells)
     header = ["paired gain over FedAvg, last 10 rounds: points / class var %^2 (paper: final round)"]
     return markdown_table([*header, *ZDA_CELLS], rows)
+
+
+# --- studies/baselines_har ----------------------------------------------------------------------------------
+
+BASELINE_NAMES = {
+    "fedavg": "FedAvg",
+    "fedprox": "FedProx (mu 0.01)",
+    "feddecorr": "FedDecorr (beta 0.1)",
+    "fedlc": "FedLC (tau 1.0)",
+    "fedntd": "FedNTD (beta 1, T 1)",
+    "fedrs": "FedRS (alpha 0.5; not in the paper's table)",
+    "fedbr": "FedBR",
+    "ccvr (variant=shared_features)": "CCVR (shared features)",
+    "fedmix": "FedMix (naive, Beta(2,2))",
+    "fedgen": "FedGen (branched off FedAvg's round 29)",
+    "feddata": "FedData",
+}
+
+
+def _baselines_seed0(archive: Archive, split: str) -> str:
+    """Seed 0 of every baseline in one K = 75 cell: best (round), last-10, the paper's best, and the gaps to
+    the paper and to FedAvg (seed 0, paired) beside the paper's gap to its FedAvg."""
+    rows = []
+    setting = har(split)
+    base = seed_run(archive, (BASELINES, "fedavg", setting), 0)
+    for row, name in BASELINE_NAMES.items():
+        run = seed_run(archive, (BASELINES, row, setting), 0)
+        if run is None or base is None:
+            continue
+        method = row
+        paper = archive.paper("best_acc", method, [run])
+        rows.append(
+            [
+                name,
+                best_at(run),
+                f"{LAST10(run):.2f}",
+                _paper(paper),
+                "-" if paper is None else signed(BEST(run) - paper.mean),
+                signed(BEST(run) - BEST(base)),
+                paper_gap(archive, "best_acc", method, "fedavg", [run], "+.1f"),
+                round_minutes(run),
+            ]
+        )
+    header = ["method", "ours best (round)", "ours last-10", "paper (best, 5 seeds)", "ours - paper"]
+    header += ["ours - our FedAvg", "paper - paper's FedAvg", "round times summed"]
+    return markdown_table(header, rows)
+
+
+for _split, _name in (("Qua(2)", "qua2"), ("Dir(0.3)", "dir03"), ("Dir(0.1)", "dir01")):
+    fragment(f"baselines-seed0-{_name}")(lambda archive, split=_split: _baselines_seed0(archive, split))
+
+
+QUA2_ROWS = {
+    "FedAvg": "fedavg",
+    "FedProx": "fedprox",
+    "FedBR": "fedbr",
+    "CCVR (shared features)": "ccvr (variant=shared_features)",
+    "FedDecorr": "feddecorr",
+    "FedLC": "fedlc",
+    "FedNTD": "fedntd",
+    "FedMix": "fedmix",
+}
+"""The Qua(2) rows run on seeds 1 and 2 alongside seed 0."""
+
+
+def _qua2(row: str) -> RowSpec:
+    return (BASELINES, row, har("Qua(2)"))
+
+
+@fragment("baselines-qua2-seeds01")
+def baselines_qua2_seeds01(archive: Archive) -> str:
+    rows = {name: _qua2(row) for name, row in QUA2_ROWS.items()}
+    return seeds_gain_table(archive, rows, _qua2("fedavg"), (0, 1))
+
+
+@fragment("baselines-qua2-seeds012")
+def baselines_qua2_seeds012(archive: Archive) -> str:
+    rows = {name: _qua2(row) for name, row in QUA2_ROWS.items()}
+    return seeds_gain_table(archive, rows, _qua2("fedavg"), (0, 1, 2))
+
+
+@fragment("baselines-fedgen-qua2")
+def baselines_fedgen(archive: Archive) -> str:
+    return pair_table(archive, ("FedGen", "FedAvg"), _qua2("fedgen"), _qua2("fedavg"), (0, 1, 2))
+
+
+@fragment("baselines-fedmix-flea-dir01")
+def baselines_fedmix_flea(archive: Archive) -> str:
+    setting = har("Dir(0.1)")
+    flea = (("flea_objective_har/runs",), "flea", setting)
+    return pair_table(archive, ("FedMix", "`flea`"), (BASELINES, "fedmix", setting), flea, (0, 1, 2))
+
+
+@fragment("baselines-fedavg-fedrs")
+def baselines_fedavg_fedrs(archive: Archive) -> str:
+    rows = {f"FedAvg, {s}": (BASELINES, "fedavg", har(s)) for s in ("Dir(0.3)", "Dir(0.1)")}
+    rows |= {f"FedRS, {s}": (BASELINES, "fedrs", har(s)) for s in ("Qua(2)", "Dir(0.3)", "Dir(0.1)")}
+    return runs_table(archive, rows, (0, 1, 2))
+
+
+@fragment("baselines-paper-gap")
+def baselines_paper_gap(archive: Archive) -> str:
+    """Seed 0 against the paper's best (5-seed mean) in every K = 75 cell with a paper number: how many cells
+    lie within 3 points by best and by last-10, and the mean (absolute) gaps."""
+    gaps: dict[str, list[tuple[str, float, float]]] = {}
+    for split in HAR_SPLITS:
+        for row, name in BASELINE_NAMES.items():
+            run = seed_run(archive, (BASELINES, row, har(split)), 0)
+            paper = archive.paper("best_acc", row, [run]) if run is not None else None
+            if run is not None and paper is not None:
+                short = name.split(" (")[0]
+                gaps.setdefault(split, []).append((short, BEST(run) - paper.mean, LAST10(run) - paper.mean))
+    every = [g for cells in gaps.values() for g in cells]
+    close = [
+        f"{name} {split} {signed(best)}"
+        for split, cells in gaps.items()
+        for name, best, _ in cells
+        if abs(best) <= 3
+    ]
+    within = sum(abs(last) <= 3 for _, _, last in every)
+    mean = [statistics.fmean(g[i] for g in every) for i in (1, 2)]
+    absolute = [statistics.fmean(abs(g[i]) for g in every) for i in (1, 2)]
+    dir03 = gaps.get("Dir(0.3)", [])
+    listed = ", ".join(f"{name} {signed(last)}" for name, _, last in dir03)
+    return (
+        f"Seed 0 against the paper's best (mean of its 5 seeds), over the {len(every)} cells with a paper "
+        f"number: within 3 points by best in {len(close)} ({', '.join(close)}), by last-10 mean in {within}; "
+        f"ours minus the paper is {signed(mean[0])} on average by best and {signed(mean[1])} by last-10 "
+        f"(mean absolute gap {absolute[0]:.1f} and {absolute[1]:.1f}). On Dir(0.3), last-10 minus the "
+        f"paper's best: {listed}.\n"
+    )
