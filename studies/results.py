@@ -24,15 +24,16 @@ import results_flea
 import results_others
 import results_readme
 import results_studies
+import results_studies_flea
 from results_common import FRAGMENTS, ROOT, Archive
 
 from fedaug.results.fragments import fill_fragments, fragment_differences, read_fragments
 
 DOCUMENTS = (
     *("README.md", "docs/results.md", "docs/methods/flea.md"),
-    *("studies/fedzda/README.md", "studies/baselines_har/README.md"),
+    *("studies/fedzda/README.md", "studies/baselines_har/README.md", "studies/flea_table1_har/README.md"),
 )
-FRAGMENT_MODULES = (results_flea, results_others, results_readme, results_studies)
+FRAGMENT_MODULES = (results_flea, results_others, results_readme, results_studies, results_studies_flea)
 """Imported for their registered fragments (in this order in the registry)."""
 
 

@@ -1,0 +1,104 @@
+"""The generated blocks of the FLea study READMEs (``flea_table1_har``, ``flea_objective_har``,
+``flea_k150_har``, ``flea_fsdd``, ``uci_har_*``): FedAvg against ``flea`` per setting and device class,
+through the helpers of ``results_common`` and ``results_seeds``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from results_common import (
+    BEST,
+    GPU_GRIDS,
+    K75,
+    K150,
+    LAST10,
+    UCI_CPU,
+    Archive,
+    cell,
+    fragment,
+    gain_cell,
+    har,
+    paper_cell,
+    seeds_of,
+    split_names,
+    try_gain,
+)
+from results_seeds import runs_table
+
+from fedaug.results.fragments import device_class, markdown_table
+
+
+def _device(archive: Archive, studies: Sequence[str], settings: Sequence[str]) -> str:
+    """The device class of the studies' runs (one per table: classes are never mixed)."""
+    runs = [r for x in settings for r in archive.runs(studies, "fedavg", x)]
+    return device_class(runs[0]) if runs else "CPU"
+
+
+def flea_grid(
+    archive: Archive,
+    studies: Sequence[str],
+    settings: Sequence[str],
+    other: tuple[str, Sequence[str]] | None = None,
+) -> str:
+    """FedAvg and ``flea`` (best / last-10, mean ± std over the canonical seeds of one device class), the
+    paired gains with the seeds that gain, ``other``'s paired last-10 gain (label, studies) for comparison,
+    and the paper's best."""
+    device = _device(archive, studies, settings)
+    base = {x: archive.runs(studies, "fedavg", x) for x in settings}
+    flea = {x: archive.runs(studies, "flea", x) for x in settings}
+    rows = [
+        [
+            "seeds (FedAvg / `flea`)",
+            *(f"{seeds_of(base[x], device)} / {seeds_of(flea[x], device)}" for x in settings),
+        ],
+        ["FedAvg", *(cell(base[x], BEST, LAST10, device=device) for x in settings)],
+        ["`flea`", *(cell(flea[x], BEST, LAST10, device=device) for x in settings)],
+    ]
+    for metric, what in ((LAST10, "last-10"), (BEST, "best")):
+        gains = [try_gain(flea[x], base[x], metric, device) for x in settings]
+        rows.append([f"gain, {what}, paired (seeds that gain)", *(gain_cell(g, count=True) for g in gains)])
+    if other is not None:
+        name, where = other
+        there = _device(archive, where, settings)
+        gains = [
+            try_gain(archive.runs(where, "flea", x), archive.runs(where, "fedavg", x), LAST10, there)
+            for x in settings
+        ]
+        rows.append([f"{name}, last-10 gain", *(gain_cell(g) for g in gains)])
+    papers = [
+        " / ".join(paper_cell(archive.paper("best_acc", m, base[x] or flea[x])) for m in ("fedavg", "flea"))
+        for x in settings
+    ]
+    rows.append(["paper FedAvg / FLea (best, 5 seeds)", *papers])
+    columns = [
+        f"{name} K={x.rsplit('=', 1)[1]}" for name, x in zip(split_names(settings), settings, strict=True)
+    ]
+    return markdown_table(["", *columns], rows)
+
+
+@fragment("table1-cpu-k75")
+def table1_cpu_k75(archive: Archive) -> str:
+    return flea_grid(archive, UCI_CPU, K75)
+
+
+@fragment("table1-h100-grid2")
+def table1_h100_grid2(archive: Archive) -> str:
+    grid1 = ("the first H100 grid", (GPU_GRIDS["H100, grid 1"],))
+    return flea_grid(archive, (GPU_GRIDS["H100, grid 2"],), [*K75, *K150], grid1)
+
+
+@fragment("table1-h100-grid1")
+def table1_h100_grid1(archive: Archive) -> str:
+    return flea_grid(archive, (GPU_GRIDS["H100, grid 1"],), [*K75, *K150], ("the same on the CPU", UCI_CPU))
+
+
+@fragment("table1-h200")
+def table1_h200(archive: Archive) -> str:
+    return flea_grid(archive, (GPU_GRIDS["H200"],), [*K75, *K150])
+
+
+@fragment("table1-cpu-dir03-seeds")
+def table1_cpu_dir03_seeds(archive: Archive) -> str:
+    study = ("flea_table1_har/cpu_dir03/runs",)
+    rows = {name: (study, row, har("Dir(0.3)")) for name, row in (("FedAvg", "fedavg"), ("`flea`", "flea"))}
+    return runs_table(archive, rows, (0, 1, 2))
