@@ -98,3 +98,26 @@ def seeds_gain_table(
     header = ["method", *(f"seed {s}" for s in seeds)]
     header += [f"gain over FedAvg, best, seeds {listed}", f"gain over FedAvg, last-10, seeds {listed}"]
     return markdown_table(header, body)
+
+
+def variants_table(
+    archive: Archive, rows: Mapping[str, RowSpec], base: RowSpec, seeds: Sequence[int], title: str
+) -> str:
+    """Per row, seed by seed (``/``-separated): best, last-10 (their mean ± std) and the last-10 gain over
+    ``base`` paired by seed (its mean ± std)."""
+    body = []
+    for name, spec in rows.items():
+        runs = [seed_run(archive, spec, s) for s in seeds]
+        best = slash([f"{BEST(r):.2f}" if r else "-" for r in runs])
+        last = slash([f"{LAST10(r):.2f}" if r else "-" for r in runs])
+        last += f" ({cell(on(archive, spec, seeds), LAST10)})"
+        gain = None if spec == base else _gain(archive, spec, base, LAST10, seeds)
+        paired = "" if gain is None else slash([f"{gain.values[s]:+.2f}" for s in seeds if s in gain.values])
+        body.append([name, best, last, f"{paired} ({gain_cell(gain)})" if gain else ""])
+    header = [
+        title,
+        "best %",
+        "last-10 % (mean ± std)",
+        "last-10 gain over FedAvg, paired, points (mean ± std)",
+    ]
+    return markdown_table(header, body)

@@ -23,7 +23,7 @@ from results_common import (
     split_names,
     try_gain,
 )
-from results_seeds import runs_table
+from results_seeds import runs_table, variants_table
 
 from fedaug.results.fragments import device_class, markdown_table
 
@@ -102,3 +102,28 @@ def table1_cpu_dir03_seeds(archive: Archive) -> str:
     study = ("flea_table1_har/cpu_dir03/runs",)
     rows = {name: (study, row, har("Dir(0.3)")) for name, row in (("FedAvg", "fedavg"), ("`flea`", "flea"))}
     return runs_table(archive, rows, (0, 1, 2))
+
+
+OBJECTIVE = ("flea_objective_har/runs",)
+OBJECTIVE_ROWS = {
+    "FedAvg": "fedavg",
+    "`flea_eq6` (Eq. 6)": "flea_eq6",
+    "+ local CE": "flea_eq6 (local_ce_weight=1.0)",
+    "+ local CE + dCor, official schedule (`flea`)": "flea",
+    "`flea_official`": "flea_official",
+}
+
+
+def _objective(archive: Archive, split: str) -> str:
+    rows = {name: (OBJECTIVE, row, har(split)) for name, row in OBJECTIVE_ROWS.items()}
+    return variants_table(archive, rows, rows["FedAvg"], (0, 1, 2), f"{split}, K = 75, seeds 0 / 1 / 2")
+
+
+@fragment("objective-qua2")
+def objective_qua2(archive: Archive) -> str:
+    return _objective(archive, "Qua(2)")
+
+
+@fragment("objective-dir01")
+def objective_dir01(archive: Archive) -> str:
+    return _objective(archive, "Dir(0.1)")
