@@ -3,6 +3,7 @@ statistics as docs/results.md, in the shape each study's page reports them."""
 
 from __future__ import annotations
 
+import json
 import statistics
 
 from results_common import (
@@ -17,6 +18,8 @@ from results_common import (
     LOCAL_MEAN,
     LOCAL_VAR,
     LOCAL_VAR_LAST10,
+    ROOT,
+    STUDIES,
     ZDA,
     ZDA_CELLS,
     Archive,
@@ -39,8 +42,8 @@ from results_seeds import (
     signed,
 )
 
-from fedaug.results.fragments import Metric, markdown_table
-from fedaug.results.store import Run, Stat
+from fedaug.results.fragments import Metric, fmt, markdown_table, seeds_text
+from fedaug.results.store import Run, Stat, aggregate
 
 # --- studies/fedzda ---------------------------------------------------------------------------------------
 
@@ -250,4 +253,52 @@ def baselines_paper_gap(archive: Archive) -> str:
         f"ours minus the paper is {signed(mean[0])} on average by best and {signed(mean[1])} by last-10 "
         f"(mean absolute gap {absolute[0]:.1f} and {absolute[1]:.1f}). On Dir(0.3), last-10 minus the "
         f"paper's best: {listed}.\n"
+    )
+
+
+# --- studies/fedaugmix: accuracy.json (seeds 0-1's run dirs are gone), attack/table.md, the cost benchmark --
+
+AUGMIX_STUDY = STUDIES / "fedaugmix"
+AUGMIX_NAMES = {
+    "fedavg": "FedAvg",
+    "fedaugmix": "FedAvg + Fed-AugMix",
+    "fedprox": "FedProx",
+    "fedprox_augmix": "FedProx + Fed-AugMix",
+}
+
+
+@fragment("fedaugmix-accuracy")
+def fedaugmix_accuracy(archive: Archive) -> str:
+    """Best, last-10 and final accuracy, mean ± sample std over the finished seeds of ``accuracy.json``
+    (written by ``make_tables.py`` from the run dirs), the paper's number beside; then the last seed alone."""
+    runs = [r for r in json.loads((AUGMIX_STUDY / "accuracy.json").read_text()) if r["finished"]]
+    rows, last = [], []
+    for method, name in AUGMIX_NAMES.items():
+        mine = [r for r in runs if r["method"] == method]
+        stats = [fmt(aggregate([r[k] for r in mine])) for k in ("best_acc", "last10_acc", "final_acc")]
+        rows.append([name, f"{mine[0]['paper']:.2f}", seeds_text(r["seed"] for r in mine), *stats])
+        final = max(mine, key=lambda r: r["seed"])
+        last.append(f"{name} {final['best_acc']:.2f} / {final['last10_acc']:.2f}")
+    seed = max(r["seed"] for r in runs)
+    header = ["method", "paper (100 rounds, 3 seeds)", "seeds", "ours best", "ours last-10", "ours final"]
+    return markdown_table(header, rows) + f"\nSeed {seed} alone (best / last-10): {', '.join(last)}.\n"
+
+
+@fragment("fedaugmix-attack")
+def fedaugmix_attack(archive: Archive) -> str:
+    """``attack/table.md`` as ``make_tables.py attack`` writes it (the attacks' result lines, merged)."""
+    return (AUGMIX_STUDY / "attack" / "table.md").read_text()
+
+
+@fragment("fedaugmix-cost")
+def fedaugmix_cost(archive: Archive) -> str:
+    """The medians of ``benchmarks/augmix_cost.py``'s committed JSON."""
+    cost = json.loads((ROOT / "benchmarks" / "results" / "augmix_cost_mnist_lenet5.json").read_text())
+    ms = cost["median_ms"]
+    return (
+        f"A FedAvg step {ms['fedavg_step']:.1f} ms, drawing and applying AugMix for two views "
+        f"{ms['augmix_views']:.1f} ms, a Fed-AugMix step {ms['fedaugmix_step']:.1f} ms "
+        f"({cost['fedaugmix_over_fedavg']:.1f}x FedAvg); AugMix is "
+        f"{100 * cost['augmix_share_of_fedaugmix_step']:.0f}% of a Fed-AugMix step (medians of "
+        f"{cost['repeats']} interleaved repeats, batch {cost['batch']}, {cost['threads']} thread).\n"
     )
