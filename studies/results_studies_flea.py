@@ -8,6 +8,8 @@ from collections.abc import Sequence
 
 from results_common import (
     BEST,
+    FSDD,
+    FSDD_SPLITS,
     GPU_GRIDS,
     K75,
     K150,
@@ -23,7 +25,7 @@ from results_common import (
     split_names,
     try_gain,
 )
-from results_seeds import runs_table, variants_table
+from results_seeds import best_last, on, runs_table, seed_run, variants_table
 
 from fedaug.results.fragments import device_class, markdown_table
 
@@ -69,7 +71,8 @@ def flea_grid(
         " / ".join(paper_cell(archive.paper("best_acc", m, base[x] or flea[x])) for m in ("fedavg", "flea"))
         for x in settings
     ]
-    rows.append(["paper FedAvg / FLea (best, 5 seeds)", *papers])
+    if any(paper != "- / -" for paper in papers):
+        rows.append(["paper FedAvg / FLea (best, 5 seeds)", *papers])
     columns = [
         f"{name} K={x.rsplit('=', 1)[1]}" for name, x in zip(split_names(settings), settings, strict=True)
     ]
@@ -127,3 +130,26 @@ def objective_qua2(archive: Archive) -> str:
 @fragment("objective-dir01")
 def objective_dir01(archive: Archive) -> str:
     return _objective(archive, "Dir(0.1)")
+
+
+FSDD_SETTINGS = [f"fsdd {s} K={k}" for k in (27, 54) for s in FSDD_SPLITS]
+
+
+@fragment("fsdd-grid")
+def fsdd_grid(archive: Archive) -> str:
+    return flea_grid(archive, FSDD, FSDD_SETTINGS)
+
+
+@fragment("fsdd-seeds")
+def fsdd_seeds(archive: Archive) -> str:
+    """Each seed of each setting: FedAvg's and ``flea``'s best / last-10 and the last-10 gain."""
+    rows = []
+    for setting in FSDD_SETTINGS:
+        base, flea = ((FSDD, m, setting) for m in ("fedavg", "flea"))
+        gain = try_gain(on(archive, flea, (0, 1, 2)), on(archive, base, (0, 1, 2)), LAST10)
+        for seed in (0, 1, 2):
+            shown = f"{gain.values[seed]:+.2f}" if gain is not None and seed in gain.values else "-"
+            where = " K=".join(setting.split(" ", 1)[1].split(" K=")) if seed == 0 else ""
+            cells = [best_last(seed_run(archive, spec, seed)) for spec in (base, flea)]
+            rows.append([where, str(seed), *cells, shown])
+    return markdown_table(["setting", "seed", "FedAvg", "`flea`", "gain, last-10"], rows)
