@@ -26,13 +26,13 @@ def best_at(run: Run) -> str:
     return f"{BEST(run):.2f} ({run.summary['best_round']})"
 
 
-def seed_run(archive: Archive, spec: RowSpec, seed: int) -> Run | None:
-    return canonical(archive.runs(*spec)).get(seed)
+def seed_run(archive: Archive, spec: RowSpec, seed: int, device: str = "CPU") -> Run | None:
+    return canonical(archive.runs(*spec), device).get(seed)
 
 
-def on(archive: Archive, spec: RowSpec, seeds: Sequence[int]) -> list[Run]:
-    """The canonical runs of ``spec`` on ``seeds``."""
-    return [run for seed, run in canonical(archive.runs(*spec)).items() if seed in seeds]
+def on(archive: Archive, spec: RowSpec, seeds: Sequence[int], device: str = "CPU") -> list[Run]:
+    """The canonical runs of ``spec`` on ``seeds`` (of one device class)."""
+    return [run for seed, run in canonical(archive.runs(*spec), device).items() if seed in seeds]
 
 
 def round_minutes(run: Run) -> str:
@@ -48,12 +48,14 @@ def best_last(run: Run | None, rounds: bool = False) -> str:
     return f"{best_at(run) if rounds else f'{BEST(run):.2f}'} / {LAST10(run):.2f}"
 
 
-def runs_table(archive: Archive, rows: Mapping[str, RowSpec], seeds: Sequence[int]) -> str:
-    """Per row: each seed's best (round) / last-10 and their mean ± std over those seeds."""
+def runs_table(
+    archive: Archive, rows: Mapping[str, RowSpec], seeds: Sequence[int], device: str = "CPU"
+) -> str:
+    """Per row: each seed's best (round) / last-10 and their mean ± std over the seeds (one device class)."""
     body = []
     for name, spec in rows.items():
-        cells = [best_last(seed_run(archive, spec, s), rounds=True) for s in seeds]
-        body.append([name, *cells, cell(on(archive, spec, seeds), BEST, LAST10)])
+        cells = [best_last(seed_run(archive, spec, s, device), rounds=True) for s in seeds]
+        body.append([name, *cells, cell(on(archive, spec, seeds, device), BEST, LAST10, device=device)])
     return markdown_table(["run", *(f"seed {s}" for s in seeds), "mean ± std"], body)
 
 
@@ -121,3 +123,16 @@ def variants_table(
         "last-10 gain over FedAvg, paired, points (mean ± std)",
     ]
     return markdown_table(header, body)
+
+
+def gains_by_seed(archive: Archive, rows: Mapping[str, tuple[RowSpec, RowSpec]], seeds: Sequence[int]) -> str:
+    """Per row (a method and its baseline): each seed's paired gain, best / last-10, and their mean ± std."""
+    body = []
+    for name, (spec, base) in rows.items():
+        gains = [_gain(archive, spec, base, metric, seeds) for metric in (BEST, LAST10)]
+        cells = []
+        for s in seeds:
+            values = [g.values.get(s) if g is not None else None for g in gains]
+            cells.append("-" if None in values else slash([f"{v:+.2f}" for v in values if v is not None]))
+        body.append([name, *cells, slash([gain_cell(g) for g in gains])])
+    return markdown_table(["gain, best / last-10", *(f"seed {s}" for s in seeds), "mean ± std"], body)

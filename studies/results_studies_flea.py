@@ -13,6 +13,7 @@ from results_common import (
     GPU_GRIDS,
     K75,
     K150,
+    K150_SPLITS,
     LAST10,
     UCI_CPU,
     Archive,
@@ -25,7 +26,7 @@ from results_common import (
     split_names,
     try_gain,
 )
-from results_seeds import best_last, on, runs_table, seed_run, variants_table
+from results_seeds import best_last, gains_by_seed, on, runs_table, seed_run, variants_table
 
 from fedaug.results.fragments import device_class, markdown_table
 
@@ -153,3 +154,45 @@ def fsdd_seeds(archive: Archive) -> str:
             cells = [best_last(seed_run(archive, spec, seed)) for spec in (base, flea)]
             rows.append([where, str(seed), *cells, shown])
     return markdown_table(["setting", "seed", "FedAvg", "`flea`", "gain, last-10"], rows)
+
+
+K150_ROWS = {"FedAvg": "fedavg", "`flea`": "flea", "FedMix": "fedmix"}
+
+
+@fragment("k150-seeds")
+def k150_seeds(archive: Archive) -> str:
+    """Each seed of FedAvg, ``flea`` and FedMix at K = 150 (CPU), best (round) / last-10."""
+    rows = {
+        f"{name}, {split}": (UCI_CPU, row, setting)
+        for split, setting in K150_SPLITS.items()
+        for name, row in K150_ROWS.items()
+        if archive.runs(UCI_CPU, row, setting)
+    }
+    return runs_table(archive, rows, (0, 1, 2))
+
+
+@fragment("k150-seed-gains")
+def k150_seed_gains(archive: Archive) -> str:
+    """``flea`` and FedMix against FedAvg, and FedMix against ``flea``, seed by seed at K = 150."""
+    rows = {}
+    for split, setting in K150_SPLITS.items():
+        avg, flea, mix = ((UCI_CPU, row, setting) for row in ("fedavg", "flea", "fedmix"))
+        rows[f"`flea` - FedAvg, {split}"] = (flea, avg)
+        if archive.runs(*mix):
+            rows[f"FedMix - FedAvg, {split}"] = (mix, avg)
+            rows[f"FedMix - `flea`, {split}"] = (mix, flea)
+    return gains_by_seed(archive, rows, (0, 1, 2))
+
+
+@fragment("k150-h200-seeds")
+def k150_h200_seeds(archive: Archive) -> str:
+    """The H200 grid's finished K = 150 runs, seeds 0-1, best (round) / last-10."""
+    study = (GPU_GRIDS["H200"],)
+    rows = {
+        f"{name}, {split}": (study, row, setting)
+        for name, row in K150_ROWS.items()
+        for split, setting in K150_SPLITS.items()
+        if archive.runs(study, row, setting)
+    }
+    runs = [r for spec in rows.values() for r in archive.runs(*spec)]
+    return runs_table(archive, rows, (0, 1), device_class(runs[0]) if runs else "CPU")
