@@ -33,7 +33,11 @@ DOCUMENTS = (
     *("README.md", "docs/results.md", "docs/methods/flea.md"),
     *("studies/fedzda/README.md", "studies/baselines_har/README.md", "studies/flea_table1_har/README.md"),
     *("studies/flea_objective_har/README.md", "studies/fedaugmix/README.md", "studies/flea_fsdd/README.md"),
-    "studies/flea_k150_har/README.md",
+    *(
+        "studies/flea_k150_har/README.md",
+        "studies/uci_har_k75/README.md",
+        "studies/uci_har_qua2_k75/README.md",
+    ),
 )
 FRAGMENT_MODULES = (results_flea, results_others, results_readme, results_studies, results_studies_flea)
 """Imported for their registered fragments (in this order in the registry)."""

@@ -4,6 +4,8 @@ through the helpers of ``results_common`` and ``results_seeds``."""
 
 from __future__ import annotations
 
+import csv
+import json
 from collections.abc import Sequence
 
 from results_common import (
@@ -15,6 +17,7 @@ from results_common import (
     K150,
     K150_SPLITS,
     LAST10,
+    STUDIES,
     UCI_CPU,
     Archive,
     cell,
@@ -196,3 +199,68 @@ def k150_h200_seeds(archive: Archive) -> str:
     }
     runs = [r for spec in rows.values() for r in archive.runs(*spec)]
     return runs_table(archive, rows, (0, 1), device_class(runs[0]) if runs else "CPU")
+
+
+# --- uci_har_k75 / uci_har_qua2_k75: their runs are gone; report.csv (fedaug report) is what is archived
+
+
+def report_csv(study: str) -> dict[tuple[str, str, str], dict[str, str]]:
+    """``studies/<study>/report.csv`` by (metric, method, the setting's first part, e.g. ``uci_har Qua(2)
+    K=75``)."""
+    with (STUDIES / study / "report.csv").open(newline="") as handle:
+        rows = csv.DictReader(handle)
+        return {(r["metric"], r["method"].split(" ")[0], r["setting"].split(",")[0]): r for r in rows}
+
+
+def _csv_pair(report: dict[tuple[str, str, str], dict[str, str]], method: str, setting: str) -> str:
+    """``best / last-10`` of one method in one setting (``-`` where the report has no row)."""
+    rows = [report.get((m, method, setting)) for m in ("best_acc", "last10_acc")]
+    return "-" if None in rows else " / ".join(f"{float(r['mean']):.2f}" for r in rows if r is not None)
+
+
+def _csv_paper(report: dict[tuple[str, str, str], dict[str, str]], method: str, setting: str) -> str:
+    row = report.get(("best_acc", method, setting))
+    return "-" if row is None or not row["paper_mean"] else f"{row['paper_mean']} ± {row['paper_std']}"
+
+
+@fragment("uci-har-k75")
+def uci_har_k75(archive: Archive) -> str:
+    """FedAvg, the paper-definition FLea and ``flea_official``, seed 0, from ``report.csv`` and (Dir(0.1)'s
+    ``flea_official``, finished after the report) ``flea_official_dir0.1/summary.json``."""
+    report = report_csv("uci_har_k75")
+    late = json.loads((STUDIES / "uci_har_k75" / "flea_official_dir0.1" / "summary.json").read_text())
+    rows = []
+    for setting in K75:
+        official = _csv_pair(report, "flea_official", setting)
+        if setting == har("Dir(0.1)"):
+            official = f"{100 * late['best_acc']:.2f} / {100 * late['last10_acc']:.2f}"
+        rows.append(
+            [
+                setting.split(" ")[1],
+                _csv_pair(report, "fedavg", setting),
+                _csv_paper(report, "fedavg", setting),
+                _csv_pair(report, "flea", setting),
+                official if official != "-" else "not run",
+                _csv_paper(report, "flea", setting),
+            ]
+        )
+    header = [
+        "setting",
+        "FedAvg ours",
+        "FedAvg paper",
+        "FLea (paper definition) ours",
+        "`flea_official` ours",
+    ]
+    return markdown_table([*header, "FLea paper"], rows)
+
+
+@fragment("uci-har-qua2-k75")
+def uci_har_qua2_k75(archive: Archive) -> str:
+    """FedAvg and the paper-definition FLea, Qua(2), seed 0, from ``report.csv``."""
+    report = report_csv("uci_har_qua2_k75")
+    setting = har("Qua(2)")
+    rows = [
+        [name, _csv_pair(report, method, setting), _csv_paper(report, method, setting)]
+        for name, method in (("FedAvg", "fedavg"), ("FLea (paper defaults)", "flea"))
+    ]
+    return markdown_table(["method", "best / last-10 %", "paper best %"], rows)
