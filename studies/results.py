@@ -29,15 +29,14 @@ from results_common import FRAGMENTS, ROOT, Archive
 
 from fedaug.results.fragments import fill_fragments, fragment_differences, read_fragments
 
+STUDY_READMES = (
+    *("fedzda", "baselines_har", "flea_table1_har", "flea_objective_har", "fedaugmix", "flea_fsdd"),
+    *("flea_k150_har", "uci_har_k75", "uci_har_qua2_k75", "feature_analysis_har"),
+)
+"""The studies whose README holds generated blocks (``results_studies*.py``)."""
 DOCUMENTS = (
     *("README.md", "docs/results.md", "docs/methods/flea.md"),
-    *("studies/fedzda/README.md", "studies/baselines_har/README.md", "studies/flea_table1_har/README.md"),
-    *("studies/flea_objective_har/README.md", "studies/fedaugmix/README.md", "studies/flea_fsdd/README.md"),
-    *(
-        "studies/flea_k150_har/README.md",
-        "studies/uci_har_k75/README.md",
-        "studies/uci_har_qua2_k75/README.md",
-    ),
+    *(f"studies/{name}/README.md" for name in STUDY_READMES),
 )
 FRAGMENT_MODULES = (results_flea, results_others, results_readme, results_studies, results_studies_flea)
 """Imported for their registered fragments (in this order in the registry)."""

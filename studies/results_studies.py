@@ -42,6 +42,7 @@ from results_seeds import (
     signed,
 )
 
+from fedaug.cli_analyze import feature_table
 from fedaug.results.fragments import Metric, fmt, markdown_table, seeds_text
 from fedaug.results.store import Run, Stat, aggregate
 
@@ -302,3 +303,13 @@ def fedaugmix_cost(archive: Archive) -> str:
         f"{100 * cost['augmix_share_of_fedaugmix_step']:.0f}% of a Fed-AugMix step (medians of "
         f"{cost['repeats']} interleaved repeats, batch {cost['batch']}, {cost['threads']} thread).\n"
     )
+
+
+# --- studies/feature_analysis_har: features.json, through the CLI's own table
+
+
+@fragment("feature-analysis")
+def feature_analysis(archive: Archive) -> str:
+    """``fedaug analyze features``'s table of ``features.json``."""
+    result = json.loads((STUDIES / "feature_analysis_har" / "features.json").read_text())
+    return feature_table(result) + "\n\n(local DB: mean ± std over the round's clients)\n"
