@@ -24,6 +24,7 @@ import results_flea
 import results_others
 import results_readme
 import results_studies
+import results_studies_fedzda
 import results_studies_flea
 from results_common import FRAGMENTS, ROOT, Archive
 
@@ -38,7 +39,10 @@ DOCUMENTS = (
     *("README.md", "docs/results.md", "docs/methods/flea.md"),
     *(f"studies/{name}/README.md" for name in STUDY_READMES),
 )
-FRAGMENT_MODULES = (results_flea, results_others, results_readme, results_studies, results_studies_flea)
+FRAGMENT_MODULES = (
+    *(results_flea, results_others, results_readme),
+    *(results_studies, results_studies_fedzda, results_studies_flea),
+)
 """Imported for their registered fragments (in this order in the registry)."""
 
 

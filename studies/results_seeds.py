@@ -9,12 +9,17 @@ from results_common import BEST, LAST10, Archive, cell, gain_cell, slash, try_ga
 
 from fedaug.engine.checkpoint import logged_round_times
 from fedaug.results.fragments import Gain, Metric, canonical, markdown_table
-from fedaug.results.store import Run
+from fedaug.results.store import Run, Stat
 
 
 def signed(value: float, digits: int = 1) -> str:
     """``value`` with its sign, rounded; a value that rounds to zero is ``+0.0``, never ``-0.0``."""
     return f"{round(value, digits) + 0.0:+.{digits}f}"
+
+
+def paper_text(stat_: Stat | None) -> str:
+    """A published ``mean ± std`` as the paper prints it; ``-`` where it has none."""
+    return "-" if stat_ is None else f"{stat_.mean:g} ± {stat_.std:g}"
 
 
 RowSpec = tuple[Sequence[str], str, str]
