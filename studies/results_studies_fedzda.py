@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from typing import Any
 
 from results_common import (
     CLASS_VAR,
@@ -336,3 +337,130 @@ def fedzda_complete_fmnist(archive: Archive) -> str:
 @fragment("fedzda-complete-mnist-unimodal")
 def fedzda_complete_mnist(archive: Archive) -> str:
     return _complete_cell(archive, ZDA_CELLS["MNIST unimodal"])
+
+
+PROBE_FILES = {
+    "MNIST unimodal": "mnist_shards2",
+    "MNIST multimodal": "mnist_multimodal2_clients",
+    "FMNIST unimodal": "fashion_mnist_shards2",
+    "FMNIST multimodal": "fashion_mnist_multimodal2_clients",
+}
+PROBE_VARIANTS = {
+    "fedavg": "none (= FedAvg)",
+    "run": "default: batch 10, lr 0.02 (100 steps)",
+    "server_batch_size=100": "batch 100 (10 steps)",
+    "server_lr=0.002": "lr 0.002 (100 steps)",
+    "server_lr=0.005": "lr 0.005",
+    "server_batch_size=50": "batch 50",
+    "server_epochs=5,server_batch_size=100": "5 epochs at batch 100 (50 steps)",
+    "server_batchnorm=frozen": "BN frozen (eval mode), lr 0.02",
+    "server_batchnorm=frozen,server_lr=0.002": "BN frozen, lr 0.002",
+    "keep_bn_stats=true": "default, then the aggregated BN statistics put back",
+    "server_batch_size=100,keep_bn_stats=true": "batch 100, then the aggregated BN statistics put back",
+    "server_lr=0.005,keep_bn_stats=true": "lr 0.005, then the aggregated BN statistics put back",
+}
+"""``zdas_server_probe.py``'s variants in words, in the table's order."""
+
+
+@fragment("fedzda-server-probe")
+def fedzda_server_probe(archive: Archive) -> str:
+    """``zdas_server_probe/*.json``: round 80 replayed with each server step, global % / class variance."""
+    folder = STUDIES / "fedzda" / "zdas_server_probe"
+    probes = {}
+    for name, stem in PROBE_FILES.items():
+        records = json.loads((folder / f"{stem}_seed0_round80.json").read_text())["rows"]
+        probes[name] = {r["variant"]: r for r in records}
+    rows = []
+    for variant, label in PROBE_VARIANTS.items():
+        cells = [
+            "-"
+            if variant not in probe
+            else f"{probe[variant]['acc']:.2f} / {probe[variant]['class_var']:.1f}"
+            for probe in probes.values()
+        ]
+        rows.append([label, *cells])
+    return markdown_table(["server step", *PROBE_FILES], rows)
+
+
+@fragment("fedzda-qffl-q")
+def fedzda_qffl_q(archive: Archive) -> str:
+    """Seed 0's final-round global accuracy of q-FFL at q = 1 and q = 0.01 in every cell, the paper's q-FFL
+    and our FedAvg beside."""
+    rows = []
+    for name, setting in ZDA_CELLS.items():
+        runs = {row: seed_run(archive, (ZDA, row, setting), 0) for row in ("qffl", "qffl (q=0.01)", "fedavg")}
+        ours = ["-" if run is None else f"{FINAL(run):.2f}" for run in runs.values()]
+        base = [run for run in runs.values() if run is not None]
+        rows.append([name, *ours[:2], paper_text(archive.paper("global_acc", "qffl", base)), ours[2]])
+    return markdown_table(["cell", "q = 1", "q = 0.01", "paper q-FFL", "our FedAvg"], rows)
+
+
+def _zsdg(name: str) -> dict[str, Any]:
+    return dict(json.loads((STUDIES / "fedzda" / name).read_text()))
+
+
+def _noise_classes(counts: list[int]) -> str:
+    """The oracle's predictions on noise: the classes it picks, most picked first."""
+    picked = sorted(((n, c) for c, n in enumerate(counts) if n), reverse=True)
+    return ", ".join(f"{c} ({n} of {sum(counts)})" for n, c in picked)
+
+
+@fragment("fedzda-zsdg-quality")
+def fedzda_zsdg_quality(archive: Archive) -> str:
+    """``zsdg_quality.json``: the oracle and the source model on the ZSDG samples, per class and mean."""
+    data = _zsdg("zsdg_quality.json")
+    per = data["per_class"]
+
+    def percent(value: float, digits: int = 1) -> str:
+        return f"{round(100 * value, digits):g}"
+
+    def classes(key: str) -> str:
+        return ", ".join(percent(c[key]) for c in per)
+
+    source_on_synthetic = statistics.fmean(c["source_acc_on_synthetic"] for c in per)
+    rows = [
+        ["oracle accuracy on the ZSDG samples", f"{percent(data['oracle_acc_on_synthetic_mean'])}%"],
+        ["source model's accuracy on them", f"{percent(source_on_synthetic)}%"],
+        ["source model's test accuracy (real images)", f"{percent(data['source_test_acc'])}%"],
+        [
+            "control: oracle on Gaussian noise (ZSDG's start)",
+            f"{percent(data['oracle_acc_on_noise_mean'], 2)}%",
+        ],
+    ]
+    rows[0].append(classes("oracle_acc_on_synthetic"))
+    rows[1].append(classes("source_acc_on_synthetic"))
+    rows[2].append(classes("source_test_acc"))
+    rows[3].append("predicts class " + _noise_classes(data["oracle_pred_on_noise"]))
+    models = f"Source model: {percent(data['source_test_acc'])}% test accuracy; oracle: "
+    models += f"{percent(data['oracle_test_acc'])}%.\n\n"
+    return models + markdown_table(["", "mean over classes", "per class 0-9"], rows)
+
+
+ZSDG_PAPER_ORACLE = {"MNIST": 99.06, "Fashion-MNIST": 89.79}
+"""The paper's oracles' test accuracy (Section 4.4)."""
+
+
+@fragment("fedzda-zsdg-multimodal")
+def fedzda_zsdg_multimodal(archive: Archive) -> str:
+    """``zsdg_quality_multimodal_*.json``: the oracle on the ZSDG samples of the multimodal FedAvg models."""
+    rows = []
+    for name, stem in (("MNIST", "mnist"), ("Fashion-MNIST", "fashion_mnist")):
+        data = _zsdg(f"zsdg_quality_multimodal_{stem}.json")
+        synthetic = [100 * c["oracle_acc_on_synthetic"] for c in data["per_class"]]
+        rows.append(
+            [
+                name,
+                f"{100 * data['oracle_test_acc']:.2f}% (paper {ZSDG_PAPER_ORACLE[name]})",
+                f"{100 * data['source_test_acc']:.2f}%",
+                f"{100 * data['oracle_acc_on_synthetic_mean']:.1f}% "
+                f"({min(synthetic):.1f}-{max(synthetic):.0f} per class)",
+                f"{100 * data['oracle_acc_on_noise_mean']:.1f}%",
+            ]
+        )
+    header = [
+        "dataset",
+        "oracle test acc",
+        "source model test acc",
+        "oracle on ZSDG samples (mean over classes)",
+    ]
+    return markdown_table([*header, "oracle on Gaussian noise (control)"], rows)
