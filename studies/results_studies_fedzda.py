@@ -464,3 +464,28 @@ def fedzda_zsdg_multimodal(archive: Archive) -> str:
         "oracle on ZSDG samples (mean over classes)",
     ]
     return markdown_table([*header, "oracle on Gaussian noise (control)"], rows)
+
+
+@fragment("fedzda-multimodal-seed0")
+def fedzda_multimodal_seed0(archive: Archive) -> str:
+    """Seed 0 on both multimodal cells: global % / class var / local mean % / client var; the paper beside."""
+    rows = []
+    papers = ("global_acc", "class_acc_var", "local_acc_mean", "local_acc_var")
+    names = {
+        "FedAvg": "fedavg",
+        "FedProx": "fedprox",
+        "q-FFL q = 0.01": "qffl (q=0.01)",
+        "Fed-ZDAC": "fedzdac",
+    }
+    for name, row in names.items():
+        cells = []
+        for cell_name in ("MNIST multimodal", "FMNIST multimodal"):
+            run = seed_run(archive, (ZDA, row, ZDA_CELLS[cell_name]), 0)
+            if run is None:
+                cells.append("-")
+                continue
+            ours = f"{FINAL(run):.2f} / {CLASS_VAR(run):.0f} / {LOCAL_MEAN(run):.2f} / {LOCAL_VAR(run):.0f}"
+            paper = [archive.paper(p, row, [run]) for p in papers]
+            cells.append(ours + " (" + " / ".join("-" if s is None else f"{s.mean:g}" for s in paper) + ")")
+        rows.append([name, *cells])
+    return markdown_table(["method", "MNIST", "FMNIST"], rows)
