@@ -24,12 +24,21 @@ from results_common import (
     fragment,
     gain_cell,
     har,
+    label,
     paper_cell,
     seeds_of,
     split_names,
     try_gain,
 )
-from results_seeds import best_last, gains_by_seed, on, runs_table, seed_run, variants_table
+from results_seeds import (
+    best_last,
+    gains_by_seed,
+    on,
+    runs_table,
+    seed_run,
+    seeds_gain_table,
+    variants_table,
+)
 
 from fedaug.results.fragments import device_class, markdown_table
 
@@ -264,3 +273,19 @@ def uci_har_qua2_k75(archive: Archive) -> str:
         for name, method in (("FedAvg", "fedavg"), ("FLea (paper defaults)", "flea"))
     ]
     return markdown_table(["method", "best / last-10 %", "paper best %"], rows)
+
+
+HPARAMS = ("flea_hparams_har/runs",)
+
+
+@fragment("flea-hparams")
+def flea_hparams(archive: Archive) -> str:
+    """Every archived configuration of ``flea_hparams_har`` against FedAvg, by seed."""
+    setting = har("Qua(2)")
+    labels = sorted(
+        {label(r) for r in archive.study(HPARAMS[0])} - {"fedavg"}, key=lambda x: (x != "flea", x)
+    )
+    rows = {"FedAvg": (HPARAMS, "fedavg", setting)}
+    rows |= {f"`{row}`": (HPARAMS, row, setting) for row in labels}
+    seeds = sorted({r.seed for r in archive.study(HPARAMS[0])})
+    return seeds_gain_table(archive, rows, rows["FedAvg"], seeds)
