@@ -221,3 +221,42 @@ def feature_analysis(archive: Archive) -> str:
     """``fedaug analyze features``'s table of ``features.json``."""
     result = json.loads((STUDIES / "feature_analysis_har" / "features.json").read_text())
     return feature_table(result) + "\n\n(local DB: mean ± std over the round's clients)\n"
+
+
+# --- studies/flower: benchmarks/results/flower_vs_engine.json
+
+
+@fragment("flower-vs-engine")
+def flower_vs_engine(archive: Archive) -> str:
+    """``benchmarks/flower_vs_engine.py``'s JSON: median round time on each runtime per run, and the means."""
+    data = json.loads((ROOT / "benchmarks" / "results" / "flower_vs_engine.json").read_text())
+    names = {"fedavg": "FedAvg", "flea": "FLea"}
+    rows, seen = [], set()
+    for run in data["runs"]:
+        first = "engine first" if run["order"][0] == "engine" else "Flower first"
+        wall = ""
+        if run["repeat"] not in seen:  # one process per repeat runs both methods: its wall time is shared
+            seen.add(run["repeat"])
+            wall = f"{run['engine_wall_s']:.0f} vs {run['flower_wall_s']:.0f} (both methods)"
+        rows.append(
+            [
+                names[run["method"]],
+                f"{run['repeat']} ({first})",
+                f"{run['engine_median_s']:.1f}",
+                f"{run['flower_median_s']:.1f}",
+                f"{run['ratio']:.2f}",
+                wall,
+                "yes" if run["identical_metrics"] else "no",
+            ]
+        )
+    means = {
+        side: ", ".join(
+            f"{name} {statistics.fmean(r[f'{side}_median_s'] for r in data['runs'] if r['method'] == m):.1f}"
+            for m, name in names.items()
+        )
+        for side in ("engine", "flower")
+    }
+    ratio = statistics.fmean(r["ratio"] for r in data["runs"])
+    rows.append(["mean", "", means["engine"], means["flower"], f"{ratio:.2f}", "", ""])
+    header = ["method", "repeat (order)", "engine s/round", "Flower s/round", "Flower / engine"]
+    return markdown_table([*header, "whole run, engine vs Flower (s)", "same metrics"], rows)
