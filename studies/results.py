@@ -33,7 +33,7 @@ from fedaug.results.fragments import fill_fragments, fragment_differences, read_
 STUDY_READMES = (
     *("fedzda", "baselines_har", "flea_table1_har", "flea_objective_har", "fedaugmix", "flea_fsdd"),
     *("flea_k150_har", "uci_har_k75", "uci_har_qua2_k75", "feature_analysis_har"),
-    *("flea_hparams_har", "flower"),
+    *("flea_hparams_har", "flower", "speed"),
 )
 """The studies whose README holds generated blocks (``results_studies*.py``)."""
 DOCUMENTS = (

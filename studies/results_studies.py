@@ -260,3 +260,77 @@ def flower_vs_engine(archive: Archive) -> str:
     rows.append(["mean", "", means["engine"], means["flower"], f"{ratio:.2f}", "", ""])
     header = ["method", "repeat (order)", "engine s/round", "Flower s/round", "Flower / engine"]
     return markdown_table([*header, "whole run, engine vs Flower (s)", "same metrics"], rows)
+
+
+# --- studies/speed: benchmarks/results/run_all.json (engine_vs_floor_suite.py) ------------------------------
+
+SUITE_CASES = {
+    "default/fedavg-before": "default, FedAvg, before (`engine.channels_last=none`)",
+    "default/fedavg": "default, FedAvg, now",
+    "default/flea": "default, FLea",
+    "small/fedavg": "small, FedAvg (BN CNN)",
+    "small/fedavg-batched": "small, FedAvg, batched clients",
+    "small/flea": "small, FLea",
+    "small-mlp/fedavg": "small-mlp, FedAvg",
+    "small-mlp/fedavg-batched": "small-mlp, FedAvg, batched clients",
+}
+
+
+@fragment("speed-suite")
+def speed_suite(archive: Archive) -> str:
+    """The suite's cases: median round time and its phases, the compute floor and the ratio to it."""
+    cases = json.loads((ROOT / "benchmarks" / "results" / "run_all.json").read_text())["cases"]
+    rows = []
+    for key, name in SUITE_CASES.items():
+        case = cases[key]
+        engine = case["engine"]
+        rest = engine["aggregate"] + engine["share"] + engine["checkpoint"]
+        hourly = case["runs_per_hour"]
+        rows.append(
+            [
+                name,
+                *(f"{engine[k]:.2f}" for k in ("round_time", "train", "eval")),
+                f"{rest:.3f}",
+                f"{case['floor']['train_plus_eval']:.2f}",
+                f"{case['ratio_round']:.2f}",
+                f"{case['memory_mib']['peak_rss']:.0f}",
+                f"{hourly:.2f}" if hourly < 10 else f"{hourly:.1f}",
+            ]
+        )
+    header = [
+        "case",
+        "s/round",
+        "train",
+        "eval",
+        "aggr + share + ckpt",
+        "floor (train + eval)",
+        "ratio to floor",
+    ]
+    return markdown_table([*header, "peak RSS MiB", "100-round runs/h"], rows)
+
+
+@fragment("speed-h200")
+def speed_h200(archive: Archive) -> str:
+    """``benchmarks/results/gpu_h200.json``: each method sequential, batched and packed on the H200."""
+    data = json.loads((ROOT / "benchmarks" / "results" / "gpu_h200.json").read_text())
+    modes = {"sequential": "sequential", "batched": "batched clients", "packed": "{workers} packed runs"}
+    rows = []
+    for method, runs in data["methods"].items():
+        official = 100 * data["official_code_h200_round_s"][method]
+        for run in runs:
+            packed = run["mode"] == "packed"
+            rows.append(
+                [
+                    {"fedavg": "FedAvg", "flea": "FLea"}[method],
+                    modes[run["mode"]].format(**run),
+                    "–" if packed else f"{run['median_round_s']:.2f}",
+                    f"{run['run_s_100']:.0f}" + (" (wall / runs)" if packed else ""),
+                    f"{run['runs_per_hour']:.0f}",
+                    f"{official / run['run_s_100']:.1f}x",
+                    "–" if packed else f"{run['peak_gpu_memory_mib']:.0f}",
+                    "–" if packed else f"{run['achieved_tflops']:.2f}",
+                ]
+            )
+    header = ["method", "mode", "median s/round", "s per 100-round run", "runs/hour"]
+    header += ["vs the authors' code (H200, one process)", "peak GPU MiB", "model TFLOP/s"]
+    return markdown_table(header, rows)
