@@ -3,7 +3,8 @@
 :class:`Archive` reads the runs archived under ``studies/`` through :mod:`fedaug.results.store`; a fragment is
 a function registered with :func:`fragment` under the name of its ``<!-- results:NAME -->`` block; a README
 headline row is a function registered with :func:`headline_row`. The study-specific fragments live in
-``results_flea.py``, ``results_others.py`` and ``results_readme.py`` beside this file.
+``results_flea.py``, ``results_others.py`` and ``results_readme.py`` beside this file, the study READMEs' in
+``results_studies*.py``.
 """
 
 from __future__ import annotations
