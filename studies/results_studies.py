@@ -334,3 +334,58 @@ def speed_h200(archive: Archive) -> str:
     header = ["method", "mode", "median s/round", "s per 100-round run", "runs/hour"]
     header += ["vs the authors' code (H200, one process)", "peak GPU MiB", "model TFLOP/s"]
     return markdown_table(header, rows)
+
+
+H100_SOURCES = (
+    ("gpu_h100_probe_3rounds.json", "median"),
+    ("gpu_h100_graphs_15rounds.json", "mean"),
+    ("gpu_h100_graph_memory.json", "mean"),
+)
+"""The H100 measurements of the CUDA-graph table and how each gives a 100-round run: 100 x the median round of
+a 3-round probe (its rounds' mean carries the start-up), 100 x the mean round of the longer runs."""
+H100_MODES = {
+    "sequential": "eager, clients one by one",
+    "batched": "batched clients",
+    "graphs": "CUDA graphs",
+    "graphs_unreleased": "CUDA graphs, dropped recordings kept",
+}
+
+
+@fragment("speed-h100-graphs")
+def speed_h100_graphs(archive: Archive) -> str:
+    """The H100 runs per method and mode: median round, a 100-round run, the speed-up over the authors' code
+    on an H200 and the memory (the shared-mempool try, rejected, is in the JSON only)."""
+    rows: dict[str, list[list[str]]] = {"fedavg": [], "flea": []}
+    for name, statistic in H100_SOURCES:
+        data = json.loads((ROOT / "benchmarks" / "results" / name).read_text())
+        for method, runs in data["methods"].items():
+            official = 100 * data["official_code_h200_round_s"][method]
+            for run in sorted(
+                runs, key=lambda r: list(H100_MODES).index(r["mode"]) if r["mode"] in H100_MODES else 9
+            ):
+                if run["mode"] not in H100_MODES:
+                    continue
+                seconds = 100 * run["median_round_s"] if statistic == "median" else run["run_s_100"]
+                reserved = run.get("peak_gpu_reserved_mib")
+                memory = f"{run['peak_gpu_memory_mib']:.0f} / " + (
+                    "–" if reserved is None else f"{reserved:,.0f}"
+                )
+                rows[method].append(
+                    [
+                        {"fedavg": "FedAvg", "flea": "FLea"}[method],
+                        H100_MODES[run["mode"]],
+                        str(run["rounds"]),
+                        f"{run['median_round_s']:.3f}",
+                        f"{seconds:.{0 if statistic == 'median' else 1}f} (100 x {statistic})",
+                        f"{official / seconds:.{0 if official / seconds >= 20 else 1}f}x",
+                        memory,
+                        f"{run['achieved_tflops']:.2f}",
+                    ]
+                )
+    header = ["method", "mode", "rounds", "median s/round", "100-round run, s"]
+    header += [
+        "vs the authors' code (8 s / 1.3 s a round, H200)",
+        "peak allocated / reserved MiB",
+        "model TFLOP/s",
+    ]
+    return markdown_table(header, [*rows["fedavg"], *rows["flea"]])
