@@ -3,7 +3,8 @@
 :class:`Archive` reads the runs archived under ``studies/`` through :mod:`fedaug.results.store`; a fragment is
 a function registered with :func:`fragment` under the name of its ``<!-- results:NAME -->`` block; a README
 headline row is a function registered with :func:`headline_row`. The study-specific fragments live in
-``results_flea.py``, ``results_others.py`` and ``results_readme.py`` beside this file.
+``results_flea.py``, ``results_others.py`` and ``results_readme.py`` beside this file, the study READMEs' in
+``results_studies*.py``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ BEST, LAST10, FINAL = (
 )
 GLOBAL_LAST10 = summary_metric("global_acc_last10")
 CLASS_VAR = summary_metric("class_acc_var_final", 1e4)
+CLASS_VAR_LAST10 = summary_metric("class_acc_var_last10", 1e4)
+LOCAL_MEAN, LOCAL_VAR = summary_metric("local_acc_mean_final"), summary_metric("local_acc_var_final", 1e4)
+LOCAL_VAR_LAST10 = summary_metric("local_acc_var_last10", 1e4)
 
 ROW_ALIASES = {"flea_eq6 (decor_form=dcor, decor_schedule=official, local_ce_weight=1.0)": "flea"}
 """Runs archived before ``flea``'s default changed record the options that are today's ``flea``."""
@@ -268,9 +272,11 @@ def papers(
     )
 
 
-def paper_gap(archive: Archive, metric: str, method: str, base: str, runs: Sequence[Run]) -> str:
+def paper_gap(
+    archive: Archive, metric: str, method: str, base: str, runs: Sequence[Run], spec: str = "+.2f"
+) -> str:
     gap = [archive.paper(metric, m, runs) for m in (method, base)]
-    return "-" if gap[0] is None or gap[1] is None else f"{gap[0].mean - gap[1].mean:+.2f}"
+    return "-" if gap[0] is None or gap[1] is None else format(gap[0].mean - gap[1].mean, spec)
 
 
 HeadlineRow = Callable[["Archive"], list[list[str]]]

@@ -13,6 +13,8 @@ from results_common import (
     GLOBAL_LAST10,
     HAR_SPLITS,
     LAST10,
+    LOCAL_MEAN,
+    LOCAL_VAR,
     UCI_CPU,
     ZDA,
     ZDA_CELLS,
@@ -31,10 +33,12 @@ from results_common import (
 )
 
 from fedaug.results.fragments import (
+    Metric,
     canonical,
     fmt,
     markdown_table,
 )
+from fedaug.results.store import Run
 
 # --- baselines, Fed-ZDA, Fed-AugMix -----------------------------------------------------------------------
 
@@ -47,7 +51,7 @@ def baselines_seed0(archive: Archive) -> str:
         cells = [f"`{row}`"]
         for split in HAR_SPLITS:
             runs = [r for r in archive.runs(BASELINES, row, har(split)) if r.seed == 0]
-            paper = archive.paper("best_acc", row.split(" ")[0], runs)
+            paper = archive.paper("best_acc", row, runs)
             cells.append(cell(runs, BEST, LAST10) + ("" if paper is None else f" ({paper_cell(paper)})"))
         rows.append(cells)
     runs_of = {
@@ -69,7 +73,7 @@ def baselines_gains(archive: Archive) -> str:
                 continue
             base = archive.runs(BASELINES, "fedavg", har(split))
             best, last = (try_gain(runs, base, m) for m in (BEST, LAST10))
-            gap = paper_gap(archive, "best_acc", row.split(" ")[0], "fedavg", runs)
+            gap = paper_gap(archive, "best_acc", row, "fedavg", runs)
             rows.append(
                 [
                     f"`{row}`",
@@ -104,32 +108,48 @@ def baselines_gains(archive: Archive) -> str:
     return markdown_table(header, rows) + off_reference(cells)
 
 
-@fragment("fedzda")
-def fedzda(archive: Archive) -> str:
-    """The paper's Table 2 statistic: final round, global accuracy / class variance, every archived row."""
+def zda_level(archive: Archive, row: str, runs: list[Run], level: tuple[Metric, Metric, str, str]) -> str:
+    """``accuracy ± std / variance`` of ``row``'s canonical runs and, in brackets, the paper's two means (none
+    for ``qffl``, whose q the paper does not give); ``level``: the two metrics and the paper's two names."""
+    acc, var = stat(runs, level[0]), stat(runs, level[1])
+    paper = [archive.paper(m, row, runs) if row != "qffl" else None for m in level[2:]]
+    text = "-" if acc is None or var is None else f"{fmt(acc)} / {var.mean:.1f}"
+    if paper[0] is not None and paper[1] is not None:
+        text += f" ({paper[0].mean:.2f} / {paper[1].mean:g})"
+    return text
+
+
+def zda_table(archive: Archive, level: tuple[Metric, Metric, str, str]) -> str:
+    """Every archived row in every cell at one fairness level (:func:`zda_level`), with its seeds."""
     rows = []
     for row in ZDA_ROWS:
-        cells = [f"`{row}`"]
-        seeds = set()
-        for setting in ZDA_CELLS.values():
-            runs = archive.runs(ZDA, row, setting)
-            seeds.add(seeds_of(runs))
-            acc, var = stat(runs, FINAL), stat(runs, CLASS_VAR)
-            paper = [
-                archive.paper(m, row.split(" ")[0], runs) if row != "qffl" else None
-                for m in ("global_acc", "class_acc_var")
-            ]
-            text = "-" if acc is None or var is None else f"{fmt(acc)} / {var.mean:.1f}"
-            if paper[0] is not None and paper[1] is not None:
-                text += f" ({paper[0].mean:.2f} / {paper[1].mean:g})"
-            cells.append(text)
-        rows.append([cells[0], ", ".join(sorted(seeds)), *cells[1:]])
+        cells = [zda_level(archive, row, archive.runs(ZDA, row, s), level) for s in ZDA_CELLS.values()]
+        seeds = {seeds_of(archive.runs(ZDA, row, s)) for s in ZDA_CELLS.values()}
+        rows.append([f"`{row}`", ", ".join(sorted(seeds)), *cells])
     runs_of = {
         f"`{row}` {name}": archive.runs(ZDA, row, setting)
         for row in ZDA_ROWS
         for name, setting in ZDA_CELLS.items()
     }
     return markdown_table(["method", "seeds", *ZDA_CELLS], rows) + off_reference(runs_of)
+
+
+CLASS_LEVEL = (FINAL, CLASS_VAR, "global_acc", "class_acc_var")
+CLIENT_LEVEL = (LOCAL_MEAN, LOCAL_VAR, "local_acc_mean", "local_acc_var")
+"""The paper's Table 2 (global accuracy, variance across classes) and Table 1 (local accuracy, variance across
+clients), final round."""
+
+
+@fragment("fedzda")
+def fedzda(archive: Archive) -> str:
+    """The paper's Table 2 statistic: final round, global accuracy / class variance, every archived row."""
+    return zda_table(archive, CLASS_LEVEL)
+
+
+@fragment("fedzda-local")
+def fedzda_local(archive: Archive) -> str:
+    """The paper's Table 1 statistic: final round, local accuracy (mean over clients) / client variance."""
+    return zda_table(archive, CLIENT_LEVEL)
 
 
 @fragment("fedzda-gains")

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from fedaug import jsonio
 from fedaug.errors import ConfigError
 from fedaug.registry import register
 from fedaug.results.store import Stat, aggregate
@@ -266,7 +267,7 @@ class Summary:
             "reconstruct": [asdict(r) for r in reports.reconstruct],
             "context": [asdict(r) for r in reports.context],
         }
-        (out / "summary.json").write_text(json.dumps(data, indent=2) + "\n")
+        (out / "summary.json").write_text(jsonio.dumps(data, indent=2) + "\n")
         print(
             f"{len(sources)} reports: {len(reports.reconstruct)} reconstruction and {len(reports.context)} "
             f"context records; report: {out / 'summary.md'}"

@@ -12,13 +12,13 @@ the attack outputs, vertical), plus the MSE of the trivial attacker that outputs
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from fedaug import jsonio
 from fedaug.attacks.aggregate import (
     ContextRecord,
     ReconRecord,
@@ -278,7 +278,7 @@ def run_frontier(args: argparse.Namespace) -> dict[str, Any]:
         "attack_reports": [str(p) for p in sources],
         "files": [p.name for p in files],
     }
-    (out / "frontier.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    (out / "frontier.json").write_text(jsonio.dumps(report, indent=2, default=str) + "\n")
     (out / "frontier.md").write_text(markdown(report, points))
     return report
 

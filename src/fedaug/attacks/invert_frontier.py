@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from fedaug import jsonio
 from fedaug.attacks.aggregate import fmt, stat
 from fedaug.attacks.frontier import finished_runs
 from fedaug.attacks.invert import STAGES, THREATS, choices
@@ -266,7 +267,7 @@ def run_invert_frontier(args: argparse.Namespace) -> dict[str, Any]:
         "invert": list(args.invert),
         "files": [p.name for p in files],
     }
-    (out / "severity_frontier.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "severity_frontier.json").write_text(jsonio.dumps(report, indent=2) + "\n")
     (out / "severity_frontier.md").write_text(markdown(accuracy, lines, args.metric))
     return report
 

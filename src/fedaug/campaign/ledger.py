@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from fedaug.campaign.spec import Grid
-from fedaug.engine.checkpoint import read_jsonl
+from fedaug.engine.checkpoint import logged_round_times
 from fedaug.errors import FedaugError
 from fedaug.experiments.estimate import rounds_logged
 from fedaug.experiments.load import config_to_dict
@@ -82,7 +82,7 @@ def read_archived(run_dir: Path) -> ArchivedRun | None:
         logger.debug("not a run: %s (%s)", run_dir, exc)
         return None
     rounds = flat.get("train.rounds")
-    times = [float(r["round_time"]) for r in read_jsonl(run_dir / "timings.jsonl") if "round_time" in r]
+    times = [seconds for _, seconds in logged_round_times(run_dir)]
     return ArchivedRun(
         path=run_dir,
         identity=identity(flat),

@@ -36,7 +36,7 @@ from fedaug.campaign.ledger import Ledger
 from fedaug.campaign.plan import GridState, Pending, grid_states, makespan, select
 from fedaug.campaign.spec import Campaign, archive_path
 from fedaug.device import resolve_device
-from fedaug.engine.checkpoint import read_jsonl
+from fedaug.engine.checkpoint import logged_round_times
 from fedaug.errors import ConfigError
 from fedaug.experiments.estimate import format_duration, rounds_logged
 from fedaug.experiments.sweep import run_sweep
@@ -166,7 +166,7 @@ def data_step(states: Sequence[GridState], data_dir: Path, tree: int) -> tuple[l
 
 def measured_seconds(run_dir: Path) -> float:
     """The run's summed round times (``timings.jsonl``)."""
-    return math.fsum(float(r.get("round_time", 0.0)) for r in read_jsonl(run_dir / "timings.jsonl"))
+    return math.fsum(seconds for _, seconds in logged_round_times(run_dir))
 
 
 def write_archives(chosen: Sequence[Pending], campaign: Campaign, out: Path) -> list[Path]:

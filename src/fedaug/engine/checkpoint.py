@@ -141,13 +141,24 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+TIMINGS = "timings.jsonl"
+
+
+def logged_round_times(run_dir: Path) -> list[tuple[int, float]]:
+    """``(round, round_time)`` of each line of the run's ``timings.jsonl`` (or its archived ``.gz``) that
+    logged a round time, in file order: the one reader of measured round times (estimates, campaign costs)."""
+    return [
+        (int(r["round"]), float(r["round_time"])) for r in read_jsonl(run_dir / TIMINGS) if "round_time" in r
+    ]
+
+
 class RunStore:
     """Reads and writes the files of one run directory."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         self.metrics_path = run_dir / "metrics.jsonl"
-        self.timings_path = run_dir / "timings.jsonl"
+        self.timings_path = run_dir / TIMINGS
         self.summary_path = run_dir / "summary.json"
         self.ckpt_path = run_dir / "ckpt" / "latest.pt"
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fedaug.engine.checkpoint import read_jsonl
+from fedaug.engine.checkpoint import logged_round_times, read_jsonl
 from fedaug.engine.progress import JobEta, LaterRun
 from fedaug.experiments.round_ratio import mean_round_time, round_ratio
 from fedaug.experiments.sweep_order import Schedule, SweepPoint
@@ -46,8 +46,8 @@ def round_times(method_dir: Path) -> dict[int, float]:
     """Mean ``round_time`` (s) per round over the run dirs ``method_dir/seed*`` that logged it."""
     samples: dict[int, list[float]] = defaultdict(list)
     for run_dir in sorted(method_dir.glob("seed*")):
-        for record in read_jsonl(run_dir / "timings.jsonl"):
-            samples[int(record["round"])].append(float(record["round_time"]))
+        for round_num, seconds in logged_round_times(run_dir):
+            samples[round_num].append(seconds)
     return {round_num: statistics.fmean(times) for round_num, times in samples.items()}
 
 

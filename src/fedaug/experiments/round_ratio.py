@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fedaug.engine.checkpoint import read_jsonl
+from fedaug.engine.checkpoint import logged_round_times
 
 if TYPE_CHECKING:
     from fedaug.experiments.config import ExperimentConfig
@@ -52,10 +52,10 @@ def mean_round_time(method_dir: Path, rounds: range | None = None) -> float | No
     """Mean ``round_time`` (s) over the rounds (in ``rounds``, if given) that the seeds ``method_dir/seed*``
     logged in ``timings.jsonl`` (None: none)."""
     times = [
-        float(record["round_time"])
+        seconds
         for run_dir in sorted(method_dir.glob("seed*"))
-        for record in read_jsonl(run_dir / "timings.jsonl")
-        if rounds is None or int(record["round"]) in rounds
+        for round_num, seconds in logged_round_times(run_dir)
+        if rounds is None or round_num in rounds
     ]
     return statistics.fmean(times) if times else None
 

@@ -239,3 +239,29 @@ def test_reports_written_before_round_and_shared_were_recorded_still_load(tmp_pa
     (record,) = load_reports([tmp_path]).context
     assert (record.round, record.shared, record.accuracy) == (1, "averages", {100: pytest.approx(0.95)})
     assert Reports([], [record]).context[0].bound == 100
+
+
+def strict_json(text: str) -> Any:
+    """``json.loads`` that refuses ``NaN`` / ``Infinity`` (what jq or a browser would refuse)."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_one_seed_point_has_a_null_std_in_strict_json(study: dict[str, Any], tmp_path: Path) -> None:
+    archive, out = study["archive"], tmp_path / "frontier"
+    one = archive / "strong" / PART / "flea" / "seed0"
+    argv = ["attack", "frontier", f"strong={one}", "--attacks", str(study["attacks"]), "--out", str(out)]
+    assert main(argv) == 0
+    point = strict_json((out / "frontier.json").read_text())["points"][0]
+    assert point["accuracy"] == {"mean": pytest.approx(60.0), "std": None, "n": 1}
+    assert point["mse"] == {"mean": pytest.approx(0.05), "std": None, "n": 1}
+    assert "| strong | 1 | 60.00 | 1 | 30 | 0.0500 | 1000 |" in (out / "frontier.md").read_text()
+
+
+def test_attack_summary_json_is_strict(study: dict[str, Any], tmp_path: Path) -> None:
+    assert main(["attack", "summary", str(study["attacks"]), "--out", str(tmp_path / "s")]) == 0
+    data = strict_json((tmp_path / "s" / "summary.json").read_text())
+    assert len(data["reconstruct"]) == 10 and len(data["context"]) == 6

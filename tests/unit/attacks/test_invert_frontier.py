@@ -180,3 +180,18 @@ def test_seed_value_is_the_mean_of_its_batches(batches: list[list[float]]) -> No
     ]
     values = seed_means(rows, "ssim")[(Line("converged", "aware", True), 3.0)]
     assert values == pytest.approx([statistics.fmean(v) for v in batches])
+
+
+def test_a_one_seed_statistic_is_null_in_strict_json(study: dict[str, Any]) -> None:
+    out = study["tmp"] / "frontier"
+    assert main(_argv(study, out)) == 0
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    report = json.loads((out / "severity_frontier.json").read_text(), parse_constant=refuse)
+    assert report["attack"]["untrained, attacker aware"]["3"] == {
+        "mean": pytest.approx(0.2),
+        "std": None,
+        "n": 1,
+    }

@@ -57,3 +57,17 @@ def test_the_headline_states_its_statistic_in_every_row(generated: tuple[ModuleT
         statistic = row.split("|")[2]
         assert any(word in statistic for word in ("best", "last-10", "final")), row
         assert "seed" in statistic, row
+
+
+def test_every_document_with_a_marked_block_is_checked(generated: tuple[ModuleType, dict[str, str]]) -> None:
+    """A study README given a ``<!-- results:NAME -->`` block must be listed in ``studies/results.py``'s
+    DOCUMENTS, or neither ``--check`` nor this test would see it go stale."""
+    module, _ = generated
+    marked = {
+        str(path.relative_to(REPO_ROOT))
+        for pattern in ("*.md", "docs/**/*.md", "studies/*/README.md")
+        for path in REPO_ROOT.glob(pattern)
+        if read_fragments(path.read_text())
+    }
+    assert marked <= set(module.DOCUMENTS), sorted(marked - set(module.DOCUMENTS))
+    assert len(module.DOCUMENTS) >= 15
