@@ -7,10 +7,10 @@
 #      and FLea (target <= 15 s), ROUNDS rounds (default 100), each twice: sequential clients with CUDA graphs
 #      (today's CUDA default, engine.batched_clients=false) and padded batched clients with graphs
 #      (engine.batched_clients=padded, each round's clients one recorded step) -> runs.txt (wall seconds,
-#      exit code, per method and mode; BATCHED_MODES, default "false padded");
+#      exit code, per method and mode, and the run's start-up line: its seconds before round 1 phase by
+#      phase, fedaug.startup; BATCHED_MODES, default "false padded");
 #   3. benchmarks/flea_head_passes.py on the GPU: a FLea client step with fused vs separate head passes, eager
-#      and with the steps recorded as CUDA graphs (--graphs);
-#      Both go into ONE file, flea_head_passes.json: {"eager": ..., "graphs": ...} (null for a stage cut);
+#      and with the steps recorded as CUDA graphs (--graphs); both go into ONE file, flea_head_passes.json: {"eager": ..., "graphs": ...} (null for a stage cut);
 #   4. benchmarks/many_run_eval.py (at most 75 s; EVAL_ARGS, default "--repeats 2"): R = 1, 4, 16 models'
 #      evaluation in one stacked vmapped pass vs one after the other, HARNet and MobileNetV2-CIFAR, checked
 #      equal first (float64 logits, float32 argmax agreement);
@@ -39,7 +39,7 @@ STEPS=${STEPS:-20}
 mkdir -p "$OUT"
 start=$(date +%s)
 left() { echo $((TIME - ($(date +%s) - start))); }
-at_most() { echo $(($1 < $2 ? $1 : $2)); }
+at_most() { local v=$(($1 < $2 ? $1 : $2)); echo $((v < 1 ? 1 : v)); }  # never 0: `timeout 0` never ends
 stage() {  # $1: name, $2: its exit code; appends to stages.txt
   echo "$1 exit $2 at $(($(date +%s) - start)) s" | tee -a "$OUT/stages.txt"
 }
@@ -62,6 +62,7 @@ for method in fedavg flea; do
     rc=$?
     echo "$method batched_clients=$batched rounds $ROUNDS wall_s $(echo "$(date +%s.%N) - $t0" | bc) exit $rc" \
         >> "$OUT/runs.txt"
+    grep -m1 "start-up" "$runs/$method-$batched.log" >> "$OUT/runs.txt"  # the cold start, phase by phase
     tail -3 "$runs/$method-$batched.log" >> "$OUT/runs.txt"
     stage "run_${method}_$batched" $rc
   done
@@ -85,6 +86,6 @@ timeout "$(at_most 75 "$(left)")" python3 benchmarks/many_run_eval.py --device "
     --out "$OUT/many_run_eval.json" > /dev/null 2>> "$OUT/stages.txt"
 stage many_run_eval $?
 
-timeout "$(left)" python3 benchmarks/gpu.py --device "$DEVICE" --preset "$PRESETS" --steps "$STEPS" \
+timeout "$(at_most "$TIME" "$(left)")" python3 benchmarks/gpu.py --device "$DEVICE" --preset "$PRESETS" --steps "$STEPS" \
     ${CONV_ARGS:-} --out "$OUT/conv.json" > "$OUT/conv.log" 2>&1
 stage conv $?

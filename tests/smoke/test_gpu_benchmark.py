@@ -130,6 +130,7 @@ def test_throughput_script_writes_its_eight_files_on_the_cpu(tmp_path: Path) -> 
     for method in ("fedavg", "flea"):  # sequential (with graphs on a GPU) and padded batched clients
         for batched in ("false", "padded"):
             assert f"{method} batched_clients={batched} rounds 1 wall_s " in runs
+    assert runs.count(" INFO start-up ") == 4  # each run's cold start, phase by phase
     heads = json.loads((out / "flea_head_passes.json").read_text())  # both head-pass runs in one file
     assert [c["method"] for c in heads["eager"]["cases"]] == ["flea", "flea_official"]
     assert heads["graphs"]["command"].endswith(" --graphs")
