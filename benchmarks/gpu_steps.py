@@ -232,6 +232,7 @@ def _packed_worker(
         barrier.wait(timeout=600)
         results.put(timed(step, device, steps))
     except Exception as exc:  # reported by the parent, which would otherwise wait for a result
+        barrier.abort()  # the others stop waiting for this one at once (BrokenBarrierError)
         results.put(f"{type(exc).__name__}: {exc}")
 
 

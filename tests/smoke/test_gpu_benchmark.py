@@ -7,9 +7,11 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.conftest import REPO_ROOT
 
@@ -80,6 +82,17 @@ def test_bad_preset_and_mode_are_one_line_and_exit_2(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "--packed must be at least 1, got 0" in done.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def test_failing_packed_processes_are_reported_with_their_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    # each process sends its error back instead of leaving the parent waiting for a result (600 s)
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "benchmarks"))  # spawned processes import gpu_steps too
+    import gpu_steps
+
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="a packed process failed: KeyError: 'no_such_preset'"):
+        gpu_steps.packed_seconds("no_such_preset", torch.device("cpu"), 2, 1, 2)
+    assert time.monotonic() - start < 120
 
 
 @pytest.mark.slow  # about 30 s of CPU: two runs, the tests' imports, two benchmarks
