@@ -44,8 +44,9 @@ Usage::
         --out benchmarks/results/gpu_h100_conv_presets.json
 
 ``--preset`` with a CIFAR-10 conv-net preset (:data:`gpu_steps.PRESETS`) times client steps per mode
-(eager, channels-last, bf16, CUDA graphs, batched clients, batched clients in one graph) against the same
-model's large-batch floor (batch 1024, bf16, channels-last) in the same command: :mod:`gpu_steps`.
+(eager, channels-last, bf16, CUDA graphs, batched clients, batched clients in one graph, ``--packed``
+processes at once) against the same model's large-batch floor (batch 1024, bf16, channels-last) in the same
+command: :mod:`gpu_steps`.
 """
 
 from __future__ import annotations
@@ -275,6 +276,8 @@ def conv_presets(parser: argparse.ArgumentParser, args: argparse.Namespace, devi
     modes = list(STEP_MODES) if args.modes == MODES_DEFAULT else [m.strip() for m in args.modes.split(",")]
     if bad := [m for m in modes if m not in STEP_MODES]:
         parser.error(f"unknown --modes {', '.join(bad)} for --preset; valid choices: {', '.join(STEP_MODES)}")
+    if args.packed < 1:
+        parser.error(f"--packed must be at least 1, got {args.packed}")
     facts = machine_facts(device)
     peak = next((v for k, v in PEAK_TFLOPS.items() if k in str(facts.get("gpu_name", ""))), None)
     report: dict[str, Any] = {
@@ -295,6 +298,7 @@ def conv_presets(parser: argparse.ArgumentParser, args: argparse.Namespace, devi
             clients=args.clients,
             floor_batch=args.floor_batch,
             peak=peak,
+            packed=args.packed,
         )
         report["presets"].append(result)
         print(json.dumps({"preset": name, "floor": result["floor"], "modes": result["modes"]}), flush=True)
@@ -324,6 +328,9 @@ def main() -> int:
         "--clients", type=int, default=8, help="clients of a batched conv-net step (default 8)"
     )
     parser.add_argument("--floor-batch", type=int, default=FLOOR_BATCH, help="batch of the conv-net floor")
+    parser.add_argument(
+        "--packed", type=int, default=4, help="processes of the packed conv-net mode (default 4)"
+    )
     args = parser.parse_args()
     device = benchmark_device(args.device)
     if args.preset != "default":

@@ -9,6 +9,10 @@ size on random images of the dataset's shape, in each mode of :data:`MODES`:
 * ``graphs``: the step recorded once as a CUDA graph (capturable fused Adam) and replayed;
 * ``batched``: ``--clients`` clients in one stacked step (:class:`fedaug.engine.padded.PaddedStep`, vmap over
   the clients' weights, BatchNorm per client), ``batched_graphs`` that step recorded as one CUDA graph;
+* ``packed``: ``--packed`` processes at once, each timing the float32 eager step on its own model (packed
+  runs: on CUDA each process is a context of its own, time-sliced, or shared under MPS when
+  ``scripts/mps.sh`` started it); they start their timed steps together, and the row's step is the slowest
+  process's, of ``batch x packed`` images;
 
 and, in the same command, the **floor**: the same model at batch 1024, bf16 autocast, channels-last (the
 throughput a well-fed GPU reaches). Per mode: ms per step, images/s, achieved TFLOP/s (forward + backward
@@ -21,6 +25,7 @@ unrecorded (the smoke test's check that the code runs); their timings then say n
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,7 +70,16 @@ PRESETS = {
     # not a paper's: the smoke test's tiny conv net (tests/smoke/test_gpu_benchmark.py)
     "smoke_bn_cnn": Preset("bn_cnn_mnist", (1, 28, 28), 10, 8, 1_000, 2, "smoke test"),
 }
-MODES = ("eager", "channels_last", "bf16", "bf16_channels_last", "graphs", "batched", "batched_graphs")
+MODES = (
+    "eager",
+    "channels_last",
+    "bf16",
+    "bf16_channels_last",
+    "graphs",
+    "batched",
+    "batched_graphs",
+    "packed",
+)
 FLOOR_BATCH = 1024
 
 
@@ -184,6 +198,44 @@ def make_step(
     return eager_step(preset, device, batch, bf16=mode.startswith("bf16"), cl=mode.endswith("channels_last"))
 
 
+def packed_seconds(preset: str, device: torch.device, batch: int, steps: int, processes: int) -> float:
+    """Seconds per step of ``processes`` processes each stepping its own model at once (``packed``): every
+    process warms up, waits for the others, then times ``steps`` float32 eager steps; the slowest one's time.
+    On a CPU each process gets an equal share of this process's threads (at least one)."""
+    context = multiprocessing.get_context("spawn")  # a fresh process (and CUDA context) each, as packed runs
+    barrier, results = context.Barrier(processes), context.Queue()
+    threads = max(1, torch.get_num_threads() // processes)
+    args = (preset, str(device), batch, steps, threads, barrier, results)
+    workers = [context.Process(target=_packed_worker, args=args) for _ in range(processes)]
+    for w in workers:
+        w.start()
+    try:
+        seconds = [results.get(timeout=600) for _ in workers]
+    finally:
+        for w in workers:
+            w.join(timeout=60)
+    if failed := [s for s in seconds if isinstance(s, str)]:
+        raise RuntimeError(f"a packed process failed: {failed[0]}")
+    return max(float(s) for s in seconds)
+
+
+def _packed_worker(
+    name: str, device_name: str, batch: int, steps: int, threads: int, barrier: Any, results: Any
+) -> None:
+    """One packed process: its step timed after the others are ready (puts seconds per step, or the error)."""
+    try:
+        torch.set_num_threads(threads)
+        device = torch.device(device_name)
+        step = eager_step(PRESETS[name], device, batch, bf16=False, cl=False)
+        step()
+        _sync(device)
+        barrier.wait(timeout=600)
+        results.put(timed(step, device, steps))
+    except Exception as exc:  # reported by the parent, which would otherwise wait for a result
+        barrier.abort()  # the others stop waiting for this one at once (BrokenBarrierError)
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
 def measure(
     name: str,
     modes: list[str],
@@ -194,6 +246,7 @@ def measure(
     clients: int,
     floor_batch: int,
     peak: dict[str, float] | None,
+    packed: int = 4,
 ) -> dict[str, Any]:
     """The rows of every mode of preset ``name`` and its floor, in one process."""
     preset = PRESETS[name]
@@ -203,8 +256,12 @@ def measure(
     floor_ips = floor_batch / floor_s
     rows = []
     for mode in modes:
-        images = batch * (clients if mode.startswith("batched") else 1)
-        seconds = timed(make_step(mode, preset, device, batch, clients), device, steps)
+        images = batch * (clients if mode.startswith("batched") else packed if mode == "packed" else 1)
+        seconds = (
+            packed_seconds(name, device, batch, steps, packed)
+            if mode == "packed"
+            else timed(make_step(mode, preset, device, batch, clients), device, steps)
+        )
         ips = images / seconds
         round_s = preset.images_per_round / ips
         tflops = ips * flops / 1e12
@@ -228,6 +285,7 @@ def measure(
         **{k: v for k, v in vars(preset).items()},
         "batch": batch,
         "clients_batched": clients,
+        "processes_packed": packed,
         "gflop_per_train_image": round(flops / 1e9, 4),
         "floor": {
             "batch": floor_batch,

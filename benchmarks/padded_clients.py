@@ -63,10 +63,23 @@ def bench(configs: list[str], overrides: list[str], modes: list[str]) -> dict[st
         results[mode]["max_abs_weight_diff_vs_" + modes[0]] = max(
             float((weights[k] - v).abs().max()) for k, v in reference.items()
         )
+        results[mode]["largest_diffs_vs_" + modes[0]] = largest_diffs(reference, weights)
         results[mode]["s_per_round_ratio_vs_" + modes[0]] = (
             results[mode]["s_per_round"] / results[modes[0]]["s_per_round"]
         )
     return results
+
+
+def largest_diffs(
+    reference: dict[str, torch.Tensor], other: dict[str, torch.Tensor], top: int = 5
+) -> list[Any]:
+    """The ``top`` state entries (weights and buffers) farthest from ``reference``: name, largest absolute
+    difference, and that relative to the entry's largest magnitude in ``reference``."""
+    rows = []
+    for k, v in reference.items():
+        diff = float((other[k] - v).abs().max())
+        rows.append({"name": k, "max_abs": diff, "relative": diff / max(float(v.abs().max()), 1e-30)})
+    return sorted(rows, key=lambda r: -r["max_abs"])[:top]
 
 
 def main() -> None:

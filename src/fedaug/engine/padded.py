@@ -289,12 +289,18 @@ class PaddedStep:
 
 class MaskedOptimizer:
     """``torch.optim.Adam`` / ``SGD`` (fresh state, single-tensor path) on ``[clients, P]`` rows, updating
-    only the active rows; per-row step counts and the learning rate are tensors (no host value to record)."""
+    only the active rows; per-row step counts and the learning rate are tensors (no host value to record).
+
+    The step counts, the learning rate and Adam's bias corrections are float64 whatever the rows' dtype, as
+    ``torch.optim`` computes them in Python floats: in float32, ``1 - 0.999 ** step`` loses about 1.3e-5 of
+    its value to cancellation, which made every float32 Adam update about 7e-6 (relative) larger than
+    ``torch.optim``'s, a coherent error about 100 times float32's rounding that training then amplified
+    (``benchmarks/batched_drift.py``; docs/guide/gpu.md)."""
 
     def __init__(self, settings: TrainSettings, rows: Tensor) -> None:
         self.settings = settings
-        self.lr = torch.tensor(settings.lr, dtype=rows.dtype, device=rows.device)
-        self.steps = rows.new_zeros((rows.shape[0], 1))
+        self.lr = torch.tensor(settings.lr, dtype=torch.float64, device=rows.device)
+        self.steps = torch.zeros((rows.shape[0], 1), dtype=torch.float64, device=rows.device)
         self.first = torch.zeros_like(rows)
         self.second = torch.zeros_like(rows)
 
@@ -317,15 +323,16 @@ class MaskedOptimizer:
             new_first = first.lerp(g, 1 - beta1)
             new_second = second.mul(beta2).addcmul_(g, g, value=1 - beta2)
             steps = self.steps.clamp(min=1)
-            step_size = self.lr / (1 - beta1**steps)
-            denom = (new_second.sqrt() / (1 - beta2**steps).sqrt()).add_(eps)
+            step_size = (self.lr / (1 - beta1**steps)).to(param.dtype)  # float64 -> the rows' dtype, as
+            correction = (1 - beta2**steps).sqrt().to(param.dtype)  # torch.optim's Python floats are
+            denom = (new_second.sqrt() / correction).add_(eps)
             new = param - step_size * (new_first / denom)
             second.copy_(torch.where(keep, new_second, second))
         elif s.momentum != 0:
             new_first = torch.where(self.steps == 1, g, first * s.momentum + g)
-            new = param - self.lr * new_first
+            new = param - self.lr.to(param.dtype) * new_first
         else:
-            new_first, new = first, param - self.lr * g
+            new_first, new = first, param - self.lr.to(param.dtype) * g
         first.copy_(torch.where(keep, new_first, first))
         param.copy_(torch.where(keep, new, param))
 
