@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fedaug.errors import FedaugError
@@ -111,7 +111,7 @@ def outcome_is_clean(finished: Path, damages: list[Damage], after_round: int | N
             assert any(name in message for name in named), (damages, message)
             assert len(message) < 1000, (damages, message)
             return
-        assert run_dirs.results(run_dir) == run_dirs.results(finished), damages
+        assert run_dirs.result_values(run_dir) == run_dirs.result_values(finished), damages
 
 
 FUZZ = settings(
@@ -134,6 +134,8 @@ def test_a_damaged_killed_run_is_refused_or_ends_identical(finished: Path, damag
 
 @FUZZ
 @given(st.lists(DAMAGE, min_size=1, max_size=2))
+# found by the fuzz: a 17th significant digit edited to another spelling of the same float (values unchanged)
+@example([Damage(file="metrics.jsonl", kind="edit-digit", at=0.38671875, size=1, seed=0)])
 def test_a_damaged_finished_run_is_refused_or_skipped_unchanged(
     finished: Path, damages: list[Damage]
 ) -> None:
