@@ -44,6 +44,9 @@ GRID_ENV = {  # gpu_grid.sh on the CPU: 3 splits x FedAvg and FLea, seed 0, K = 
 }
 
 
+# six HARNet runs and a probe (about 3 minutes on a busy 2-core machine): -m slow; the window's command today
+# is gpu_campaign.sh, whose smoke test below stays in the default suite
+@pytest.mark.slow
 def test_the_session_grid_first_then_tests_and_probe_writes_what_the_summary_reads(tmp_path: Path) -> None:
     out = tmp_path / "out"
     stdout = _script(
