@@ -147,12 +147,32 @@ def exposures(reports: Reports) -> dict[str, dict[str, Stat]]:
     }
 
 
-def _errorbar(axes: Any, x: Stat, y: Stat, label: str, colour: Any, below: bool) -> None:
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
+ZOOM_GAP = 10.0
+"""A setting more than this many accuracy points below the best one is left out of the zoomed row."""
+
+
+def _errorbar(axes: Any, x: Stat, y: Stat, label: str, colour: Any, marker: str) -> None:
     xerr = None if math.isnan(x.std) else x.std
     yerr = None if math.isnan(y.std) else y.std
-    axes.errorbar(x.mean, y.mean, xerr=xerr, yerr=yerr, fmt="o", capsize=3, color=colour, label=label)
-    offset = (5, -11) if below else (5, 5)  # neighbours alternate, so that close points stay readable
-    axes.annotate(label, (x.mean, y.mean), textcoords="offset points", xytext=offset, fontsize="x-small")
+    axes.errorbar(x.mean, y.mean, xerr=xerr, yerr=yerr, fmt=marker, capsize=3, color=colour, label=label)
+
+
+def _close(points: Sequence[Point]) -> list[Point]:
+    """The points within :data:`ZOOM_GAP` accuracy points of the best; all of them when none is farther."""
+    best = max(p.accuracy.mean for p in points)
+    return [p for p in points if p.accuracy.mean >= best - ZOOM_GAP]
+
+
+def _limits(values: Sequence[Stat], pad: float, log: bool = False) -> tuple[float, float]:
+    """Axis limits holding every value with its error bar, padded by ``pad`` of the span."""
+    low = min(v.mean - (0.0 if math.isnan(v.std) else v.std) for v in values)
+    high = max(v.mean + (0.0 if math.isnan(v.std) else v.std) for v in values)
+    if log:
+        low = max(low, min(v.mean for v in values) / 2)
+        return low / (1 + pad), high * (1 + pad)
+    span = high - low or abs(high) or 1.0
+    return low - pad * span, high + pad * span
 
 
 def plot(
@@ -163,51 +183,77 @@ def plot(
     *,
     decoder: str,
 ) -> list[Path]:
-    """Two panels (accuracy vs MSE, accuracy vs context samples) with the reference lines."""
-    figure = new_figure(11.0, 4.6)
-    panels = [
-        (
-            figure.add_subplot(1, 2, 1),
-            "mse",
-            f"reconstruction MSE ({decoder} decoder; higher = more private)",
-        ),
-        (
-            figure.add_subplot(1, 2, 2),
-            "context",
-            "attacker samples for 90% marker detection (higher = more private)",
-        ),
-    ]
-    colours = {p.setting: f"C{i % 10}" for i, p in enumerate(points)}
-    styles = [":", "-.", (0, (5, 2, 1, 2)), (0, (1, 3))]
-    for axes, field, xlabel in panels:
-        for k, p in enumerate(points):
-            value = getattr(p, field)
-            if value is not None:
-                # >=: some seed never reached 90%; <=: every seed reached it at the smallest size tried
-                bound = ""
-                if field == "context":
-                    bound = ">=" if p.context_censored else "<=" if p.context_floor else ""
-                label = f"{p.setting} ({bound})" if bound else p.setting
-                _errorbar(axes, value, p.accuracy, label, colours[p.setting], below=k % 2 == 1)
-        for i, (name, value) in enumerate(lines[field].items()):
-            shade = LINE_COLOURS[i % len(LINE_COLOURS)]
-            axes.axvline(value.mean, color=shade, linestyle=styles[i % len(styles)], linewidth=1, label=name)
-        for j, (name, value) in enumerate(references.items()):
-            axes.axhline(
-                value.mean, color=f"C{(j + 5) % 10}", linestyle="--", linewidth=1, label=f"{name} accuracy"
-            )
-        low, high = axes.get_ylim()
-        if high - low < MIN_SPAN:  # close points are not blown up into a trade-off
-            mid = (low + high) / 2
-            axes.set_ylim(mid - MIN_SPAN / 2, mid + MIN_SPAN / 2)
-        if field == "context":
-            axes.set_xscale("log")
-        axes.set(xlabel=xlabel, ylabel="last-10 test accuracy (%)")
-        axes.grid(alpha=0.3)
-        if axes.get_legend_handles_labels()[0]:  # a panel without any attack output stays empty
-            axes.legend(fontsize="x-small", loc="best")
+    """Two panels (accuracy vs MSE, accuracy vs context samples) with the reference lines; when a setting
+    ends far below the others (e.g. one that collapsed), a second row zooms on the close ones."""
+    close = _close(points)
+    rows = 2 if points and len(close) < len(points) else 1
+    figure = new_figure(11.0, 4.6 * rows)
+    fields = (
+        ("mse", f"reconstruction MSE ({decoder} decoder; higher = more private)"),
+        ("context", "attacker samples for 90% marker detection (higher = more private)"),
+    )
+    style = {p.setting: (f"C{i % 10}", MARKERS[i % len(MARKERS)]) for i, p in enumerate(points)}
+    for row in range(rows):
+        shown = points if row == 0 else close
+        for column, (field, xlabel) in enumerate(fields):
+            axes = figure.add_subplot(rows, 2, 2 * row + column + 1)
+            _panel(axes, shown, references, lines[field], field, style, legend=row == 0)
+            if row == 1:  # same colours and markers as above, so no second legend over the points
+                _zoom(axes, shown, field)
+                axes.set_title(f"zoom: the settings within {ZOOM_GAP:g} points of the best", fontsize="small")
+            axes.set(xlabel=xlabel, ylabel="last-10 test accuracy (%)")
     figure.suptitle("privacy-utility frontier: mean +- sample std over seeds", fontsize="medium")
     return save_figure(figure, stem)
+
+
+def _panel(
+    axes: Any,
+    points: Sequence[Point],
+    references: dict[str, Stat],
+    lines: dict[str, Stat],
+    field: str,
+    style: dict[str, tuple[str, str]],
+    *,
+    legend: bool,
+) -> None:
+    styles = [":", "-.", (0, (5, 2, 1, 2)), (0, (1, 3))]
+    for p in points:
+        value = getattr(p, field)
+        if value is not None:
+            # >=: some seed never reached 90%; <=: every seed reached it at the smallest size tried
+            bound = ""
+            if field == "context":
+                bound = ">=" if p.context_censored else "<=" if p.context_floor else ""
+            label = f"{p.setting} ({bound})" if bound else p.setting
+            _errorbar(axes, value, p.accuracy, label, *style[p.setting])
+    for i, (name, value) in enumerate(lines.items()):
+        shade = LINE_COLOURS[i % len(LINE_COLOURS)]
+        axes.axvline(value.mean, color=shade, linestyle=styles[i % len(styles)], linewidth=1, label=name)
+    for j, (name, value) in enumerate(references.items()):
+        axes.axhline(
+            value.mean, color=f"C{(j + 5) % 10}", linestyle="--", linewidth=1, label=f"{name} accuracy"
+        )
+    low, high = axes.get_ylim()
+    if high - low < MIN_SPAN:  # close points are not blown up into a trade-off
+        mid = (low + high) / 2
+        axes.set_ylim(mid - MIN_SPAN / 2, mid + MIN_SPAN / 2)
+    if field == "context":
+        axes.set_xscale("log")
+    axes.grid(alpha=0.3)
+    if legend and axes.get_legend_handles_labels()[0]:  # a panel without any attack output stays empty
+        axes.legend(fontsize="x-small", loc="best")
+
+
+def _zoom(axes: Any, points: Sequence[Point], field: str) -> None:
+    """Limits of a zoomed panel: its points with their error bars (reference lines outside stay unseen)."""
+    values = [(getattr(p, field), p.accuracy) for p in points if getattr(p, field) is not None]
+    if not values:
+        return
+    axes.set_xlim(*_limits([x for x, _ in values], 0.15, log=field == "context"))
+    low, high = _limits([y for _, y in values], 0.15)
+    mid = (low + high) / 2
+    half = max(high - low, MIN_SPAN / 2) / 2
+    axes.set_ylim(mid - half, mid + half)
 
 
 def markdown(report: dict[str, Any], points: Sequence[Point]) -> str:

@@ -11,11 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fedaug.attacks import frontier
 from fedaug.attacks.aggregate import ReconRecord, Reports, load_reports, reconstruct_table, run_key
-from fedaug.attacks.frontier import exposures, parse_setting, point
+from fedaug.attacks.frontier import Point, exposures, parse_setting, point
 from fedaug.cli import main
 from fedaug.engine.checkpoint import summarize
 from fedaug.engine.fairness import fairness_summary
+from fedaug.results.store import Stat
 
 PART = "fake-quantity3-K4"
 
@@ -265,3 +267,29 @@ def test_attack_summary_json_is_strict(study: dict[str, Any], tmp_path: Path) ->
     assert main(["attack", "summary", str(study["attacks"]), "--out", str(tmp_path / "s")]) == 0
     data = strict_json((tmp_path / "s" / "summary.json").read_text())
     assert len(data["reconstruct"]) == 10 and len(data["context"]) == 6
+
+
+def _point(setting: str, accuracy: float, mse: float) -> Point:
+    return Point(setting, Stat(accuracy, 1.0, 3), Stat(mse, 0.001, 3), None, False, [30])
+
+
+def test_the_zoomed_row_leaves_out_only_settings_far_below_the_best() -> None:
+    points = [_point("a", 84.0, 0.010), _point("b", 80.5, 0.014), _point("collapsed", 26.5, 0.115)]
+    assert [p.setting for p in frontier._close(points)] == ["a", "b"]
+    assert frontier._close(points[:2]) == points[:2]  # nothing far: no zoom row (plot() draws one row)
+    low, high = frontier._limits([p.mse for p in points[:2] if p.mse is not None], 0.0)
+    assert (low, high) == pytest.approx((0.009, 0.015))  # every point with its error bar, collapsed one out
+
+
+def test_the_frontier_figure_has_a_zoom_row_when_a_setting_collapsed(tmp_path: Path) -> None:
+    points = [_point("a", 84.0, 0.010), _point("b", 80.5, 0.014), _point("collapsed", 26.5, 0.115)]
+    lines: dict[str, dict[str, Stat]] = {"mse": {}, "context": {}}
+    for shown, rows in ((points, 2), (points[:2], 1)):
+        frontier.plot(shown, {}, lines, tmp_path / f"f{rows}", decoder="deep")
+        width, height = _png_size(tmp_path / f"f{rows}.png")
+        assert height / width == pytest.approx(4.6 * rows / 11.0, rel=0.02)
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    header = path.read_bytes()[16:24]
+    return int.from_bytes(header[:4], "big"), int.from_bytes(header[4:], "big")
