@@ -4,6 +4,7 @@ sentences whose verbs the wording rules of docs/results.md choose."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ from results_common import (
     K75,
     K150,
     LAST10,
+    ROOT,
     STUDIES,
     UCI_CPU,
     ZDA,
@@ -44,6 +46,7 @@ from results_common import (
 )
 from results_flea import cpu_spread
 
+from fedaug.engine.checkpoint import logged_round_times
 from fedaug.results.fragments import (
     beats,
     fmt,
@@ -452,4 +455,46 @@ def main_job_expect(archive: Archive) -> str:
         f"{gain('flea', q, BEST)} on Qua(2) and {gain('flea', d, BEST)} on Dir(0.1). The paper's Eq. 6 as "
         f"printed, `flea_eq6`, ends below FedAvg here by the last-10 mean ({gain('flea_eq6', q)} on Qua(2), "
         f"{gain('flea_eq6', d)} on Dir(0.1)).\n"
+    )
+
+
+# --- README: how long the main job takes -------------------------------------------------------------------
+
+
+def _job_minutes(archive: Archive, method: str) -> tuple[float, str]:
+    """Minutes of rounds of the main job's ``method`` run (seed 0, Qua(2)) and the CPU it ran on."""
+    runs = [r for r in archive.runs(("flea_objective_har/runs",), method, har("Qua(2)")) if r.seed == 0]
+    if not runs:
+        raise ValueError(f"no archived seed-0 {method} run of the main job")
+    return sum(t for _, t in logged_round_times(runs[0].path)) / 60, runs[0].cpu or "an unrecorded CPU"
+
+
+@fragment("how-long")
+def how_long(archive: Archive) -> str:
+    """The main job's CPU minutes (its archived seed-0 runs), the H100's 100-round runs and eager probe, and
+    FLea Table 1's one-call sweep time (``h100_one_call/sweep.log``)."""
+    (fedavg, cpu), (flea, _) = (_job_minutes(archive, m) for m in ("fedavg", "flea"))
+    results = ROOT / "benchmarks" / "results"
+    graphs = {
+        r["method"]: r for r in json.loads((results / "device_runs_h100_graphs.json").read_text())["runs"]
+    }
+    probe = json.loads((results / "gpu_h100_probe_5rounds.json").read_text())["methods"]
+    eager = {m: next(r for r in rows if r["mode"] == "sequential") for m, rows in probe.items()}
+    log = (STUDIES / "flea_table1_har" / "h100_one_call" / "sweep.log").read_text()
+    sweep = re.search(r"sweep exit 0 after (\d+) s", log)
+    fed, fl = graphs["fedavg"], graphs["flea"]
+    return (
+        f"**How long.** On a CPU, the main job's seed-0 runs took {fedavg:.0f} minutes of rounds for FedAvg "
+        f"and {flea:.0f} for FLea on a 2-core {cpu} machine, one thread each. On a GPU (install a CUDA build "
+        "of PyTorch instead of the CPU wheel; the runs then use the GPU by default, and replay each local "
+        "step as one CUDA graph) the job takes under a minute on an NVIDIA H100: "
+        f"{fed['wall_s']:.1f} s for FedAvg ({100 * fed['mean_round_s']:.1f} s of rounds, the rest the "
+        f"process's start-up) and {fl['wall_s']:.1f} s for FLea (mean rounds of "
+        f"{fed['mean_round_s']:.2f} and {fl['mean_round_s']:.2f} s, against "
+        f"{eager['fedavg']['median_round_s']:.2f} and {eager['flea']['median_round_s']:.2f} s without "
+        "graphs, medians of a 5-round probe; `benchmarks/results/device_runs_h100_graphs.json`, "
+        "`gpu_h100_probe_5rounds.json`). A sweep packs runs on one GPU with `--workers`: FLea Table 1's 36 "
+        "FedAvg/FLea runs on UCI-HAR (two values of K, three splits, three seeds) finished in "
+        f"{sweep.group(1) if sweep else '?'} s of sweep time, 16 at once in one command "
+        "([studies/flea_table1_har](studies/flea_table1_har/README.md)).\n"
     )
