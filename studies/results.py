@@ -24,6 +24,7 @@ import sys
 
 import results_flea
 import results_others
+import results_privacy
 import results_readme
 import results_studies
 import results_studies_bench
@@ -45,7 +46,7 @@ DOCUMENTS = (
     *(f"studies/{name}/README.md" for name in STUDY_READMES),
 )
 FRAGMENT_MODULES = (
-    *(results_flea, results_others, results_readme),
+    *(results_flea, results_others, results_privacy, results_readme),
     *(results_studies, results_studies_bench, results_studies_fedzda, results_studies_fedzda_json),
     results_studies_flea,
 )
