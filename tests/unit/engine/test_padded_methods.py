@@ -183,12 +183,15 @@ def test_every_padded_step_would_replay_its_recording(
     # issues the same operations on the same memory with the same scalars as the one a GPU records (its
     # first call allocates the outputs: a warm-up there), with no host read, random draw or host tensor.
     logs: dict[int, list[OpLog]] = {}
+    alive: list[padded.PaddedStep] = []  # a step the engine drops must not lend its id() to a later one
     run = padded.PaddedStep.run
 
     def logged(self: padded.PaddedStep) -> None:
         log = OpLog()
         with log:
             run(self)
+        if id(self) not in logs:
+            alive.append(self)
         logs.setdefault(id(self), []).append(log)
 
     monkeypatch.setattr(padded.PaddedStep, "run", logged)
