@@ -29,12 +29,18 @@ def _frontier_context(point: dict[str, Any]) -> str:
     return ("≥" if point.get("context_censored") else "") + _frontier_stat(point["context"], 0)
 
 
+def _frontiers() -> dict[str, dict[str, Any]]:
+    """``frontier.json`` of each decoder's frontier, by decoder (deep, then conv4)."""
+    return {
+        d: json.loads((PRIVACY / f"frontier_{d}" / "frontier.json").read_text()) for d in ("deep", "conv4")
+    }
+
+
 @fragment("privacy_frontier")
 def privacy_frontier(archive: Archive) -> str:
     """The frontier's table: per setting, accuracy, both decoders' MSE and the context attack at round 30."""
-    deep, conv4 = (
-        json.loads((PRIVACY / f"frontier_{d}" / "frontier.json").read_text()) for d in ("deep", "conv4")
-    )
+    frontiers = _frontiers()
+    deep, conv4 = frontiers["deep"], frontiers["conv4"]
     conv4_mse = {p["setting"]: p.get("mse") for p in conv4["points"]}
     rows = [
         [
@@ -85,9 +91,7 @@ def privacy_frontier(archive: Archive) -> str:
 @fragment("privacy-claims")
 def privacy_claims(archive: Archive) -> str:
     """The FLea paper's two privacy claims beside what the frontier measured (means over seeds)."""
-    frontiers = {
-        d: json.loads((PRIVACY / f"frontier_{d}" / "frontier.json").read_text()) for d in ("deep", "conv4")
-    }
+    frontiers = _frontiers()
     rows = []
     for decoder, data in frontiers.items():
         points = {p["setting"]: p for p in data["points"] if p.get("mse")}

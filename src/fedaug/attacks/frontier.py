@@ -166,8 +166,8 @@ def _close(points: Sequence[Point]) -> list[Point]:
 
 def _limits(values: Sequence[Stat], pad: float, log: bool = False) -> tuple[float, float]:
     """Axis limits holding every value with its error bar, padded by ``pad`` of the span."""
-    low = min(v.mean - (0.0 if math.isnan(v.std) else v.std) for v in values)
-    high = max(v.mean + (0.0 if math.isnan(v.std) else v.std) for v in values)
+    low = min(v.mean - v.spread for v in values)
+    high = max(v.mean + v.spread for v in values)
     if log:
         low = max(low, min(v.mean for v in values) / 2)
         return low / (1 + pad), high * (1 + pad)

@@ -162,7 +162,7 @@ def severity_points(
 
 
 def _bar(axes: Any, xs: list[float], ys: list[Stat], x_err: list[float] | None, **style: Any) -> None:
-    y_err = [0.0 if math.isnan(y.std) else y.std for y in ys]
+    y_err = [y.spread for y in ys]
     axes.errorbar(xs, [y.mean for y in ys], yerr=y_err, xerr=x_err, capsize=3, marker="o", **style)
 
 
@@ -185,7 +185,7 @@ def plot(
         if not shared:
             continue
         xs = [points[s].mean * scale for s in shared]
-        x_err = [0.0 if math.isnan(points[s].std) else points[s].std * scale for s in shared]
+        x_err = [points[s].spread * scale for s in shared]
         _bar(right, xs, [accuracy[s] for s in shared], x_err, **style)
         for s, x in zip(shared, xs, strict=True):
             if (s, x) in labelled:  # severity 0 is one point shared by the lines of its stage

@@ -190,6 +190,11 @@ class Stat:
     std: float
     n: int
 
+    @property
+    def spread(self) -> float:
+        """``std``, or 0 for one value (its NaN): an error bar's or an axis limit's half-width."""
+        return 0.0 if math.isnan(self.std) else self.std
+
 
 def aggregate(values: Sequence[float]) -> Stat:
     """:class:`Stat` of ``values`` (at least one)."""
