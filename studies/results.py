@@ -25,6 +25,7 @@ import sys
 import results_flea
 import results_others
 import results_privacy
+import results_privacy_augmix
 import results_readme
 import results_studies
 import results_studies_bench
@@ -38,15 +39,15 @@ from fedaug.results.fragments import fill_fragments, fragment_differences, read_
 STUDY_READMES = (
     *("fedzda", "baselines_har", "flea_table1_har", "flea_objective_har", "fedaugmix", "flea_fsdd"),
     *("flea_k150_har", "uci_har_k75", "uci_har_qua2_k75", "feature_analysis_har"),
-    *("flea_hparams_har", "flower", "speed"),
+    *("flea_hparams_har", "flower", "speed", "privacy_har", "fedaugmix/severity"),
 )
-"""The studies whose README holds generated blocks (``results_studies*.py``)."""
+"""The studies whose README holds generated blocks (``results_studies*.py``, ``results_privacy*.py``)."""
 DOCUMENTS = (
-    *("README.md", "docs/results.md", "docs/methods/flea.md"),
+    *("README.md", "docs/results.md", "docs/methods/flea.md", "docs/methods/fedaugmix.md"),
     *(f"studies/{name}/README.md" for name in STUDY_READMES),
 )
 FRAGMENT_MODULES = (
-    *(results_flea, results_others, results_privacy, results_readme),
+    *(results_flea, results_others, results_privacy, results_privacy_augmix, results_readme),
     *(results_studies, results_studies_bench, results_studies_fedzda, results_studies_fedzda_json),
     results_studies_flea,
 )
