@@ -395,3 +395,30 @@ def how_long(archive: Archive) -> str:
         f"{sweep.group(1) if sweep else '?'} s of sweep time, 16 at once in one command "
         "([studies/flea_table1_har](studies/flea_table1_har/README.md)).\n"
     )
+
+
+@fragment("test-time")
+def test_time(archive: Archive) -> str:
+    """The README's test command on a fresh clone: time, outcomes, CPU, load (benchmarks/test_suite.py)."""
+    del archive
+    path = ROOT / "benchmarks" / "results" / "test_suite.json"
+    if not path.is_file():
+        return "its time is not measured yet (`python benchmarks/test_suite.py`).\n"
+    suite = json.loads(path.read_text())
+    minutes, seconds = divmod(round(suite["seconds"]), 60)
+    counts = ", ".join(f"{n} {k}" for k, n in suite["outcomes"].items())
+    load = suite["loadavg_before"][0]
+    busy = (
+        f"with a load average of {load:.1f} as it started (other work ran beside it), so expect less on idle "
+        "cores"
+        if load >= 0.5
+        else "otherwise idle"
+    )
+    top = suite["slowest"][0] if suite["slowest"] else None
+    return (
+        f"on a fresh clone it took {minutes} min {seconds} s ({counts}) on a {suite['cpu_count']}-core "
+        f"{suite['cpu_model']} "
+        f"{busy}; the slowest test took {top['seconds']:.0f} s (`{top['test'].split('::')[-1]}`)"
+        if top
+        else ""
+    ) + " (`benchmarks/results/test_suite.json`, from `python benchmarks/test_suite.py`).\n"

@@ -132,3 +132,48 @@ def test_gpu_default_mode_reports_what_device_runs_reported(tmp_path: Path, shar
     assert set(row) >= {"best_acc", "last10_acc", "final_acc"}
     startup = row["startup"]  # the first run of the process
     assert "benchmark" in startup["phases"] and startup["total_s"] > 0
+
+
+def test_test_suite_times_a_fresh_clone_and_parses_pytests_summary(tmp_path: Path) -> None:
+    out = tmp_path / "suite.json"
+    done = _run("test_suite.py", "--pytest-args", "tests/unit/test_steps_files.py", "--out", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    assert (
+        report["exit_code"] == 0 and report["command"] == "python -m pytest -q tests/unit/test_steps_files.py"
+    )
+    assert report["outcomes"] == {"passed": 4}  # one case per steps file in studies/, plus the parser's own
+    assert report["slowest"] and all(
+        r["test"].startswith("tests/unit/test_steps_files.py::") for r in report["slowest"]
+    )
+    assert report["seconds"] > 0 and len(report["commit"]) == 40
+
+
+def test_test_suite_refuses_to_write_a_subsets_time_where_the_readme_reads_the_whole_suites() -> None:
+    done = _run("test_suite.py", "--pytest-args", "tests/unit/test_steps_files.py")
+    assert done.returncode == 2 and "give --out" in done.stderr
+
+
+def test_test_suite_reads_pytests_summary_line_and_durations() -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import test_suite
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    output = (
+        "....\n========== slowest 3 durations ==========\n"
+        "282.10s call     tests/smoke/test_flower.py::test_tls_demo\n"
+        "3.50s setup    tests/unit/a.py::test_b\n"
+        "12.00s call     tests/unit/a.py::test_c[x y]\n"
+        "2052 passed, 80 skipped, 35 deselected, 1 warning in 973.40s (0:16:13)\n"
+    )
+    assert test_suite.outcomes(output) == {"passed": 2052, "skipped": 80, "deselected": 35, "warnings": 1}
+    assert [(r["seconds"], r["test"]) for r in test_suite.slowest(output, 2)] == [
+        (282.1, "tests/smoke/test_flower.py::test_tls_demo"),
+        (12.0, "tests/unit/a.py::test_c[x y]"),
+    ]
+    assert test_suite.outcomes("1 failed, 3 passed, 2 errors in 1.0s") == {
+        "failed": 1,
+        "passed": 3,
+        "errors": 2,
+    }
