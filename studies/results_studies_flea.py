@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from results_common import (
     BEST,
+    FLEA_ROWS,
     FSDD,
     FSDD_SPLITS,
     GPU_GRIDS,
@@ -121,13 +122,15 @@ def table1_cpu_dir03_seeds(archive: Archive) -> str:
 
 
 OBJECTIVE = ("flea_objective_har/runs",)
-OBJECTIVE_ROWS = {
-    "FedAvg": "fedavg",
-    "`flea_eq6` (Eq. 6)": "flea_eq6",
-    "+ local CE": "flea_eq6 (local_ce_weight=1.0)",
-    "+ local CE + dCor, official schedule (`flea`)": "flea",
-    "`flea_official`": "flea_official",
-}
+OBJECTIVE_LABELS = (
+    "FedAvg",
+    "`flea_eq6` (Eq. 6)",
+    "+ local CE",
+    "+ local CE + dCor, official schedule (`flea`)",
+    "`flea_official`",
+)
+"""The study README's names of :data:`FLEA_ROWS`' runs: each row adds one change to the one above it."""
+OBJECTIVE_ROWS = dict(zip(OBJECTIVE_LABELS, FLEA_ROWS.values(), strict=True))
 
 
 def _objective(archive: Archive, split: str) -> str:
