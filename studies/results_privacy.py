@@ -9,7 +9,7 @@ from typing import Any
 
 from results_common import STUDIES, Archive, fragment
 
-from fedaug.attacks.aggregate import Reports, load_reports
+from fedaug.attacks.aggregate import ContextRecord, Reports, load_reports
 from fedaug.results.fragments import fmt, markdown_table
 from fedaug.results.store import Stat, aggregate
 
@@ -128,6 +128,13 @@ HAR_SETTINGS = {"flea": "default `flea` (lambda2 3 -> 1)", "flea lambda2 0": "un
 """Attack label prefix (before `` r<round>``) -> the setting's name in the UCI-HAR table."""
 
 
+def _needed(record: ContextRecord) -> str:
+    """Samples for 90%: ``≤N`` when reached at the smallest size tried, ``>N`` when never reached."""
+    if record.needed is None:
+        return f">{max(record.accuracy)}"
+    return f"≤{record.needed}" if record.needed == min(record.accuracy) else str(record.needed)
+
+
 def _har_cells(reports: Reports, prefix: str, round_: int) -> list[str]:
     """Deep-decoder MSE / mean-window MSE and context samples (per seed) of one setting and round."""
     label = f"{prefix} r{round_}"
@@ -138,7 +145,7 @@ def _har_cells(reports: Reports, prefix: str, round_: int) -> list[str]:
     ratio = (
         fmt(aggregate([r.mse / r.baseline_mse for r in recon]), 2) + f" (n = {len(recon)})" if recon else "–"
     )
-    each = ", ".join(str(r.needed) if r.needed is not None else f">{max(r.accuracy)}" for r in context)
+    each = ", ".join(_needed(r) for r in context)
     return [ratio, each or "–"]
 
 
@@ -170,7 +177,7 @@ def privacy_har(archive: Archive) -> str:
         "MSE: the deep decoder's held-out reconstruction error divided by the mean-window baseline's "
         f"({baseline.mean:.4f}; 1 = nothing recovered, lower leaks more), mean ± sample std (ddof = 1) over "
         "seeds. Context: training samples the attacker needed for 90% detection of the stuck-sensor marker "
-        "(`>N`: not reached with the largest size tried).\n\n"
+        "(`≤N`: reached with the fewest tried; `>N`: not reached with the most tried).\n\n"
         + markdown_table(header, rows)
         + f"\nLast-10 accuracy at round 100: {accuracy}.\n"
     )
