@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -23,6 +24,8 @@ from fedaug import jsonio
 from fedaug.errors import ConfigError
 from fedaug.registry import register
 from fedaug.results.store import Stat, aggregate
+
+logger = logging.getLogger(__name__)
 
 REPORTS = ("reconstruct.json", "context.json")
 
@@ -219,8 +222,21 @@ def context_table(records: Sequence[ContextRecord]) -> list[str]:
     return lines
 
 
-def summary_markdown(reports: Reports, sources: Sequence[Path]) -> str:
-    """The ``fedaug attack summary`` page: both tables, the statistic and the files they come from."""
+def _rounds_figure(reports: Reports, stem: Path) -> list[Path]:
+    """:func:`~fedaug.attacks.rounds_plot.plot_rounds` where matplotlib is installed (a hint where not)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        logger.info("pip install 'fedaug[plots]' to get the attacks by round as a figure")
+        return []
+    from fedaug.attacks.rounds_plot import plot_rounds
+
+    return plot_rounds(reports, stem)
+
+
+def summary_markdown(reports: Reports, sources: Sequence[Path], figures: Sequence[Path] = ()) -> str:
+    """The ``fedaug attack summary`` page: the figure by round (when drawn), both tables, the statistic and
+    the files they come from."""
     lines = [
         "# Attack results over seeds",
         "",
@@ -230,6 +246,9 @@ def summary_markdown(reports: Reports, sources: Sequence[Path]) -> str:
         "tried (the mean is then a lower bound, marked >=).",
         "",
     ]
+    lines += (
+        [*(f"![attacks by round]({p.name})" for p in figures if p.suffix == ".png"), ""] if figures else []
+    )
     if reports.reconstruct:
         lines += [
             "## Reconstruction (held-out MSE, natural scale)",
@@ -262,7 +281,8 @@ class Summary:
         reports = load_reports(sources)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "summary.md").write_text(summary_markdown(reports, sources))
+        figures = _rounds_figure(reports, out / "summary_rounds")
+        (out / "summary.md").write_text(summary_markdown(reports, sources, figures))
         data = {
             "reconstruct": [asdict(r) for r in reports.reconstruct],
             "context": [asdict(r) for r in reports.context],
