@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fedaug import jsonio
+from fedaug.attacks.rounds_plot import Series
 from fedaug.errors import ConfigError
 from fedaug.registry import register
 from fedaug.results.store import Stat, aggregate
@@ -222,6 +223,33 @@ def context_table(records: Sequence[ContextRecord]) -> list[str]:
     return lines
 
 
+def setting_of(label: str, round_: int) -> str:
+    """``label`` without its trailing `` r<round>`` (the study scripts' labels: ``flea lambda2 0 r10`` ->
+    ``flea lambda2 0``); the label itself when it has none."""
+    return re.sub(rf"\s+r{round_}$", "", label)
+
+
+def round_series(reports: Reports) -> tuple[Series, Series]:
+    """By round, for ``fedaug attack summary``'s figure: reconstruction MSE / mean-input MSE per (setting,
+    decoder), and samples for 90% context detection per (setting, ``""``; a seed that never reached 90%
+    counts as the largest size tried); mean and sample std over the reports. Targets without a round are left
+    out."""
+    recon: dict[tuple[str, str], dict[int, list[float]]] = {}
+    for r in reports.reconstruct:
+        if r.round is not None and r.baseline_mse > 0:
+            key = (setting_of(r.label, r.round), r.attacker)
+            recon.setdefault(key, {}).setdefault(r.round, []).append(r.mse / r.baseline_mse)
+    context: dict[tuple[str, str], dict[int, list[float]]] = {}
+    for c in reports.context:
+        if c.round is not None:
+            context.setdefault((setting_of(c.label, c.round), ""), {}).setdefault(c.round, []).append(c.bound)
+
+    def stats(values: dict[tuple[str, str], dict[int, list[float]]]) -> Series:
+        return {key: {k: stat(v) for k, v in sorted(points.items())} for key, points in values.items()}
+
+    return stats(recon), stats(context)
+
+
 def _rounds_figure(reports: Reports, stem: Path) -> list[Path]:
     """:func:`~fedaug.attacks.rounds_plot.plot_rounds` where matplotlib is installed (a hint where not)."""
     try:
@@ -231,7 +259,7 @@ def _rounds_figure(reports: Reports, stem: Path) -> list[Path]:
         return []
     from fedaug.attacks.rounds_plot import plot_rounds
 
-    return plot_rounds(reports, stem)
+    return plot_rounds(*round_series(reports), stem)
 
 
 def summary_markdown(reports: Reports, sources: Sequence[Path], figures: Sequence[Path] = ()) -> str:

@@ -8,16 +8,14 @@ context detection (log scale; a seed that never reached 90% counts as the larges
 one line per setting. Points are the mean over the reports (seeds) and bars the sample std (ddof = 1); one
 seed gives a point without a bar.
 
-A target's setting is its label without the trailing `` r<round>`` of the study scripts' labels
-(``flea lambda2 0 r10`` -> ``flea lambda2 0``); targets without a round (shared raw data) are left out.
+The numbers come from :func:`fedaug.attacks.aggregate.round_series` (a target's setting is its label without
+the trailing `` r<round>`` of the study scripts' labels; targets without a round are left out).
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-from fedaug.attacks.aggregate import Reports, stat
 from fedaug.results.plots import new_figure, save_figure
 from fedaug.results.store import Stat
 
@@ -27,39 +25,20 @@ DECODER_STYLES = {"deep": "-", "conv4": "--"}
 """Line style per decoder (others dotted); the colour is the setting's, the same in both panels."""
 
 
-def setting_of(label: str, round_: int) -> str:
-    """``label`` without its trailing `` r<round>`` (the label itself when it has none)."""
-    return re.sub(rf"\s+r{round_}$", "", label)
-
-
 def _attacker(name: str) -> str:
     """A reconstruction attacker's legend entry: ``deep decoder``; a baseline's name as it is."""
     return f"{name} decoder" if name in DECODER_STYLES else name
 
 
-def round_series(reports: Reports) -> tuple[Series, Series]:
-    """By round: reconstruction MSE / mean-input MSE per (setting, decoder) and samples for 90% context
-    detection per (setting, "")."""
-    recon: dict[tuple[str, str], dict[int, list[float]]] = {}
-    for r in reports.reconstruct:
-        if r.round is not None and r.baseline_mse > 0:
-            key = (setting_of(r.label, r.round), r.attacker)
-            recon.setdefault(key, {}).setdefault(r.round, []).append(r.mse / r.baseline_mse)
-    context: dict[tuple[str, str], dict[int, list[float]]] = {}
-    for c in reports.context:
-        if c.round is not None:
-            context.setdefault((setting_of(c.label, c.round), ""), {}).setdefault(c.round, []).append(c.bound)
-
-    def stats(values: dict[tuple[str, str], dict[int, list[float]]]) -> Series:
-        return {key: {k: stat(v) for k, v in sorted(points.items())} for key, points in values.items()}
-
-    return stats(recon), stats(context)
-
-
-def plot_rounds(reports: Reports, stem: Path) -> list[Path]:
+def plot_rounds(recon: Series, context: Series, stem: Path) -> list[Path]:
     """``stem.png`` with both panels and a legend beside them (one colour per setting, one line style per
-    decoder); nothing (an empty list) when no setting was attacked at two rounds."""
-    recon, context = round_series(reports)
+    decoder); nothing (an empty list) when no setting was attacked at two rounds.
+
+    Args:
+        recon: reconstruction MSE / mean-input MSE per (setting, decoder) and round
+            (:func:`fedaug.attacks.aggregate.round_series`).
+        context: samples for 90% context detection per (setting, ``""``) and round.
+    """
     if not any(len(points) > 1 for points in (*recon.values(), *context.values())):
         return []
     settings = list(dict.fromkeys(setting for setting, _ in (*recon, *context)))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fedaug.attacks.aggregate import ContextRecord, ReconRecord, Reports
-from fedaug.attacks.rounds_plot import plot_rounds, round_series, setting_of
+from fedaug.attacks.aggregate import ContextRecord, ReconRecord, Reports, round_series, setting_of
+from fedaug.attacks.rounds_plot import plot_rounds
 from fedaug.cli import main
 from tests.unit.attacks.test_frontier import PART, write_context, write_reconstruct
 
@@ -62,10 +62,10 @@ def test_series_are_per_setting_and_decoder_with_the_sample_std_over_seeds() -> 
 
 def test_a_figure_needs_a_setting_attacked_at_two_rounds(tmp_path: Path) -> None:
     one_round = Reports([recon("flea r1", 0, 1, "deep", 0.01), recon("b r1", 0, 1, "deep", 0.02)], [])
-    assert plot_rounds(one_round, tmp_path / "one") == []
+    assert plot_rounds(*round_series(one_round), tmp_path / "one") == []
     assert not list(tmp_path.iterdir())
     two_rounds = Reports([*one_round.reconstruct, recon("flea r10", 0, 10, "deep", 0.03)], [])
-    assert plot_rounds(two_rounds, tmp_path / "two") == [tmp_path / "two.png"]
+    assert plot_rounds(*round_series(two_rounds), tmp_path / "two") == [tmp_path / "two.png"]
     assert (tmp_path / "two.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
