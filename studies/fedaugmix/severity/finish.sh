@@ -6,10 +6,20 @@
 set -eu
 S=studies/fedaugmix/severity
 P=mnist-dirichlet0.5-K100
-[ -d runs/fedaugmix_mnist/$P/fedavg ] && fedaug archive runs/fedaugmix_mnist/$P/fedavg --out "$S/runs/fedaugmix_mnist/$P/fedavg"
+# a folder whose only run is still going has nothing to archive yet (fedaug archive exits 2): go on
+archive() {
+    if [ -d "$1" ]; then fedaug archive "$1" --out "$2" || echo "nothing finished in $1"; fi
+}
+archive runs/fedaugmix_mnist/$P/fedavg "$S/runs/fedaugmix_mnist/$P/fedavg"
 for s in 1 3 6 10; do
-    [ -d "runs/fedaugmix_sev$s" ] && fedaug archive "runs/fedaugmix_sev$s" --out "$S/runs/fedaugmix_sev$s"
+    archive "runs/fedaugmix_sev$s" "$S/runs/fedaugmix_sev$s"
+done
+# an attack still writing its seed's results.jsonl is left out: where the steps' runner keeps its record
+# (runs/privacy_steps.done), only the seeds whose attack step is in it count
+invert=()
+for d in "$S"/invert/seed*; do
+    if [ ! -f runs/privacy_steps.done ] || grep -q -- "--out $d\$" runs/privacy_steps.done; then invert+=("$d"); fi
 done
 for metric in ssim mse; do
-    fedaug attack invert-frontier "$S/runs" --invert "$S"/invert/seed* --metric "$metric" --out "$S/frontier_$metric"
+    fedaug attack invert-frontier "$S/runs" --invert "${invert[@]}" --metric "$metric" --out "$S/frontier_$metric"
 done
