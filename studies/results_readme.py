@@ -406,7 +406,8 @@ def test_time(archive: Archive) -> str:
         return "its time is not measured yet (`python benchmarks/test_suite.py`).\n"
     suite = json.loads(path.read_text())
     minutes, seconds = divmod(round(suite["seconds"]), 60)
-    counts = ", ".join(f"{n} {k}" for k, n in suite["outcomes"].items())
+    shown = ("passed", "failed", "errors", "skipped")  # deselected (slow) tests and warnings are not outcomes
+    counts = ", ".join(f"{suite['outcomes'][k]} {k}" for k in shown if suite["outcomes"].get(k))
     load = suite["loadavg_before"][0]
     busy = (
         f"with a load average of {load:.1f} as it started (other work ran beside it), so expect less on idle "

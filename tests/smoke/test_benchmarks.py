@@ -134,6 +134,7 @@ def test_gpu_default_mode_reports_what_device_runs_reported(tmp_path: Path, shar
     assert "benchmark" in startup["phases"] and startup["total_s"] > 0
 
 
+@pytest.mark.slow  # clones the repository and starts pytest there: 13 s alone, 66 s in a loaded full run
 def test_test_suite_times_a_fresh_clone_and_parses_pytests_summary(tmp_path: Path) -> None:
     out = tmp_path / "suite.json"
     done = _run("test_suite.py", "--pytest-args", "tests/unit/test_steps_files.py", "--out", str(out))
