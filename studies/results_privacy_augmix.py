@@ -108,7 +108,13 @@ def augmix_claims(archive: Archive) -> str:
             "; ".join(f"s = {s}: {p['mean']:.2f}%" for s, p in accuracy),
         ]
     )
-    return markdown_table(["claim", "paper (Fed-AugMix)", "ours (means over seeds)"], rows) + (
+    counts = sorted(
+        {p["n"] for p in ssim["accuracy"].values()}
+        | {p["n"] for x in ssim["attack"].values() for p in x.values()}
+    )
+    seeds = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    ours = f"ours (mean over {seeds} seed{'' if counts == [1] else 's'})"
+    return markdown_table(["claim", "paper (Fed-AugMix)", ours], rows) + (
         "\nOur MSE is on images in [0, 1] (PSNR's range 1); the paper's values above 1 suggest normalised "
         "images, a scale its text does not give, so compare the direction, not the values.\n"
     )

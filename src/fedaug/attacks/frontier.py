@@ -234,14 +234,26 @@ def _panel(
             value.mean, color=f"C{(j + 5) % 10}", linestyle="--", linewidth=1, label=f"{name} accuracy"
         )
     low, high = axes.get_ylim()
-    if high - low < MIN_SPAN:  # close points are not blown up into a trade-off
-        mid = (low + high) / 2
-        axes.set_ylim(mid - MIN_SPAN / 2, mid + MIN_SPAN / 2)
+    axes.set_ylim(*accuracy_limits(low, high, MIN_SPAN))
     if field == "context":
         axes.set_xscale("log")
     axes.grid(alpha=0.3)
     if legend and axes.get_legend_handles_labels()[0]:  # a panel without any attack output stays empty
         axes.legend(fontsize="x-small", loc="best")
+
+
+def accuracy_limits(low: float, high: float, span: float) -> tuple[float, float]:
+    """Limits of an accuracy (%) axis showing ``low..high``: widened about its middle to at least ``span``
+    points (close points are not blown up into a trade-off), then moved down, if the widening alone took it
+    above 100%, so that it ends at 100 (or at ``high``, where the data itself reaches further)."""
+    if high - low >= span:
+        return low, high
+    mid = (low + high) / 2
+    wide_low, wide_high = mid - span / 2, mid + span / 2
+    top = max(100.0, high)
+    if wide_high > top:
+        wide_low, wide_high = wide_low - (wide_high - top), top
+    return wide_low, wide_high
 
 
 def _zoom(axes: Any, points: Sequence[Point], field: str) -> None:
@@ -251,9 +263,7 @@ def _zoom(axes: Any, points: Sequence[Point], field: str) -> None:
         return
     axes.set_xlim(*_limits([x for x, _ in values], 0.15, log=field == "context"))
     low, high = _limits([y for _, y in values], 0.15)
-    mid = (low + high) / 2
-    half = max(high - low, MIN_SPAN / 2) / 2
-    axes.set_ylim(mid - half, mid + half)
+    axes.set_ylim(*accuracy_limits(low, high, MIN_SPAN / 2))
 
 
 def markdown(report: dict[str, Any], points: Sequence[Point]) -> str:

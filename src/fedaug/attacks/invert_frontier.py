@@ -26,7 +26,7 @@ from typing import Any
 
 from fedaug import jsonio
 from fedaug.attacks.aggregate import fmt, stat
-from fedaug.attacks.frontier import finished_runs
+from fedaug.attacks.frontier import accuracy_limits, finished_runs
 from fedaug.attacks.invert import STAGES, THREATS, choices
 from fedaug.errors import ConfigError
 from fedaug.registry import register
@@ -203,8 +203,7 @@ def plot(
     right.set_title(f"trade-off (upper {'left' if private == 'lower' else 'right'} = better)")
     for axes in (left, right):
         low, high = axes.get_ylim()
-        if high - low < MIN_SPAN:
-            axes.set_ylim((low + high - MIN_SPAN) / 2, (low + high + MIN_SPAN) / 2)
+        axes.set_ylim(*accuracy_limits(low, high, MIN_SPAN))
     for axes in (left, middle, right):
         axes.grid(alpha=0.3)
         if axes.get_legend_handles_labels()[0]:

@@ -293,3 +293,26 @@ def test_the_frontier_figure_has_a_zoom_row_when_a_setting_collapsed(tmp_path: P
 def _png_size(path: Path) -> tuple[int, int]:
     header = path.read_bytes()[16:24]
     return int.from_bytes(header[:4], "big"), int.from_bytes(header[4:], "big")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.floats(0, 100, allow_nan=False),
+    st.floats(0, 20, allow_nan=False),
+    st.sampled_from([5.0, 10.0]),
+)
+def test_accuracy_axis_shows_its_points_spans_enough_and_stops_at_100(
+    low: float, width: float, span: float
+) -> None:
+    high = low + width  # may pass 100: an error bar above the top
+    lo, hi = frontier.accuracy_limits(low, high, span)
+    assert lo <= low and hi >= high  # every point and error bar stays in view
+    assert hi - lo >= min(span, high - low) - 1e-9 and hi - lo >= span - 1e-9
+    assert hi <= max(100.0, high) + 1e-9  # never above 100% unless the data is
+    if high - low >= span:
+        assert (lo, hi) == (low, high)
+
+
+def test_accuracy_axis_of_close_points_near_100_ends_at_100() -> None:
+    assert frontier.accuracy_limits(97.4, 98.6, 10.0) == (90.0, 100.0)
+    assert frontier.accuracy_limits(60.0, 62.0, 10.0) == (56.0, 66.0)
