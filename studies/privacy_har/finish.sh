@@ -10,6 +10,7 @@ for name in privacy_har privacy_har_decor0; do
     [ -d "runs/$name" ] && { fedaug archive "runs/$name" --out "$S/runs/$name" || echo "nothing finished in runs/$name"; }
 done
 fedaug attack summary "$S/attacks" --out "$S/summary"
+python scripts/seed0_figures.py "$S/attacks"   # seed 0 keeps its figures, later seeds their numbers
 for decoder in deep conv4; do
     fedaug attack frontier \
         "lambda2 0 (undefended)=$S/runs/privacy_har_decor0/uci_har-quantity2-K75/flea" \

@@ -20,6 +20,7 @@ invert=()
 for d in "$S"/invert/seed*; do
     if [ ! -f runs/privacy_steps.done ] || grep -q -- "--out $d\$" runs/privacy_steps.done; then invert+=("$d"); fi
 done
+python scripts/seed0_figures.py "$S/invert"   # seed 0 keeps its figures, later seeds their numbers
 for metric in ssim mse; do
     fedaug attack invert-frontier "$S/runs" --invert "${invert[@]}" --metric "$metric" --out "$S/frontier_$metric"
 done

@@ -8,6 +8,7 @@ for name in runs/privacy_fmnist runs/privacy_fmnist_decor* runs/privacy_fmnist_d
     [ -d "$name" ] && { fedaug archive "$name" --out "$S/runs/$(basename "$name")" || echo "nothing finished in $name"; }
 done
 fedaug attack summary "$S/attacks" --out "$S/summary"
+python scripts/seed0_figures.py "$S/attacks"   # seed 0 keeps its figures, later seeds their numbers
 A=$S/runs/privacy_fmnist/fashion_mnist-quantity3-K100
 settings=("lambda2 0 (undefended)=$S/runs/privacy_fmnist_decor0/fashion_mnist-quantity3-K100/flea")
 # every setting trains under flea's default schedule, lambda2(t) = max(lambda2 - 0.1 (t - 1), min(lambda2, 1)):
