@@ -9,7 +9,8 @@ from typing import Any
 
 from results_common import STUDIES, Archive, fragment
 
-from fedaug.attacks.aggregate import ContextRecord, Reports, load_reports
+from fedaug.attacks.aggregate import ContextRecord, Reports, load_reports, round_series
+from fedaug.attacks.rounds_plot import Series
 from fedaug.results.fragments import fmt, markdown_table
 from fedaug.results.store import Stat, aggregate
 
@@ -135,27 +136,24 @@ def _needed(record: ContextRecord) -> str:
     return f"≤{record.needed}" if record.needed == min(record.accuracy) else str(record.needed)
 
 
-def _har_cells(reports: Reports, prefix: str, round_: int) -> list[str]:
-    """Deep-decoder MSE / mean-window MSE and context samples (per seed) of one setting and round."""
+def _har_cells(reports: Reports, ratios: Series, prefix: str, round_: int) -> list[str]:
+    """Deep-decoder MSE / mean-window MSE (``ratios``: the reconstruction series of :func:`round_series`)
+    and context samples (per seed) of one setting and round."""
+    ratio = ratios.get((prefix, "deep"), {}).get(round_)
     label = f"{prefix} r{round_}"
-    recon = [
-        r for r in reports.reconstruct if r.label == label and r.attacker == "deep" and r.baseline_mse > 0
-    ]
     context = sorted((r for r in reports.context if r.label == label), key=lambda r: r.run)
-    ratio = (
-        fmt(aggregate([r.mse / r.baseline_mse for r in recon]), 2) + f" (n = {len(recon)})" if recon else "–"
-    )
     each = ", ".join(_needed(r) for r in context)
-    return [ratio, each or "–"]
+    return [f"{fmt(ratio, 2)} (n = {ratio.n})" if ratio else "–", each or "–"]
 
 
 @fragment("privacy_har")
 def privacy_har(archive: Archive) -> str:
     """UCI-HAR: per attacked round, both settings' reconstruction (deep decoder) and context attack."""
     reports = load_reports([HAR / "attacks"])
+    ratios, _ = round_series(reports)
     rounds = sorted({r.round for r in reports.reconstruct} | {r.round for r in reports.context if r.round})
     rows = [
-        [str(round_), *(c for prefix in HAR_SETTINGS for c in _har_cells(reports, prefix, round_))]
+        [str(round_), *(c for prefix in HAR_SETTINGS for c in _har_cells(reports, ratios, prefix, round_))]
         for round_ in rounds
     ]
     header = ["round"]
