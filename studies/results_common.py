@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from fedaug.results.fragments import (
     REFERENCE_CPU,
@@ -201,6 +202,19 @@ def try_gain(
 def on_seeds(runs: Sequence[Run], gain: Gain | None) -> list[Run]:
     """``runs`` of the seeds ``gain`` paired (all of them without a gain): comparisons over the same seeds."""
     return [r for r in runs if gain is None or r.seed in gain.values]
+
+
+def json_cell(
+    entry: Mapping[str, Any] | None, digits: int, *, scale: float = 1.0, unit: str = "", count: bool = False
+) -> str:
+    """``mean ± std`` of a statistic as the attack commands' JSON holds it (``mean``, ``std``, ``n``), times
+    ``scale``, then ``unit`` and, when ``count``, its seed count (`` (n = 3)``); a dash where there is
+    none."""
+    if not entry:
+        return "–"
+    value = Stat(entry["mean"] * scale, (entry["std"] or 0.0) * scale, entry["n"])
+    text = fmt(value, digits) + unit
+    return f"{text} (n = {value.n})" if count else text
 
 
 def paper_cell(stat_: Stat | None) -> str:

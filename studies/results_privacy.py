@@ -7,19 +7,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from results_common import STUDIES, Archive, fragment
+from results_common import STUDIES, Archive, fragment, json_cell
 
 from fedaug.attacks.aggregate import ContextRecord, Reports, load_reports, round_series
 from fedaug.attacks.rounds_plot import Series
 from fedaug.results.fragments import fmt, markdown_table
-from fedaug.results.store import Stat, aggregate
+from fedaug.results.store import aggregate
 
 PRIVACY = STUDIES / "privacy" / "multiseed"
-
-
-def _frontier_stat(entry: dict[str, Any] | None, digits: int) -> str:
-    """``mean ± std`` (:func:`fmt`) of a frontier.json statistic; a dash where the setting has none."""
-    return fmt(Stat(**entry), digits) if entry else "–"
 
 
 def _frontier_context(point: dict[str, Any]) -> str:
@@ -29,7 +24,7 @@ def _frontier_context(point: dict[str, Any]) -> str:
         return "–"
     if point.get("context_floor"):
         return f"≤{point['context']['mean']:.0f}"
-    return ("≥" if point.get("context_censored") else "") + _frontier_stat(point["context"], 0)
+    return ("≥" if point.get("context_censored") else "") + json_cell(point["context"], 0)
 
 
 def _frontiers() -> dict[str, dict[str, Any]]:
@@ -49,25 +44,25 @@ def privacy_frontier(archive: Archive) -> str:
         [
             p["setting"],
             str(p["accuracy"]["n"] if p.get("accuracy") else 0),
-            _frontier_stat(p.get("accuracy"), 2),
-            _frontier_stat(p.get("mse"), 4),
-            _frontier_stat(conv4_mse.get(p["setting"]), 4),
+            json_cell(p.get("accuracy"), 2),
+            json_cell(p.get("mse"), 4),
+            json_cell(conv4_mse.get(p["setting"]), 4),
             _frontier_context(p),
-            _frontier_stat(p.get("dcor"), 3),
+            json_cell(p.get("dcor"), 3),
         ]
         for p in deep["points"]
     ]
     lines = deep["lines"]["mse"]
-    blank = "mean image (nothing recovered)"
+    blank = "mean input (nothing recovered)"
     mean_image = lines.get(blank)
-    references = "; ".join(f"{k} {_frontier_stat(v, 4)}" for k, v in lines.items() if k != blank)
-    context = "; ".join(f"{k} {_frontier_stat(v, 0)}" for k, v in deep["lines"]["context"].items())
+    references = "; ".join(f"{k} {json_cell(v, 4)}" for k, v in lines.items() if k != blank)
+    context = "; ".join(f"{k} {json_cell(v, 0)}" for k, v in deep["lines"]["context"].items())
     fedavg = deep.get("references", {}).get("FedAvg")
     return (
         f"Fashion-MNIST, round {deep['round']}; mean ± sample std (ddof = 1) over the seeds each setting has "
         "(unpaired), generated from `studies/privacy/multiseed/frontier_*/frontier.json`. MSE: a decoder "
         "trained by the attacker on its own samples, scored on held-out shared features (lower leaks more; "
-        f"the mean image scores {_frontier_stat(mean_image, 4)}).\n\n"
+        f"the mean image scores {json_cell(mean_image, 4)}).\n\n"
         + markdown_table(
             [
                 "setting",
@@ -83,7 +78,7 @@ def privacy_frontier(archive: Archive) -> str:
         + f"\nReference lines (deep decoder MSE): {references}. "
         f"Context attack on what FedMix and FedData share: {context}."
         + (
-            f" FedAvg (shares nothing): last-10 {_frontier_stat(fedavg, 2)}% (n = {fedavg['n']})."
+            f" FedAvg (shares nothing): last-10 {json_cell(fedavg, 2, unit='%', count=True)}."
             if fedavg
             else ""
         )
@@ -107,7 +102,7 @@ def privacy_claims(archive: Archive) -> str:
                 "never below 0.01 with L_dec",
                 f"{len(below)} of {len(defended)} defended settings below 0.01"
                 + (f" ({', '.join(below)})" if below else "")
-                + (f"; undefended features {_frontier_stat(undefended['mse'], 4)}" if undefended else ""),
+                + (f"; undefended features {json_cell(undefended['mse'], 4)}" if undefended else ""),
             ]
         )
     deep = frontiers["deep"]
@@ -118,7 +113,7 @@ def privacy_claims(archive: Archive) -> str:
         [
             "attacker samples for 90% context detection",
             "FLea 10,000; FedMix 300",
-            f"{shown}; FedMix {_frontier_stat(fedmix, 0)}",
+            f"{shown}; FedMix {json_cell(fedmix, 0)}",
         ]
     )
     return markdown_table(["claim", "paper (FLea, KDD 2024)", f"ours, round {deep['round']}"], rows)
@@ -161,13 +156,13 @@ def privacy_har(archive: Archive) -> str:
         header += [f"{name}: MSE / mean-window MSE", f"{name}: samples for 90% context (per seed)"]
     frontier = json.loads((HAR / "frontier_deep" / "frontier.json").read_text())
     accuracy = "; ".join(
-        f"{p['setting']} {_frontier_stat(p.get('accuracy'), 2)}% (n = {p['accuracy']['n']})"
+        f"{p['setting']} {json_cell(p.get('accuracy'), 2, unit='%', count=True)}"
         for p in frontier["points"]
         if p.get("accuracy")
     )
     fedavg = frontier.get("references", {}).get("FedAvg")
     if fedavg:
-        accuracy += f"; FedAvg (shares nothing) {_frontier_stat(fedavg, 2)}% (n = {fedavg['n']})"
+        accuracy += f"; FedAvg (shares nothing) {json_cell(fedavg, 2, unit='%', count=True)}"
     baseline = aggregate([r.baseline_mse for r in reports.reconstruct])
     return (
         "UCI-HAR, HARNet shared at split layer 1, Qua(2), K = 75; generated from "

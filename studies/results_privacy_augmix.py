@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from results_common import STUDIES, Archive, fragment
+from results_common import STUDIES, Archive, fragment, json_cell
 
-from fedaug.results.fragments import fmt, markdown_table
-from fedaug.results.store import Stat
+from fedaug.results.fragments import markdown_table
 
 SEVERITY = STUDIES / "fedaugmix" / "severity"
 PAPER_MSE = {"converged": (2.092, 2.414), "untrained": (1.387, 2.909)}
@@ -22,14 +21,6 @@ def _frontier(metric: str) -> dict[str, Any] | None:
     """``severity_frontier.json`` of ``metric`` (ssim or mse); None before the study archived anything."""
     path = SEVERITY / f"frontier_{metric}" / "severity_frontier.json"
     return json.loads(path.read_text()) if path.is_file() else None
-
-
-def _cell(entry: dict[str, Any] | None, digits: int, scale: float = 1.0) -> str:
-    """``mean ± std`` of a JSON statistic (scaled), with its seed count; a dash where there is none."""
-    if not entry:
-        return "–"
-    value = Stat(entry["mean"] * scale, (entry["std"] or 0.0) * scale, entry["n"])
-    return f"{fmt(value, digits)} (n = {value.n})"
 
 
 NOT_YET = "No seed of the severity study is archived yet (`studies/fedaugmix/severity/`).\n"
@@ -49,8 +40,8 @@ def augmix_severity(archive: Archive) -> str:
     rows = [
         [
             f"{s:g}",
-            _cell(ssim["accuracy"].get(f"{s:g}"), 2),
-            *(_cell(ssim["attack"][line].get(f"{s:g}"), 1, 100.0) for line in lines),
+            json_cell(ssim["accuracy"].get(f"{s:g}"), 2, count=True),
+            *(json_cell(ssim["attack"][line].get(f"{s:g}"), 1, scale=100.0, count=True) for line in lines),
         ]
         for s in severities
     ]

@@ -6,7 +6,8 @@ of attacker samples the context attack needed for 90% detection, with error bars
 deviation (ddof = 1) on both axes. Attack records are matched to runs by run dir (:func:`run_key`), at the
 latest attacked round of each run unless ``--round`` says which. Reference lines: the accuracy of runs given
 with ``--reference`` (FedAvg, horizontal) and the exposure of what FedMix / FedData share (their records in
-the attack outputs, vertical), plus the MSE of the trivial attacker that outputs the mean image.
+the attack outputs, vertical), plus the MSE of the trivial attacker that outputs the mean input (image or
+window).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from fedaug.attacks.aggregate import (
 )
 from fedaug.errors import ConfigError
 from fedaug.registry import register
-from fedaug.results.plots import new_figure, save_figure
+from fedaug.results.plots import new_figure, save_figure, setting_styles
 from fedaug.results.store import Run, Stat, load_run, load_runs
 
 LINE_COLOURS = ("dimgrey", "saddlebrown", "black", "darkgrey", "olive")
@@ -142,12 +143,11 @@ def exposures(reports: Reports) -> dict[str, dict[str, Stat]]:
     baseline = [r.baseline_mse for r in reports.reconstruct]
     return {
         "mse": {k: stat(v) for k, v in mse.items()}
-        | ({"mean image (nothing recovered)": stat(baseline)} if baseline else {}),
+        | ({"mean input (nothing recovered)": stat(baseline)} if baseline else {}),
         "context": {k: stat(v) for k, v in context.items()},
     }
 
 
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
 ZOOM_GAP = 10.0
 """A setting more than this many accuracy points below the best one is left out of the zoomed row."""
 
@@ -192,7 +192,7 @@ def plot(
         ("mse", f"reconstruction MSE ({decoder} decoder; higher = more private)"),
         ("context", "attacker samples for 90% marker detection (higher = more private)"),
     )
-    style = {p.setting: (f"C{i % 10}", MARKERS[i % len(MARKERS)]) for i, p in enumerate(points)}
+    style = setting_styles([p.setting for p in points])
     for row in range(rows):
         shown = points if row == 0 else close
         for column, (field, xlabel) in enumerate(fields):

@@ -180,7 +180,7 @@ def attack_features(
             )
         )
         examples[name] = recon
-        logger.info("%s / %s: eval MSE %.5f (mean image %.5f)", target.label, name, rows[-1].mse, baseline)
+        logger.info("%s / %s: eval MSE %.5f (mean input %.5f)", target.label, name, rows[-1].mse, baseline)
     return rows, examples, stats
 
 
@@ -394,7 +394,7 @@ class Reconstruct:
         for row in report["rows"]:
             print(
                 f"{row['target']:<36} {row['attacker']:<34} eval MSE {row['mse']:.5f} "
-                f"(mean image {row['baseline_mse']:.5f})"
+                f"(mean input {row['baseline_mse']:.5f})"
             )
         print(f"report: {Path(args.out) / 'reconstruct.md'}")
         return 0

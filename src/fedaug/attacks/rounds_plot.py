@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fedaug.results.plots import new_figure, save_figure
+from fedaug.results.plots import new_figure, save_figure, setting_styles
 from fedaug.results.store import Stat
 
 Series = dict[tuple[str, str], dict[int, Stat]]
@@ -42,8 +42,7 @@ def plot_rounds(recon: Series, context: Series, stem: Path) -> list[Path]:
     if not any(len(points) > 1 for points in (*recon.values(), *context.values())):
         return []
     settings = list(dict.fromkeys(setting for setting, _ in (*recon, *context)))
-    colour = {setting: f"C{i % 10}" for i, setting in enumerate(settings)}
-    marker = {setting: "os^vD<>"[(i // 10) % 7] for i, setting in enumerate(settings)}
+    style = setting_styles(settings)
     figure = new_figure(15.0, 4.8)
     grid = figure.add_gridspec(1, 3, width_ratios=(1.0, 1.0, 0.55))
     left, right, key = (figure.add_subplot(grid[0, i]) for i in range(3))
@@ -53,8 +52,8 @@ def plot_rounds(recon: Series, context: Series, stem: Path) -> list[Path]:
                 list(points),
                 [s.mean for s in points.values()],
                 yerr=[s.spread for s in points.values()],
-                color=colour[setting],
-                marker=marker[setting],
+                color=style[setting][0],
+                marker=style[setting][1],
                 linestyle=DECODER_STYLES.get(decoder, ":") if decoder else "-",
                 capsize=3,
             )
@@ -66,7 +65,7 @@ def plot_rounds(recon: Series, context: Series, stem: Path) -> list[Path]:
     if context:
         right.set_yscale("log")
     handles = [
-        key.plot([], [], color=colour[s], marker=marker[s], linestyle="-", label=s)[0] for s in settings
+        key.plot([], [], color=style[s][0], marker=style[s][1], linestyle="-", label=s)[0] for s in settings
     ]
     decoders = sorted({d for _, d in recon}, key=lambda d: (d not in DECODER_STYLES, d))
     handles += [

@@ -39,6 +39,17 @@ FLEA_CURVES = (
 )
 
 
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
+"""Point markers of the settings in a figure, in order (with the colours C0-C9)."""
+
+
+def setting_styles(settings: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """(colour, marker) of each setting in order, so that two figures of the same settings (a study's frontier
+    and its attacks by round) draw each one alike: C0-C9 with :data:`MARKERS`, then the colours again with the
+    markers shifted by one per round of ten, so that no two of the first hundred settings look the same."""
+    return {s: (f"C{i % 10}", MARKERS[(i + i // 10) % len(MARKERS)]) for i, s in enumerate(settings)}
+
+
 def new_figure(width: float, height: float) -> Any:
     """An empty matplotlib figure on the Agg canvas (a clear error without matplotlib)."""
     try:

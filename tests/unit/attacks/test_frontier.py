@@ -167,7 +167,7 @@ def test_points_pair_each_setting_with_the_attacks_on_its_runs(study: dict[str, 
     paper = point(label, runs, reports, decoder="conv4", round_num=None)
     assert paper.mse is not None and paper.mse.mean == pytest.approx(0.090)
     lines = exposures(reports)
-    assert set(lines["mse"]) == {"FedData: shared inputs", "mean image (nothing recovered)"}
+    assert set(lines["mse"]) == {"FedData: shared inputs", "mean input (nothing recovered)"}
     assert lines["mse"]["FedData: shared inputs"].mean == 0.0 and set(lines["context"]) == {"FedMix"}
 
 

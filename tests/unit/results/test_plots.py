@@ -182,3 +182,18 @@ def test_report_draws_the_gains_only_with_a_baseline(tmp_path: Path, grouping: G
     assert tmp_path / "a" / "plots" / "gains_over_fedavg.png" in with_baseline.files
     without = write_report(runs_dir, out_dir=tmp_path / "b", plots=True)
     assert not any(p.name.startswith("gains_over") for p in without.files)
+
+
+def test_setting_styles_first_ten_then_shifted_markers() -> None:
+    names = [f"s{i}" for i in range(12)]
+    styles = plots.setting_styles(names)
+    assert styles["s0"] == ("C0", "o")
+    assert styles["s9"] == ("C9", "<")
+    # the eleventh setting reuses C0 but not C0's marker (it did once: two settings drawn alike)
+    assert styles["s10"] == ("C0", "s")
+    assert styles["s11"] == ("C1", "^")
+
+
+def test_setting_styles_tell_a_hundred_settings_apart() -> None:
+    styles = plots.setting_styles([f"s{i}" for i in range(100)])
+    assert len(set(styles.values())) == 100
