@@ -5,9 +5,9 @@
 #   bash studies/privacy_har/finish.sh
 set -eu
 S=studies/privacy_har
+. scripts/archive_finished.sh
 for name in privacy_har privacy_har_decor0; do
-    # a folder whose only run is still going has nothing to archive yet (fedaug archive exits 2): go on
-    [ -d "runs/$name" ] && { fedaug archive "runs/$name" --out "$S/runs/$name" || echo "nothing finished in runs/$name"; }
+    archive_finished "runs/$name" "$S/runs/$name"
 done
 fedaug attack summary "$S/attacks" --out "$S/summary"
 python scripts/seed0_figures.py "$S/attacks"   # seed 0 keeps its figures, later seeds their numbers

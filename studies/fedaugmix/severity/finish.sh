@@ -6,13 +6,10 @@
 set -eu
 S=studies/fedaugmix/severity
 P=mnist-dirichlet0.5-K100
-# a folder whose only run is still going has nothing to archive yet (fedaug archive exits 2): go on
-archive() {
-    if [ -d "$1" ]; then fedaug archive "$1" --out "$2" || echo "nothing finished in $1"; fi
-}
-archive runs/fedaugmix_mnist/$P/fedavg "$S/runs/fedaugmix_mnist/$P/fedavg"
+. scripts/archive_finished.sh
+archive_finished runs/fedaugmix_mnist/$P/fedavg "$S/runs/fedaugmix_mnist/$P/fedavg"
 for s in 1 3 6 10; do
-    archive "runs/fedaugmix_sev$s" "$S/runs/fedaugmix_sev$s"
+    archive_finished "runs/fedaugmix_sev$s" "$S/runs/fedaugmix_sev$s"
 done
 # an attack still writing its seed's results.jsonl is left out: where the steps' runner keeps its record
 # (runs/privacy_steps.done), only the seeds whose attack step is in it count

@@ -3,9 +3,9 @@
 # archived runs and the attack outputs (run from the repository root, with fedaug installed; seconds).
 set -eu
 S=studies/privacy/multiseed
+. scripts/archive_finished.sh
 for name in runs/privacy_fmnist runs/privacy_fmnist_decor* runs/privacy_fmnist_dcorsq; do
-    # a folder whose only run is still going has nothing to archive yet (fedaug archive exits 2): go on
-    [ -d "$name" ] && { fedaug archive "$name" --out "$S/runs/$(basename "$name")" || echo "nothing finished in $name"; }
+    archive_finished "$name" "$S/runs/$(basename "$name")"
 done
 fedaug attack summary "$S/attacks" --out "$S/summary"
 python scripts/seed0_figures.py "$S/attacks"   # seed 0 keeps its figures, later seeds their numbers
