@@ -102,6 +102,17 @@ def settings_for(
     return rows
 
 
+def checkpoint_path(checkpoint: Path | None) -> Path:
+    """``--checkpoint`` of the 'converged' stage, refused when missing (checked before any data loads)."""
+    if checkpoint is None:
+        raise ConfigError(
+            "stage 'converged' needs --checkpoint (a run's ckpt/latest.pt or a state-dict file)"
+        )
+    if not checkpoint.exists():
+        raise ConfigError(f"--checkpoint {checkpoint} does not exist")
+    return checkpoint
+
+
 def global_state(
     stage: str, model_fn: Any, seed: int, checkpoint: Path | None, device: torch.device = CPU
 ) -> StateDict:
@@ -111,12 +122,7 @@ def global_state(
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed_for(seed, "init"))
             return to_device(snapshot_state(model_fn()), device)
-    if checkpoint is None:
-        raise ConfigError(
-            "stage 'converged' needs --checkpoint (a run's ckpt/latest.pt or a state-dict file)"
-        )
-    if not checkpoint.exists():
-        raise ConfigError(f"--checkpoint {checkpoint} does not exist")
+    checkpoint = checkpoint_path(checkpoint)
     try:
         saved = torch.load(checkpoint, weights_only=True, map_location=device)
     except OSError as exc:
@@ -295,6 +301,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError:
         raise ConfigError(f"--severities takes comma-separated numbers, got {args.severities!r}") from None
     scalings = {"on": [True], "off": [False], "both": [True, False]}[args.loss_scaling]
+    checkpoint = Path(args.checkpoint) if args.checkpoint else None
+    if "converged" in stages:
+        checkpoint_path(checkpoint)  # a missing checkpoint is refused before the dataset loads
     dataset = load_dataset(args.data, data_dir=args.data_dir)
     if len(dataset.input_shape) != 3 or min(dataset.input_shape[1:]) < 11:  # SSIM's 11x11 window
         raise ConfigError(
@@ -325,7 +334,6 @@ def run(args: argparse.Namespace) -> int:
     inversion = InversionConfig(
         iterations=args.iterations, lr=args.attack_lr, tv_weight=args.tv, restarts=args.restarts
     )
-    checkpoint = Path(args.checkpoint) if args.checkpoint else None
     # every stage's weights read (a bad --checkpoint refused) before anything is written
     states = {stage: global_state(stage, model_fn, args.seed, checkpoint, device) for stage in stages}
     out = Path(args.out)

@@ -152,3 +152,46 @@ def test_cli_writes_table_results_and_grid(shared_data: Path, tmp_path: Path) ->
 def test_cli_rejects_bad_choices(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["attack", "invert", "--stages", "trained"]) == 2
     assert "--stages got 'trained'; valid choices: untrained, converged" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "message"),
+    [
+        (None, "stage 'converged' needs --checkpoint (a run's ckpt/latest.pt or a state-dict file)"),
+        ("missing.pt", "--checkpoint {tmp}/missing.pt does not exist"),
+    ],
+)
+def test_a_missing_checkpoint_is_refused_before_the_dataset_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], checkpoint: str | None, message: str
+) -> None:
+    # the data dir holds nothing: the checkpoint's error comes first, not the dataset's
+    argv = ["attack", "invert", "--stages", "converged", "--data-dir", str(tmp_path / "no-data")]
+    argv += ["--out", str(tmp_path / "out")] + (
+        ["--checkpoint", str(tmp_path / checkpoint)] if checkpoint else []
+    )
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == f"fedaug: error: {message.format(tmp=tmp_path)}"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"not a checkpoint", "is corrupt or not a checkpoint"),
+        ({"state": {"round": 3}}, "holds no model weights"),
+        ({"fc.weight": torch.zeros(2, 2)}, "does not fit the attacked model (tensors differing: "),
+    ],
+)
+def test_a_checkpoint_without_the_models_weights_is_refused(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], content: object, message: str
+) -> None:
+    path = tmp_path / "ckpt.pt"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        torch.save(content, path)
+    argv = ["attack", "invert", "--stages", "converged", "--checkpoint", str(path)]
+    assert main([*argv, "--data-dir", str(shared_data), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"--checkpoint {path} {message}" in err
+    assert not (tmp_path / "out").exists()
