@@ -105,15 +105,19 @@ def status_lines(states: Sequence[GridState], workers: int, kind: str) -> list[s
     (longest first); then the whole campaign's."""
     width = max([len(s.grid.name) for s in states] + [4]) + 2
     lines = [f"{'grid':<{width}}{'done':>9}  {kind} minutes left ({workers} at once)"]
-    all_known: list[float] = []
     for state in states:
-        costs = [p.cost for p in state.pending]
-        known = [c for c in costs if c is not None]
-        all_known += known
-        left = f"{makespan(known, workers) / 60:.1f}" if known or not costs else "?"
-        unknown = f" (+{len(costs) - len(known)} runs without an estimate)" if len(known) < len(costs) else ""
         done = f"{len(state.done)}/{state.total}"
-        lines.append(f"{state.grid.name:<{width}}{done:>9}  {left}{unknown}")
+        lines.append(f"{state.grid.name:<{width}}{done:>9}  {minutes_text(state.pending, workers)}")
     done = f"{sum(len(s.done) for s in states)}/{sum(s.total for s in states)}"
-    lines.append(f"{'all':<{width}}{done:>9}  {makespan(all_known, workers) / 60:.1f}")
+    known = [p for s in states for p in s.pending if p.cost is not None]
+    lines.append(f"{'all':<{width}}{done:>9}  {minutes_text(known, workers)}")
     return lines
+
+
+def minutes_text(pending: Sequence[Pending], workers: int) -> str:
+    """The minutes ``pending`` takes, ``workers`` at once, longest first (``?``: no run has an estimate),
+    and how many runs have none: ``18.4``, ``? (+3 runs without an estimate)``."""
+    known = [p.cost for p in pending if p.cost is not None]
+    left = f"{makespan(known, workers) / 60:.1f}" if known or not pending else "?"
+    missing = len(pending) - len(known)
+    return left + (f" (+{missing} runs without an estimate)" if missing else "")

@@ -15,7 +15,7 @@ from typing import Any, cast
 import pytest
 
 from fedaug.campaign import run as campaign_run
-from fedaug.campaign.plan import makespan, select
+from fedaug.campaign.plan import makespan, minutes_text, select
 from fedaug.campaign.run import BudgetExpired, BudgetSchedule, hard_stop
 from fedaug.cli import main
 from fedaug.experiments.load import dump_yaml, load_config
@@ -211,6 +211,16 @@ def test_budget_schedule_starts_only_what_ends_before_the_deadline(tmp_path: Pat
 def test_makespan_hands_the_longest_first_to_the_free_slot() -> None:
     assert makespan([3, 5, 3, 4, 3], 2) == 10.0  # 5 | 4, then 3 -> 7, 3 -> 8, 3 -> 10
     assert makespan([], 4) == 0.0 and makespan([7.0], 16) == 7.0
+
+
+def test_minutes_text_counts_the_runs_without_an_estimate() -> None:
+    def pending(*costs: float | None) -> Any:
+        return cast(Any, [SimpleNamespace(cost=c) for c in costs])
+
+    assert minutes_text(pending(), 4) == "0.0"
+    assert minutes_text(pending(600.0, 300.0, 300.0), 2) == "10.0"  # 600 | 300 + 300
+    assert minutes_text(pending(120.0, None), 16) == "2.0 (+1 runs without an estimate)"
+    assert minutes_text(pending(None, None), 16) == "? (+2 runs without an estimate)"
 
 
 def test_hard_stop_raises_in_the_main_thread_at_the_deadline() -> None:
