@@ -131,7 +131,7 @@ def _needed(record: ContextRecord) -> str:
     return f"≤{record.needed}" if record.needed == min(record.accuracy) else str(record.needed)
 
 
-def _har_cells(reports: Reports, ratios: Series, prefix: str, round_: int) -> list[str]:
+def har_cells(reports: Reports, ratios: Series, prefix: str, round_: int) -> list[str]:
     """Deep-decoder MSE / mean-window MSE (``ratios``: the reconstruction series of :func:`round_series`)
     and context samples (per seed) of one setting and round."""
     ratio = ratios.get((prefix, "deep"), {}).get(round_)
@@ -148,7 +148,7 @@ def privacy_har(archive: Archive) -> str:
     ratios, _ = round_series(reports)
     rounds = sorted({r.round for r in reports.reconstruct} | {r.round for r in reports.context if r.round})
     rows = [
-        [str(round_), *(c for prefix in HAR_SETTINGS for c in _har_cells(reports, ratios, prefix, round_))]
+        [str(round_), *(c for prefix in HAR_SETTINGS for c in har_cells(reports, ratios, prefix, round_))]
         for round_ in rounds
     ]
     header = ["round"]

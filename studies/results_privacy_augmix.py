@@ -17,7 +17,7 @@ PAPER_MSE = {"converged": (2.092, 2.414), "untrained": (1.387, 2.909)}
 """The Fed-AugMix paper's MSE at severity 0 and 10 (Sec. V, Fig. 4), by stage."""
 
 
-def _frontier(metric: str) -> dict[str, Any] | None:
+def frontier(metric: str) -> dict[str, Any] | None:
     """``severity_frontier.json`` of ``metric`` (ssim or mse); None before the study archived anything."""
     path = SEVERITY / f"frontier_{metric}" / "severity_frontier.json"
     return json.loads(path.read_text()) if path.is_file() else None
@@ -30,7 +30,7 @@ NOT_YET = "No seed of the severity study is archived yet (`studies/fedaugmix/sev
 def augmix_severity(archive: Archive) -> str:
     """Per severity: last-10 accuracy of the runs and the attack's SSIM per stage and threat model."""
     del archive
-    ssim = _frontier("ssim")
+    ssim = frontier("ssim")
     if ssim is None:
         return NOT_YET
     lines = list(ssim["attack"])
@@ -67,7 +67,7 @@ def _extremes(points: dict[str, Any]) -> str:
 def augmix_claims(archive: Archive) -> str:
     """The Fed-AugMix paper's privacy claims beside the severity study's means."""
     del archive
-    ssim, mse = _frontier("ssim"), _frontier("mse")
+    ssim, mse = frontier("ssim"), frontier("mse")
     if ssim is None or mse is None:
         return NOT_YET
     protected = [

@@ -34,6 +34,7 @@ from results_common import (
     gains_text,
     har,
     headline_row,
+    json_cell,
     listing,
     means,
     paper_cell,
@@ -45,8 +46,10 @@ from results_common import (
     try_gain,
 )
 from results_flea import cpu_spread
-from results_privacy import PRIVACY
+from results_privacy import HAR, HAR_SETTINGS, PRIVACY, har_cells
+from results_privacy_augmix import frontier
 
+from fedaug.attacks.aggregate import load_reports, round_series
 from fedaug.engine.checkpoint import logged_round_times
 from fedaug.results.fragments import (
     beats,
@@ -321,6 +324,67 @@ def privacy_rows(archive: Archive) -> list[list[str]]:
             "detection per seed (≤: the fewest tried), last-10 accuracy; mean ± sample std over n seeds, CPU",
             "; ".join(_privacy_cell(archive, summary, name) for name in PRIVACY_RUNS),
             "with L_dec MSE never below 0.01; context 10,000 samples (FedMix 300)",
+        ]
+    ]
+
+
+HAR_ACCURACY = {"flea": "flea default (lambda2 3 -> 1)", "flea lambda2 0": "lambda2 0 (undefended)"}
+"""Attack label prefix -> the setting's name in the UCI-HAR frontier (its accuracy)."""
+
+
+@headline_row
+def privacy_har_rows(archive: Archive) -> list[list[str]]:
+    """UCI-HAR's shared activations at round 100: both settings' reconstruction, context attack, accuracy."""
+    del archive
+    reports = load_reports([HAR / "attacks"])
+    ratios, _ = round_series(reports)
+    points = json.loads((HAR / "frontier_deep" / "frontier.json").read_text())["points"]
+    accuracy = {p["setting"]: p["accuracy"] for p in points if p.get("accuracy")}
+    cells = []
+    for prefix, name in HAR_SETTINGS.items():
+        mse, context = har_cells(reports, ratios, prefix, 100)
+        cells.append(
+            f"{name}: MSE ratio {mse}, context {context} samples, "
+            f"last-10 {json_cell(accuracy.get(HAR_ACCURACY[prefix]), 2, unit='%', count=True)}"
+        )
+    return [
+        [
+            "[Privacy](studies/privacy_har/README.md), FLea's shared activations, UCI-HAR Qua(2), K = 75, "
+            "round 100",
+            "deep-decoder MSE over the mean window's (1 = nothing recovered), samples for 90% context "
+            "detection per seed (≤: the fewest tried), last-10 accuracy; mean ± sample std over n seeds, CPU",
+            "; ".join(cells),
+            "no UCI-HAR privacy numbers (the paper attacks CIFAR-10)",
+        ]
+    ]
+
+
+AUGMIX_SEVERITIES = {"0": "no augmentation", "3": "severity 3 (default)", "10": "severity 10"}
+
+
+@headline_row
+def augmix_privacy_rows(archive: Archive) -> list[list[str]]:
+    """Fed-AugMix against Inverting Gradients: SSIM on the converged and untrained model (the attacker who
+    models AugMix + JS) and accuracy, at no augmentation, the default severity and the highest."""
+    del archive
+    ssim = frontier("ssim")
+    if ssim is None:
+        return []
+    lines = ("converged, attacker aware", "untrained, attacker aware")
+    cells = []
+    for s, name in AUGMIX_SEVERITIES.items():
+        pair = " / ".join(json_cell(ssim["attack"][x].get(s), 1, scale=100.0) for x in lines)
+        seeds = ssim["attack"][lines[0]].get(s, {}).get("n", 0)
+        accuracy = json_cell(ssim["accuracy"].get(s), 2, unit="%", count=True)
+        cells.append(f"{name}: SSIM {pair} (n = {seeds}), last-10 {accuracy}")
+    return [
+        [
+            "[Privacy, Fed-AugMix](studies/fedaugmix/severity/README.md), Inverting Gradients, MNIST, "
+            "LeNet-5",
+            "SSIM (%) of the recovered batch, converged / untrained model, attacker aware of AugMix + JS; "
+            "last-10 accuracy; mean ± sample std over n seeds, CPU",
+            "; ".join(cells),
+            "SSIM below 5% with Fed-AugMix; accuracy declines as severity rises",
         ]
     ]
 
