@@ -99,38 +99,87 @@ def _read(path: Path) -> dict[str, Any]:
     return report
 
 
+def _number(value: Any) -> float:
+    """A finite number of a report (not a bool, a string or NaN: what the attacks write)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{value!r} is not a finite number")
+    return float(value)
+
+
+def _count(value: Any) -> int:
+    """A round or a sample count of a report."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{value!r} is not an integer")
+    return value
+
+
+def _mean(accuracies: Any, label: str, size: Any) -> float:
+    """The mean of a context curve's accuracies at one training size (one per repeat)."""
+    if not isinstance(accuracies, list) or not accuracies:
+        raise ValueError(f"target {label!r} has no accuracies at size {size}")
+    return sum(_number(a) for a in accuracies) / len(accuracies)
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a string")
+    return value
+
+
+def _entry(mapping: Any, label: str, where: str) -> Any:
+    """``mapping[label]``; a target missing from it is named."""
+    if label not in mapping:
+        raise ValueError(f"target {label!r} has no entry in {where!r}")
+    return mapping[label]
+
+
 def _reconstruct(report: dict[str, Any]) -> list[ReconRecord]:
-    targets = {t["label"]: t for t in report["targets"]}
-    return [
-        ReconRecord(
-            label=row["target"],
-            run=run_key(targets[row["target"]]["run_dir"]),
-            round=int(row["round"]),
-            shared=row["shared"],
-            attacker=row["attacker"],
-            mse=float(row["mse"]),
-            baseline_mse=float(row["baseline_mse"]),
-            eval_dcor=targets[row["target"]].get("eval_dcor"),
+    targets = {_text(t["label"]): t for t in report["targets"]}
+    records = []
+    for row in report["rows"]:
+        target = _entry(targets, _text(row["target"]), "targets")
+        dcor = target.get("eval_dcor")
+        records.append(
+            ReconRecord(
+                label=row["target"],
+                run=run_key(_text(target["run_dir"])),
+                round=_count(row["round"]),
+                shared=_text(row["shared"]),
+                attacker=_text(row["attacker"]),
+                mse=_number(row["mse"]),
+                baseline_mse=_number(row["baseline_mse"]),
+                eval_dcor=None if dcor is None else _number(dcor),
+            )
         )
-        for row in report["rows"]
-    ]
+    return records
 
 
 def _context(report: dict[str, Any]) -> list[ContextRecord]:
     records = []
     for target in report["targets"]:
-        curve = report["accuracy"][target["label"]]
+        label = _text(target["label"])
+        curve = _entry(report["accuracy"], label, "accuracy")
+        needed = _entry(report["needed_for_90"], label, "needed_for_90")
         records.append(
             ContextRecord(
-                label=target["label"],
-                run=run_key(target["run_dir"]),
+                label=label,
+                run=run_key(_text(target["run_dir"])),
                 round=_round_of(target),
                 shared=_shared_of(target),
-                accuracy={int(size): sum(accs) / len(accs) for size, accs in curve.items()},
-                needed=report["needed_for_90"][target["label"]],
+                accuracy={int(size): _mean(accs, label, size) for size, accs in curve.items()},
+                needed=None if needed is None else _count(needed),
             )
         )
     return records
+
+
+MALFORMED = (KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDivisionError)
+"""What reading a report whose JSON has the wrong shape raises (a key missing, a value of the wrong type)."""
+
+
+def _malformed(path: Path, exc: Exception) -> ConfigError:
+    reason = f"no {exc.args[0]!r}" if isinstance(exc, KeyError) else str(exc).splitlines()[0][:120]
+    return ConfigError(f"{path} is a malformed attack report ({reason}); rerun the attack that wrote it")
 
 
 def find_reports(paths: Sequence[str | Path]) -> list[Path]:
@@ -155,10 +204,13 @@ def load_reports(paths: Sequence[str | Path]) -> Reports:
     reports = Reports([], [])
     for path in find_reports(paths):
         report = _read(path)
-        if path.name == "reconstruct.json":
-            reports.reconstruct += _reconstruct(report)
-        else:
-            reports.context += _context(report)
+        try:
+            if path.name == "reconstruct.json":
+                reports.reconstruct += _reconstruct(report)
+            else:
+                reports.context += _context(report)
+        except MALFORMED as exc:
+            raise _malformed(path, exc) from exc
     return reports
 
 
