@@ -98,11 +98,46 @@ def read_runs(paths: Sequence[str]) -> dict[float, list[Run]]:
     return by_severity
 
 
+ROW_FIELDS: dict[str, type] = {
+    "stage": str,
+    "threat": str,
+    "loss_scaling": bool,
+    "severity": float,
+    "seed": int,
+    "ssim": float,
+    "mse": float,
+    "psnr": float,
+}
+"""What the frontier reads of an attack row, and its type (float: any int or float but NaN)."""
+
+
+def row_problem(row: Any) -> str | None:
+    """What is wrong with one line of a ``results.jsonl`` (None: a row the frontier can read; a floor row,
+    ``{"floor": ...}``, is passed over whatever it holds)."""
+    if not isinstance(row, dict):
+        return f"{type(row).__name__} is not an attack row"
+    if row.get("floor"):
+        return None
+    for key, kind in ROW_FIELDS.items():
+        value = row.get(key)
+        if kind is float:
+            valid = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+        else:
+            valid = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+        if not valid:
+            return f"{key} is {value!r}, not {'a number' if kind is float else 'a ' + kind.__name__}"
+    for key in SETTING_KEYS:  # compared across files: a value, not a list or a mapping
+        if isinstance(row.get(key), (list, dict)):
+            return f"{key} is {row[key]!r}, not a value"
+    return None
+
+
 def read_invert(folders: Sequence[str]) -> list[dict[str, Any]]:
     """The attack rows of every ``results.jsonl`` in ``folders`` (each a ``fedaug attack invert --out``).
 
     Raises:
-        ConfigError: a folder without ``results.jsonl``, an unreadable line, files of different settings.
+        ConfigError: a folder without ``results.jsonl``, a line that is not JSON or not an attack row
+            (:func:`row_problem`), files of different settings.
     """
     rows: list[dict[str, Any]] = []
     for text in folders:
@@ -110,13 +145,18 @@ def read_invert(folders: Sequence[str]) -> list[dict[str, Any]]:
         if not path.is_file():
             raise ConfigError(f"--invert {text}: no results.jsonl (the --out folder of fedaug attack invert)")
         for number, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
             try:
-                row = json.loads(line) if line.strip() else None
+                row = json.loads(line)
             except ValueError:
                 raise ConfigError(
                     f"{path} line {number} is not JSON; remove it or rerun the attack"
                 ) from None
-            if isinstance(row, dict) and not row.get("floor"):
+            problem = row_problem(row)
+            if problem:
+                raise ConfigError(f"{path} line {number}: {problem}; remove it or rerun the attack")
+            if not row.get("floor"):
                 rows.append(row)
     settings = {tuple(row.get(k) for k in SETTING_KEYS) for row in rows}
     if len(settings) > 1:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import statistics
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedaug.attacks.invert_frontier import Line, seed_means
+from fedaug.attacks.invert_frontier import Line, read_invert, seed_means
 from fedaug.cli import main
 from fedaug.engine.checkpoint import summarize
+from fedaug.errors import ConfigError
 
 PART = "mnist-dirichlet0.5-K4"
 
@@ -195,3 +198,45 @@ def test_a_one_seed_statistic_is_null_in_strict_json(study: dict[str, Any]) -> N
         "std": None,
         "n": 1,
     }
+
+
+ANY_JSON = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=3) | st.lists(st.none())
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    key=st.sampled_from(sorted(row(0, 0, "converged", 3, "aware", 0.1))),
+    value=ANY_JSON,
+    drop=st.booleans(),
+)
+def test_a_mutated_row_is_read_or_refused_naming_its_line(key: str, value: Any, drop: bool) -> None:
+    good = row(0, 0, "converged", 3, "aware", 0.1)
+    bad = {k: v for k, v in good.items() if k != key} if drop else {**good, key: value}
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "results.jsonl"
+        path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+        try:
+            rows = read_invert([folder])
+        except ConfigError as error:  # the bad line named, or the two lines' settings told apart
+            message = str(error)
+            assert message.startswith((f"{path} line 2: ", "--invert folders mix attack settings"))
+            assert "\n" not in message
+        else:  # read: what the frontier uses is usable
+            assert len(rows) == 2 and seed_means(rows, "ssim")
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("[1, 2]", "line 1: list is not an attack row"),
+        (
+            json.dumps({**row(0, 0, "converged", 3, "aware", 0.1), "ssim": "high"}),
+            "ssim is 'high', not a number",
+        ),
+        (json.dumps({**row(0, 0, "converged", 3, "aware", 0.1), "seed": True}), "seed is True, not a int"),
+    ],
+)
+def test_a_line_that_is_no_attack_row_is_refused(tmp_path: Path, line: str, message: str) -> None:
+    (tmp_path / "results.jsonl").write_text(line + "\n")
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        read_invert([str(tmp_path)])
