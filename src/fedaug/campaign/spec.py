@@ -119,12 +119,30 @@ def _strings(value: Any, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _is_seconds(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")
+
+
+def _is_cost_table(cost: Any) -> bool:
+    """``{cuda: 20, cpu: {default: 900, flea: 1400}}``: per device kind, seconds or seconds per method."""
+    if not isinstance(cost, Mapping) or set(cost) - set(DEVICE_KINDS):
+        return False
+    for entry in cost.values():
+        per_method = entry if isinstance(entry, Mapping) else {"default": entry}
+        if not all(isinstance(k, str) and _is_seconds(v) for k, v in per_method.items()):
+            return False
+    return True
+
+
 def _report(raw: Any, where: str) -> ReportSpec:
     if raw is None:
         return ReportSpec()
     if not isinstance(raw, Mapping) or set(raw) - _REPORT_KEYS:
         raise ConfigError(f"{where} must be a mapping of {', '.join(sorted(_REPORT_KEYS))}, got {raw!r}")
     runs = _strings(raw.get("runs", ["runs"]), f"{where}.runs") or ("runs",)
+    for key in ("out", "baseline", "reference", "highlight"):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            raise ConfigError(f"{where}.{key} must be a string, got {raw[key]!r}")
     return ReportSpec(
         runs=runs,
         out=str(raw.get("out", ".")),
@@ -152,8 +170,11 @@ def _grid(raw: Any, index: int, path: Path) -> Grid:
     if not isinstance(axes, Mapping) or not all(isinstance(v, list) and v for v in axes.values()):
         raise ConfigError(f"{where}.grid must map config keys to non-empty lists, got {axes!r}")
     cost = raw.get("cost_s") or {}
-    if not isinstance(cost, Mapping) or set(cost) - set(DEVICE_KINDS):
-        raise ConfigError(f"{where}.cost_s must map {' / '.join(DEVICE_KINDS)} to seconds, got {cost!r}")
+    if not _is_cost_table(cost):
+        raise ConfigError(
+            f"{where}.cost_s must map {' / '.join(DEVICE_KINDS)} to seconds (a number >= 0, or a mapping of "
+            f"method names and 'default' to numbers), got {cost!r}"
+        )
     study = str(raw["study"])
     if Path(study).is_absolute() or ".." in Path(study).parts:
         raise ConfigError(f"{where}.study {study!r} must be a folder inside the studies folder")
@@ -183,9 +204,13 @@ def read_campaign(path: str | Path) -> Campaign:
     names = [g.name for g in grids]
     if len(set(names)) != len(names):
         raise ConfigError(f"campaign file {path}: grid names must differ, got {', '.join(names)}")
-    workers = {**DEFAULT_WORKERS, **(raw.get("workers") or {})}
-    if set(workers) - set(DEVICE_KINDS) or not all(isinstance(v, int) and v >= 0 for v in workers.values()):
-        raise ConfigError(f"campaign file {path}: workers must map cuda / cpu to counts >= 0, got {workers}")
+    given = raw.get("workers") or {}
+    workers = {**DEFAULT_WORKERS, **given} if isinstance(given, Mapping) else {}
+    counts = all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in workers.values())
+    if not workers or set(workers) - set(DEVICE_KINDS) or not counts:
+        raise ConfigError(f"campaign file {path}: workers must map cuda / cpu to counts >= 0, got {given!r}")
+    if not isinstance(raw.get("studies", "."), str):
+        raise ConfigError(f"campaign file {path}: studies must be a folder, got {raw['studies']!r}")
     studies = path.parent / str(raw.get("studies", "."))
     return Campaign(path=path, studies=studies, workers=workers, grids=grids)
 

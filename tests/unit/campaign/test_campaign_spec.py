@@ -1,0 +1,120 @@
+"""Reading a campaign file (``fedaug.campaign.spec.read_campaign``): a valid file reads back as written, and
+whatever a file holds, reading it either works or fails with one ConfigError naming the file (hypothesis
+mutates a valid file: a key dropped, a value replaced by any YAML value)."""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fedaug.campaign.spec import read_campaign
+from fedaug.errors import ConfigError
+
+VALID: dict[str, Any] = {
+    "studies": ".",
+    "workers": {"cuda": 16, "cpu": 0},
+    "grids": [
+        {
+            "name": "har",
+            "preset": "smoke",
+            "study": "har_study",
+            "set": ["engine.num_threads=1"],
+            "grid": {"seed": [0, 1], "method": ["fedavg", "flea"]},
+            "data": ["cifar10_jpeg_lossy"],
+            "cost_s": {"cuda": 20, "cpu": {"default": 900, "flea": 1400}},
+            "report": {"runs": ["runs"], "baseline": "fedavg", "out": ".", "plots": False},
+        }
+    ],
+}
+VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.floats() | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=3), inner, max_size=2),
+    max_leaves=4,
+)
+
+
+def _paths(tree: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, list) else []
+    found = []
+    for key, value in items:
+        found += [(*prefix, key), *_paths(value, (*prefix, key))]
+    return found
+
+
+def test_a_valid_file_reads_back_as_written(tmp_path: Path) -> None:
+    path = tmp_path / "campaign.yaml"
+    path.write_text(yaml.safe_dump(VALID))
+    campaign = read_campaign(path)
+    (grid,) = campaign.grids
+    assert (campaign.studies, dict(campaign.workers)) == (tmp_path / ".", {"cuda": 16, "cpu": 0})
+    assert (grid.name, grid.preset, grid.study, grid.overrides) == (
+        "har",
+        "smoke",
+        "har_study",
+        ("engine.num_threads=1",),
+    )
+    assert grid.table_cost("cpu", "flea") == 1400.0 and grid.table_cost("cpu", "fedavg") == 900.0
+    assert (
+        grid.table_cost("cuda", "flea") == 20.0 and grid.report.baseline == "fedavg" and not grid.report.plots
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), drop=st.booleans())
+def test_a_mutated_file_reads_or_is_refused_naming_it(data: st.DataObject, drop: bool) -> None:
+    path_in = data.draw(st.sampled_from(_paths(VALID)), label="path")
+    mutated = copy.deepcopy(VALID)
+    parent = mutated
+    for key in path_in[:-1]:
+        parent = parent[key]
+    if drop:
+        del parent[path_in[-1]]
+    else:
+        parent[path_in[-1]] = data.draw(VALUES, label="value")
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "campaign.yaml"
+        path.write_text(yaml.safe_dump(mutated))
+        try:
+            campaign = read_campaign(path)
+        except ConfigError as error:
+            assert str(path) in str(error) and "\n" not in str(error)
+        else:  # what was read is what the planner uses
+            for grid in campaign.grids:
+                assert all(
+                    grid.table_cost(kind, "flea") is None or grid.table_cost(kind, "flea") >= 0
+                    for kind in ("cuda", "cpu")
+                )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"workers": "x"}, "workers must map cuda / cpu to counts >= 0, got 'x'"),
+        ({"workers": {"cuda": True}}, "workers must map cuda / cpu to counts >= 0"),
+        ({"studies": ["a"]}, "studies must be a folder, got ['a']"),
+        ({"grid.cost_s": {"cuda": "x"}}, ".cost_s must map cuda / cpu to seconds"),
+        ({"grid.cost_s": {"cpu": {"flea": -1}}}, ".cost_s must map cuda / cpu to seconds"),
+        ({"grid.report": {"baseline": [1]}}, ".report.baseline must be a string, got [1]"),
+        ({"grid.grid": {"seed": 3}}, ".grid must map config keys to non-empty lists, got {'seed': 3}"),
+        ({"grid.study": "../elsewhere"}, ".study '../elsewhere' must be a folder inside the studies folder"),
+    ],
+)
+def test_bad_files_are_refused_in_one_line(tmp_path: Path, change: dict[str, Any], message: str) -> None:
+    raw = copy.deepcopy(VALID)
+    for key, value in change.items():
+        if key.startswith("grid."):
+            raw["grids"][0][key.split(".", 1)[1]] = value
+        else:
+            raw[key] = value
+    path = tmp_path / "campaign.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError) as error:
+        read_campaign(path)
+    assert message in str(error.value) and str(path) in str(error.value)
