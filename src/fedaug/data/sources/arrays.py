@@ -36,10 +36,14 @@ PAIR_KEYS = ("x", "y")
 def _read(ctx: LoadContext, path: str) -> tuple[dict[str, np.ndarray], str]:
     file = locate(ctx, path, "my_data.npz")
     try:
-        with np.load(file, allow_pickle=False) as npz:
+        loaded = np.load(file, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):  # a single .npy array
+            raise ValueError("one array, not an archive of named arrays (np.savez writes those)")
+        with loaded as npz:
             return {key: npz[key] for key in npz.files}, str(file)
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise DatasetError(f"dataset {ctx.name!r}: cannot read {file} as .npz ({exc})") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        reason = str(exc) or type(exc).__name__
+        raise DatasetError(f"dataset {ctx.name!r}: cannot read {file} as .npz ({reason})") from None
 
 
 @register("dataset", "arrays")

@@ -79,7 +79,10 @@ def check_labels(where: str, y: np.ndarray, num_classes: int | None = None) -> n
 
 
 def check_lengths(where: str, x: np.ndarray, y: np.ndarray) -> None:
-    """DatasetError unless ``x`` and ``y`` hold as many samples."""
+    """DatasetError unless ``x`` and ``y`` are arrays (not scalars) holding as many samples."""
+    for what, array in (("features", x), ("labels", y)):
+        if np.ndim(array) == 0:
+            raise DatasetError(f"{where}: the {what} are a single value, not one entry per sample")
     if len(x) != len(y):
         raise DatasetError(f"{where}: {len(x)} samples of features but {len(y)} labels")
     if len(x) == 0:
