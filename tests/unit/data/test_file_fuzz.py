@@ -1,6 +1,7 @@
 """Users' own files (``arrays`` .npz, ``csv``) fuzzed: whatever a file holds, loading it gives a dataset or
 one FedaugError (a clear line), never another exception. Found so far: a 0-d array (``len()`` of an unsized
-object), an empty file (numpy's EOFError) and a plain ``.npy`` under an ``.npz`` name."""
+object), an empty file (numpy's EOFError), a plain ``.npy`` under an ``.npz`` name and a huge label (a
+MemoryError)."""
 
 from __future__ import annotations
 
@@ -84,6 +85,11 @@ def test_any_csv_loads_or_is_refused(
         (lambda p: np.savez(p, x=np.array(3), y=np.array([0, 1])), "the features are a single value"),
         (lambda p: p.write_bytes(b""), "cannot read"),
         (lambda p: np.save(p, np.zeros(3)), "one array, not an archive of named arrays"),
+        # a stray huge label: once a count-sized bincount (27.5 GiB), now the first class without a sample
+        (
+            lambda p: np.savez(p, x=np.zeros((2, 2)), y=np.array([0, 3693391360])),
+            "of 3693391361 has no training sample",
+        ),
     ],
 )
 def test_the_files_the_fuzzer_found_are_refused_by_name(tmp_path: Path, write: object, message: str) -> None:

@@ -97,9 +97,12 @@ def num_classes_of(
     if num_classes is not None:
         check_int(option_key(name, "num_classes"), num_classes, 2)
     count = num_classes or len(class_names) or int(y_train.max()) + 1
-    empty = np.flatnonzero(np.bincount(y_train, minlength=count)[:count] == 0)
-    if empty.size:
-        label = int(empty[0])
+    # the first label in [0, count) without a sample, from the sorted distinct labels (no count-sized array:
+    # a stray huge label would ask for gigabytes)
+    present = np.unique(y_train)
+    gaps = np.flatnonzero(present != np.arange(len(present)))
+    label = int(gaps[0]) if gaps.size else len(present)
+    if label < count:
         named = f" ({class_names[label]!r})" if label < len(class_names) else ""
         raise DatasetError(f"dataset {name!r}: class {label}{named} of {count} has no training sample")
     return count
