@@ -13,7 +13,8 @@ FLea code; ``normalize=True`` standardises each channel with the train mean/std.
 Where it is read from (first found): ``<data_dir>/uci_har/uci_har_inertial.npz`` (the project's layout), the
 original ``<data_dir>/uci_har/UCI HAR Dataset/{train,test}/Inertial Signals/*.txt``, the official zip in
 ``<data_dir>/uci_har/`` (also the newer UCI zip that nests ``UCI HAR Dataset.zip``), and finally the copy
-embedded in the package (``fedaug/data/embedded``), so the dataset works on a fresh offline clone.
+embedded in the package (``fedaug/data/embedded``, packed to half the size and unpacked bit for bit:
+:mod:`fedaug.data.sources.uci_har_pack`), so the dataset works on a fresh offline clone.
 With ``download=True`` and no local copy, the official zip is fetched from :data:`OFFICIAL_URL`. UCI publishes
 no checksum for it, so the download is verified by content (shapes, labels 1..6, disjoint subjects).
 
@@ -36,6 +37,7 @@ import torch
 from fedaug.data.base import Dataset, LoadContext, option_key
 from fedaug.data.cache import load_or_build, source_signature
 from fedaug.data.download import RemoteFile, download_file
+from fedaug.data.sources.uci_har_pack import is_packed, unpack
 from fedaug.errors import DatasetError
 from fedaug.registry import register
 from fedaug.validation import check_bool, check_choice
@@ -61,10 +63,17 @@ def _read_npz(path: Path) -> Arrays:
             arrays = {key: npz[key] for key in npz.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
         raise DatasetError(f"cannot read UCI HAR file {path}: {exc}") from exc
+    if is_packed(arrays):  # the embedded copy's form (uci_har_pack)
+        arrays = unpack(arrays, str(path))
     missing = [k for k in ARRAY_KEYS if k not in arrays]
     if missing:
         raise DatasetError(f"UCI HAR file {path} lacks arrays {missing}; expected keys {list(ARRAY_KEYS)}")
     return arrays
+
+
+def read_arrays(path: Path) -> Arrays:
+    """The official arrays from an ``.npz`` (plain or packed), the official zip or the extracted folder."""
+    return _read_npz(path) if path.suffix == ".npz" else read_official(path)
 
 
 def _parse_official(read: Callable[[str], bytes]) -> Arrays:
