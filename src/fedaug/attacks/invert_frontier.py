@@ -206,6 +206,10 @@ def _bar(axes: Any, xs: list[float], ys: list[Stat], x_err: list[float] | None, 
     axes.errorbar(xs, [y.mean for y in ys], yerr=y_err, xerr=x_err, capsize=3, marker="o", **style)
 
 
+PAPER_BOUNDS = {"ssim": (5.0, "Fed-AugMix paper: SSIM below 5% (Sec. V, Table II)")}
+"""A metric's value the paper claims protected reconstructions stay on the private side of (a dotted line)."""
+
+
 def plot(
     accuracy: dict[float, Stat], lines: dict[Line, dict[float, Stat]], metric: str, stem: Path
 ) -> list[Path]:
@@ -238,6 +242,10 @@ def plot(
                 xytext=(4, 4),
                 fontsize="x-small",
             )
+    if metric in PAPER_BOUNDS:
+        value, text = PAPER_BOUNDS[metric]
+        middle.axhline(value, color="grey", linestyle=":", linewidth=1, label=text)
+        right.axvline(value, color="grey", linestyle=":", linewidth=1, label=text)
     middle.set(xlabel="AugMix severity (0 = no protection)", ylabel=name, title="what the attack recovers")
     right.set(xlabel=f"{name} ({private} = more private)", ylabel="last-10 test accuracy (%)")
     right.set_title(f"trade-off (upper {'left' if private == 'lower' else 'right'} = better)")
