@@ -231,8 +231,9 @@ def plot(
         xs = [points[s].mean * scale for s in shared]
         x_err = [points[s].spread * scale for s in shared]
         _bar(right, xs, [accuracy[s] for s in shared], x_err, **style)
+        ends = {shared[0], shared[-1]}  # each line is drawn in severity order: its two ends say which way
         for s, x in zip(shared, xs, strict=True):
-            if (s, x) in labelled:  # severity 0 is one point shared by the lines of its stage
+            if s not in ends or (s, x) in labelled:  # severity 0 is one point shared by its stage's lines
                 continue
             labelled.add((s, x))
             right.annotate(
