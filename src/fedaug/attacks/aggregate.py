@@ -178,7 +178,8 @@ MALFORMED = (KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDi
 
 
 def _malformed(path: Path, exc: Exception) -> ConfigError:
-    reason = f"no {exc.args[0]!r}" if isinstance(exc, KeyError) else str(exc).splitlines()[0][:120]
+    first = (str(exc).splitlines() or [type(exc).__name__])[0][:120]
+    reason = f"no {exc.args[0]!r}" if isinstance(exc, KeyError) and exc.args else first
     return ConfigError(f"{path} is a malformed attack report ({reason}); rerun the attack that wrote it")
 
 
