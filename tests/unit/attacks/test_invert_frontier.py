@@ -240,3 +240,29 @@ def test_a_line_that_is_no_attack_row_is_refused(tmp_path: Path, line: str, mess
     (tmp_path / "results.jsonl").write_text(line + "\n")
     with pytest.raises(ConfigError, match=re.escape(message)):
         read_invert([str(tmp_path)])
+
+
+def test_trade_off_panel_labels_each_lines_ends_and_draws_the_papers_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("matplotlib")
+    from fedaug.attacks import invert_frontier
+    from fedaug.results.store import Stat
+
+    drawn: list[Any] = []
+    monkeypatch.setattr(invert_frontier, "save_figure", lambda figure, stem: drawn.append(figure) or [])
+    accuracy = {s: Stat(98.0 - s / 10, 0.1, 2) for s in (0.0, 3.0, 10.0)}
+    unprotected = Stat(0.2, 0.01, 2)  # severity 0 is the same point on both lines of a stage
+    lines = {
+        Line("converged", "aware", True): {
+            0.0: unprotected,
+            3.0: Stat(0.15, 0.01, 2),
+            10.0: Stat(0.1, 0.01, 2),
+        },
+        Line("converged", "ce", True): {0.0: unprotected, 3.0: Stat(0.25, 0.01, 2), 10.0: Stat(0.3, 0.01, 2)},
+    }
+    invert_frontier.plot(accuracy, lines, "ssim", tmp_path / "f")
+    _, middle, right = drawn[0].axes
+    assert sorted(t.get_text() for t in right.texts) == ["s=0", "s=10", "s=10"]
+    assert [line.get_xdata()[0] for line in right.lines if line.get_linestyle() == ":"] == [5.0]
+    assert [line.get_ydata()[0] for line in middle.lines if line.get_linestyle() == ":"] == [5.0]
