@@ -4,6 +4,7 @@ with a BatchNorm model, a method killed in the middle of a round, a run dir's re
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib.util
 import math
@@ -106,3 +107,26 @@ def gpu_session_summary() -> ModuleType:
     sys.modules[spec.name] = module  # its dataclass looks its module up there
     spec.loader.exec_module(module)
     return module
+
+
+def tree_paths(tree: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every key / index path into a JSON-like ``tree`` (its containers' entries, nested): where a mutation
+    test can drop or replace a value."""
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, list) else []
+    found: list[tuple[Any, ...]] = []
+    for key, value in items:
+        found += [(*prefix, key), *tree_paths(value, (*prefix, key))]
+    return found
+
+
+def mutated(tree: Any, path: tuple[Any, ...], replacement: Any, drop: bool) -> Any:
+    """A deep copy of ``tree`` with the entry at ``path`` dropped, or replaced by ``replacement``."""
+    result = copy.deepcopy(tree)
+    parent = result
+    for key in path[:-1]:
+        parent = parent[key]
+    if drop:
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = replacement
+    return result

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from hypothesis import strategies as st
 from fedaug.attacks.aggregate import load_reports
 from fedaug.cli import main
 from fedaug.errors import ConfigError
+from tests.helpers import mutated, tree_paths
 
 TARGETS = [
     {"label": "flea r1", "run_dir": "runs/a/x-K4/flea/seed0", "round": 1, "shared": "features"},
@@ -42,28 +42,6 @@ JSON = st.recursive(
 )
 
 
-def _paths(tree: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every key / index path into ``tree`` (its containers' entries, nested)."""
-    items = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, list) else []
-    found = []
-    for key, value in items:
-        found.append((*prefix, key))
-        found += _paths(value, (*prefix, key))
-    return found
-
-
-def _mutate(tree: Any, path: tuple[Any, ...], replacement: Any, drop: bool) -> Any:
-    mutated = copy.deepcopy(tree)
-    parent = mutated
-    for key in path[:-1]:
-        parent = parent[key]
-    if drop:
-        del parent[path[-1]]
-    else:
-        parent[path[-1]] = replacement
-    return mutated
-
-
 def test_the_valid_reports_load(tmp_path: Path) -> None:
     (tmp_path / "reconstruct.json").write_text(json.dumps(RECONSTRUCT))
     (tmp_path / "context.json").write_text(json.dumps(CONTEXT))
@@ -84,10 +62,10 @@ def test_a_mutated_report_loads_or_is_refused_naming_the_file(
     tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, name: str, drop: bool
 ) -> None:
     valid = RECONSTRUCT if name == "reconstruct.json" else CONTEXT
-    path = data.draw(st.sampled_from(_paths(valid)), label="path")
-    mutated = _mutate(valid, path, None if drop else data.draw(JSON, label="value"), drop)
+    path = data.draw(st.sampled_from(tree_paths(valid)), label="path")
+    changed = mutated(valid, path, None if drop else data.draw(JSON, label="value"), drop)
     folder = tmp_path_factory.mktemp("report")
-    (folder / name).write_text(json.dumps(mutated))
+    (folder / name).write_text(json.dumps(changed))
     try:
         load_reports([folder])
     except ConfigError as error:
@@ -103,16 +81,16 @@ def test_a_mutated_report_loads_or_is_refused_naming_the_file(
             {"targets": [], "rows": [{"target": "x"}]},
             "target 'x' has no entry in 'targets'",
         ),
-        ("reconstruct.json", _mutate(RECONSTRUCT, ("rows", 0, "round"), "a", False), "'a' is not an integer"),
+        ("reconstruct.json", mutated(RECONSTRUCT, ("rows", 0, "round"), "a", False), "'a' is not an integer"),
         (
             "reconstruct.json",
-            _mutate(RECONSTRUCT, ("rows", 1, "mse"), float("nan"), False),
+            mutated(RECONSTRUCT, ("rows", 1, "mse"), float("nan"), False),
             "nan is not a finite",
         ),
-        ("context.json", _mutate(CONTEXT, ("accuracy",), None, True), "no 'accuracy'"),
+        ("context.json", mutated(CONTEXT, ("accuracy",), None, True), "no 'accuracy'"),
         (
             "context.json",
-            _mutate(CONTEXT, ("accuracy", "flea r1", "300"), [], False),
+            mutated(CONTEXT, ("accuracy", "flea r1", "300"), [], False),
             "target 'flea r1' has no accuracies at size 300",
         ),
     ],

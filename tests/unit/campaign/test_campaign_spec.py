@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from fedaug.campaign.spec import read_campaign
 from fedaug.errors import ConfigError
+from tests.helpers import mutated, tree_paths
 
 VALID: dict[str, Any] = {
     "studies": ".",
@@ -40,14 +41,6 @@ VALUES = st.recursive(
 )
 
 
-def _paths(tree: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    items = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, list) else []
-    found = []
-    for key, value in items:
-        found += [(*prefix, key), *_paths(value, (*prefix, key))]
-    return found
-
-
 def test_a_valid_file_reads_back_as_written(tmp_path: Path) -> None:
     path = tmp_path / "campaign.yaml"
     path.write_text(yaml.safe_dump(VALID))
@@ -69,18 +62,12 @@ def test_a_valid_file_reads_back_as_written(tmp_path: Path) -> None:
 @settings(max_examples=150, deadline=None)
 @given(data=st.data(), drop=st.booleans())
 def test_a_mutated_file_reads_or_is_refused_naming_it(data: st.DataObject, drop: bool) -> None:
-    path_in = data.draw(st.sampled_from(_paths(VALID)), label="path")
-    mutated = copy.deepcopy(VALID)
-    parent = mutated
-    for key in path_in[:-1]:
-        parent = parent[key]
-    if drop:
-        del parent[path_in[-1]]
-    else:
-        parent[path_in[-1]] = data.draw(VALUES, label="value")
+    path_in = data.draw(st.sampled_from(tree_paths(VALID)), label="path")
+    value = None if drop else data.draw(VALUES, label="value")
+    changed = mutated(VALID, path_in, value, drop)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "campaign.yaml"
-        path.write_text(yaml.safe_dump(mutated))
+        path.write_text(yaml.safe_dump(changed))
         try:
             campaign = read_campaign(path)
         except ConfigError as error:
