@@ -2,7 +2,7 @@
 
 Three timings per repeat, interleaved so that load from other processes hits all equally, medians reported:
 
-* ``fedavg_step``: one :func:`fedaug.local_training.train_local` step (one epoch over one batch) with CE;
+* ``fedavg_step``: one :func:`fedaug.training.loop.train_local` step (one epoch over one batch) with CE;
 * ``augmix_views``: drawing and applying AugMix (two views per image, width 3, depth 1-3) to the batch;
 * ``fedaugmix_step``: the same ``train_local`` step through ``FedAugMix``'s hooks (AugMix views, CE on the
   originals, one more forward pass for the views, JS, loss scaling).
@@ -24,9 +24,9 @@ from collections.abc import Callable
 import torch
 
 from fedaug.api import ClientData, RunContext, TrainSettings
-from fedaug.local_training import cross_entropy_loss, train_local
 from fedaug.methods.fedaugmix import FedAugMixConfig, augmix_for, augmix_views_transform, js_consistency_loss
 from fedaug.models import build_model
+from fedaug.training.loop import cross_entropy_loss, train_local
 from machine import (  # benchmarks/ is the script's directory
     add_device_argument,
     benchmark_device,

@@ -2,7 +2,8 @@
 
 Prepares the preset, builds the contexts of round 1's clients, and alternately times the sequential client
 updates (``method.client_update`` per client, as the engine runs them) and
-:func:`fedaug.engine.batched.train_round_batched` on the same contexts, in interleaved repeats. Also reports
+:func:`fedaug.engine.batched.stacked.train_round_batched` on the same contexts, in interleaved repeats. Also
+reports
 the largest parameter difference between the two. Writes JSON.
 
 Usage::
@@ -22,12 +23,12 @@ from typing import Any
 
 import torch
 
-from fedaug.engine.batched import train_round_batched
+from fedaug.config.load import load_config
+from fedaug.engine.batched.stacked import train_round_batched
 from fedaug.engine.sampling import sample_clients
 from fedaug.engine.simulation import Simulation, round_train_settings
-from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import prepare
-from fedaug.local_training import snapshot_state
+from fedaug.runs.runner import prepare
+from fedaug.training.loop import snapshot_state
 from machine import (  # benchmarks/ is the script's directory
     add_device_argument,
     benchmark_device,

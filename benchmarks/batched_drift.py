@@ -29,8 +29,8 @@ import torch
 
 from batched_clients import round_one  # benchmarks/ is the script's directory
 from fedaug.api import ClientContext
-from fedaug.engine.batched import train_round_batched
-from fedaug.engine.batched_modes import BATCHED_MODES
+from fedaug.engine.batched.modes import BATCHED_MODES
+from fedaug.engine.batched.stacked import train_round_batched
 from fedaug.types import StateDict
 from machine import add_device_argument, benchmark_device, machine_facts, write_report
 

@@ -12,7 +12,8 @@ all of them alike.
   ("before", extracted to a temporary folder), in pairs whose order alternates (before-after, after-before,
   ...). Per case and tree: the command's wall time and its time outside the rounds (wall minus every run's
   ``round_time`` from ``timings.jsonl``: start-up, summaries, curves, exit), medians and samples; for a tree
-  that records it, the start-up breakdown of the command's first run (:mod:`fedaug.startup`, the median of
+  that records it, the start-up breakdown of the command's first run (:mod:`fedaug.runtime.startup`, the
+  median of
   each phase). Both trees run with one thread on the same data.
 
 Usage::

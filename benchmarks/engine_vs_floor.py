@@ -38,15 +38,15 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from fedaug.config.identity import run_dir_for
+from fedaug.config.load import load_config
+from fedaug.config.schema import ExperimentConfig
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.evaluation import evaluate
-from fedaug.engine.memory_format import apply_channels_last
 from fedaug.engine.simulation import Simulation, SimulationSpec
-from fedaug.experiments.config import ExperimentConfig
-from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import prepare
-from fedaug.local_training import batch_indices
-from fedaug.reproducibility.identity import run_dir_for
+from fedaug.runs.runner import prepare
+from fedaug.runtime.memory_format import apply_channels_last
+from fedaug.training.loop import batch_indices
 from machine import (  # benchmarks/ is the script's directory
     add_device_argument,
     benchmark_device,

@@ -7,7 +7,8 @@ round-100 checkpoint: 1.10 s per generator step, 0.22 s flushed). This reproduce
 a randomly initialised HARNet teacher that is as sure of each generated sample's class as the trained model
 (``--margin`` added to the logit of the class the sample was generated for, which the benchmark's generator
 records; the trained model's logit gaps were 160-2000), and times FedGen's own generator training
-(``FedGen._train_generator``) with :func:`fedaug.precision.flush_denormals` off and on, interleaved in one
+(``FedGen._train_generator``) with :func:`fedaug.runtime.precision.flush_denormals` off and on, interleaved
+in one
 process, one thread. Also reports the share of subnormal entries in the teacher's activation gradients.
 ``--device cuda`` runs the same on a GPU (whose float32 arithmetic does not slow down on subnormals: the two
 timings should agree there; the flush setting is the CPU's).
@@ -33,7 +34,7 @@ from torch import Tensor, nn
 from fedaug.api import RunContext, ServerState
 from fedaug.methods.fedgen import ConditionalGenerator, FedGen, FedGenConfig
 from fedaug.models import build_model
-from fedaug.precision import flush_denormals
+from fedaug.runtime.precision import flush_denormals
 from machine import (  # benchmarks/ is the script's directory
     add_device_argument,
     benchmark_device,

@@ -1,7 +1,7 @@
 """What fusing FLea's head passes saves per local step: time and operations, fused vs separate -> JSON.
 
 FLea's local objective runs the local head on the mixed features, on the local features (the extra CE) and,
-in ``flea_official``, on the buffer features (its KL): :mod:`fedaug.methods.head_passes` runs them as one
+in ``flea_official``, on the buffer features (its KL): :mod:`fedaug.methods.flea.head_passes` runs them as one
 pass (``FLea.head_passes = "fused"``, the default on a GPU) or one each (``"separate"``, the CPU's default).
 This times the real client update (:meth:`FLea.client_update`, round 2 with a non-empty buffer) of one
 client of the default preset's shapes (HARNet, UCI-HAR windows ``[1, 128, 3]``, batch 32, Adam) both
@@ -27,11 +27,11 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from fedaug.api import ClientContext, ClientData, Payload, RunContext, TrainSettings
-from fedaug.local_training import snapshot_state
-from fedaug.methods.flea import FLea, FLeaConfig, FLeaOfficial
-from fedaug.methods.flea_buffer import FLeaBuffer
+from fedaug.methods.flea.buffer import FLeaBuffer
+from fedaug.methods.flea.method import FLea, FLeaConfig, FLeaOfficial
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
+from fedaug.training.loop import snapshot_state
 from machine import add_device_argument, benchmark_device, clock, machine_facts, write_report
 
 METHODS = {"flea": lambda: FLea(FLeaConfig()), "flea_official": FLeaOfficial}

@@ -38,15 +38,15 @@ from typing import Any
 
 import torch
 
+from fedaug.config.identity import run_dir_for
+from fedaug.config.load import load_config
 from fedaug.engine.checkpoint import read_jsonl
-from fedaug.experiments.load import load_config
-from fedaug.experiments.resolve import load_data_and_partition
-from fedaug.experiments.runner import comparison_configs, run_experiment
 from fedaug.flower import client_app
 from fedaug.flower.loopback import LoopbackGrid, task_identity
 from fedaug.flower.server_app import serve
 from fedaug.flower.simulation import simulate
-from fedaug.reproducibility.identity import run_dir_for
+from fedaug.runs.resolve import load_data_and_partition
+from fedaug.runs.runner import comparison_configs, run_experiment
 from machine import (  # benchmarks/ is the script's directory
     add_device_argument,
     benchmark_device,

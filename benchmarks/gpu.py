@@ -6,9 +6,10 @@ For FedAvg and FLea on the default preset (UCI-HAR, HARNet, Qua(2), K = 75, seed
 * ``sequential``: one run, clients one after the other (``engine.batched_clients: false``);
 * ``batched``: one run, a round's clients stacked into one vmapped step (``engine.batched_clients: true``);
 * ``graphs``: one run, clients one after the other, each local step replayed as a CUDA graph
-  (``engine.cuda_graphs: true``; :mod:`fedaug.step_graphs`);
+  (``engine.cuda_graphs: true``; :mod:`fedaug.training.step_graphs`);
 * ``graphs_unreleased``: the same without returning dropped recordings' memory to the device
-  (``fedaug.step_graphs.release_memory`` made a no-op: what the engine did before), to compare the memory the
+  (``fedaug.training.step_graphs.release_memory`` made a no-op: what the engine did before), to compare the
+  memory the
   process reserves (``peak_gpu_reserved_mib``) and the time emptying the cache costs;
 * ``packed``: ``--workers`` runs of seeds 0..W-1 at once, one worker process each, sharing the device
   (``fedaug sweep --workers W``), measured as wall time for all of them;
@@ -17,7 +18,8 @@ For FedAvg and FLea on the default preset (UCI-HAR, HARNet, Qua(2), K = 75, seed
 A run alone (not packed) also reports what ``benchmarks/device_runs.py`` reported before it was folded in
 here: its first round, its time outside the rounds (``outside_rounds_s``: start-up, summary, exit) and, for
 the process's first run, its cold start phase by phase (``startup``, from its first ``timings.jsonl``
-record: :mod:`fedaug.startup`; its ``benchmark`` phase is this script's FLOP count); its best, last-10 and
+record: :mod:`fedaug.runtime.startup`; its ``benchmark`` phase is this script's FLOP count); its best,
+last-10 and
 final accuracy; the report quotes what the same seed gave on our CPU (``cpu_reference``).
 ``--modes default`` (the engine's defaults on the device, as ``fedaug run``) is the old ``device_runs.py``.
 
@@ -77,15 +79,15 @@ from machine import (  # benchmarks/ is on sys.path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-import fedaug.local_training as local_training  # noqa: E402
-import fedaug.step_graphs as step_graphs  # noqa: E402
-from fedaug import startup  # noqa: E402
+import fedaug.training.loop as local_training  # noqa: E402
+import fedaug.training.step_graphs as step_graphs  # noqa: E402
+from fedaug.config.identity import run_dir_for  # noqa: E402
+from fedaug.config.load import load_config  # noqa: E402
 from fedaug.engine.checkpoint import read_jsonl  # noqa: E402
-from fedaug.experiments.load import load_config  # noqa: E402
-from fedaug.experiments.runner import prepare, run_experiment  # noqa: E402
-from fedaug.experiments.sweep import expand_sweep, run_sweep  # noqa: E402
-from fedaug.reproducibility.identity import run_dir_for  # noqa: E402
-from fedaug.step_graphs import StepGraphs  # noqa: E402
+from fedaug.runs.runner import prepare, run_experiment  # noqa: E402
+from fedaug.runtime import startup  # noqa: E402
+from fedaug.sweeps.sweep import expand_sweep, run_sweep  # noqa: E402
+from fedaug.training.step_graphs import StepGraphs  # noqa: E402
 from gpu_steps import FLOOR_BATCH, PRESETS, measure  # noqa: E402
 from gpu_steps import MODES as STEP_MODES  # noqa: E402
 

@@ -7,7 +7,8 @@ size on random images of the dataset's shape, in each mode of :data:`MODES`:
 
 * ``eager`` (float32), ``channels_last``, ``bf16`` (autocast), ``bf16_channels_last``;
 * ``graphs``: the step recorded once as a CUDA graph (capturable fused Adam) and replayed;
-* ``batched``: ``--clients`` clients in one stacked step (:class:`fedaug.engine.padded.PaddedStep`, vmap over
+* ``batched``: ``--clients`` clients in one stacked step (:class:`fedaug.engine.batched.padded.PaddedStep`,
+vmap over
   the clients' weights, BatchNorm per client), ``batched_graphs`` that step recorded as one CUDA graph;
 * ``packed``: ``--packed`` processes at once, each timing the float32 eager step on its own model (packed
   runs: on CUDA each process is a context of its own, time-sliced, or shared under MPS when
@@ -37,9 +38,9 @@ from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from fedaug.api import TrainSettings
-from fedaug.engine.padded import PaddedBatches, PaddedStep
-from fedaug.local_training import as_batchable, cross_entropy_loss
+from fedaug.engine.batched.padded import PaddedBatches, PaddedStep
 from fedaug.models import build_model
+from fedaug.training.loop import as_batchable, cross_entropy_loss
 
 
 @dataclass(frozen=True)

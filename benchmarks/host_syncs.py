@@ -6,7 +6,7 @@ explanation: the runs' CUDA contexts take turns on the GPU, so every synchronisa
 the host, a copy to the device from unpinned memory) waits for this run's next turn. This script counts them
 for ``--rounds`` rounds of each method on the default preset:
 
-* on any device, the host reads fedaug's code asks for (:class:`fedaug.engine.host_reads.HostReadCounter`:
+* on any device, the host reads fedaug's code asks for (:class:`tools.host_reads.HostReadCounter`:
   ``.item()``, ``.tolist()``, ``.cpu()``, boolean-mask indexing, ``nonzero``, ``bincount``...), per round
   and by the fedaug source line that made them; on a CPU this is an upper bound of a GPU run's syncs;
 * on CUDA also ``torch.cuda.set_sync_debug_mode("warn")``'s warnings (every synchronising CUDA call that
@@ -42,13 +42,14 @@ from machine import (  # benchmarks/ is on sys.path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from tools.host_reads import HostReadCounter, RoundReads  # noqa: E402
+
+from fedaug.config.identity import run_dir_for  # noqa: E402
+from fedaug.config.load import load_config  # noqa: E402
 from fedaug.engine.checkpoint import read_jsonl  # noqa: E402
-from fedaug.engine.host_reads import HostReadCounter, RoundReads  # noqa: E402
 from fedaug.engine.simulation import SimulationSpec  # noqa: E402
 from fedaug.errors import FedaugError  # noqa: E402
-from fedaug.experiments.load import load_config  # noqa: E402
-from fedaug.experiments.runner import run_experiment  # noqa: E402
-from fedaug.reproducibility.identity import run_dir_for  # noqa: E402
+from fedaug.runs.runner import run_experiment  # noqa: E402
 
 DEFAULT = REPO / "configs" / "default.yaml"
 

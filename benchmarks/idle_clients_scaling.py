@@ -63,10 +63,10 @@ def child(num_clients: int, method: str, args: argparse.Namespace) -> dict[str, 
     """Runs one case in this process and returns its measurements."""
     import torch
 
-    from fedaug.device import resolve_device
+    from fedaug.config.load import load_config
     from fedaug.engine.checkpoint import read_jsonl
-    from fedaug.experiments.load import load_config
-    from fedaug.experiments.runner import prepare, run_experiment
+    from fedaug.runs.runner import prepare, run_experiment
+    from fedaug.runtime.device import resolve_device
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:

@@ -2,7 +2,8 @@
 
 Timings depend on the CPU (bf16 is 1.5x faster with AVX-512 BF16 and 14x slower without it) and on what else
 ran beside the benchmark (the load average), so every result file names both, and the device it computed on
-(``--device``, default ``auto``; :func:`fedaug.device.device_facts`: for a GPU its name, CUDA and cuDNN).
+(``--device``, default ``auto``; :func:`fedaug.runtime.device.device_facts`: for a GPU its name, CUDA and
+cuDNN).
 
 CUDA kernels run asynchronously: a benchmark reads its clock with :func:`clock`, which waits for the device's
 queued work first (on the CPU it is ``time.perf_counter``).
@@ -20,9 +21,9 @@ from typing import Any
 
 import torch
 
-from fedaug.device import DeviceError, device_facts, resolve_device
-from fedaug.machine import cpu_facts
 from fedaug.results.portable import portable_text
+from fedaug.runtime.device import DeviceError, device_facts, resolve_device
+from fedaug.runtime.machine import cpu_facts
 
 __all__ = [
     "add_device_argument",

@@ -24,10 +24,10 @@ from typing import Any
 
 import torch
 
+from fedaug.config.load import load_config
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation
-from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import prepare
+from fedaug.runs.runner import prepare
 from machine import add_device_argument, benchmark_device, clock, machine_facts, write_report
 
 REPO = Path(__file__).resolve().parents[1]

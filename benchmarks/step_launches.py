@@ -1,7 +1,8 @@
 """Operations a local step issues, eager vs recorded as a CUDA graph (``engine.cuda_graphs``) -> JSON.
 
 On a GPU nearly every ATen operation that computes is a kernel launch, and for a HARNet step issuing the
-launches takes longer than running them (``fedaug.step_graphs``). This counts, on any device, the operations
+launches takes longer than running them (``fedaug.training.step_graphs``). This counts, on any device, the
+operations
 of every local step of round 2 of the default preset (FedAvg and FLea, whose round 2 mixes with the feature
 buffer), without and with ``engine.cuda_graphs``, split by where they run:
 
@@ -51,12 +52,12 @@ from machine import (  # benchmarks/ is on sys.path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-import fedaug.engine.batched as batched_module  # noqa: E402
+import fedaug.engine.batched.stacked as batched_module  # noqa: E402
 import fedaug.methods.fedavg as fedavg_module  # noqa: E402
+from fedaug.config.load import load_config  # noqa: E402
 from fedaug.engine.simulation import Simulation  # noqa: E402
-from fedaug.experiments.load import load_config  # noqa: E402
-from fedaug.experiments.runner import prepare  # noqa: E402
-from fedaug.step_graphs import StepGraphs  # noqa: E402
+from fedaug.runs.runner import prepare  # noqa: E402
+from fedaug.training.step_graphs import StepGraphs  # noqa: E402
 
 DEFAULT = REPO / "configs" / "default.yaml"
 

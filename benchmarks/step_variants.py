@@ -8,7 +8,7 @@ One question per ``--compare`` (they were three scripts: ``channels_last.py``, `
   one evaluation pass of the test-set size, per model of ``--models`` ->
   ``benchmarks/results/channels_last.json``;
 * ``precision``: float32 vs bf16 autocast, the step through the real
-  :func:`fedaug.local_training.train_local` (one epoch over one batch of 32) and the real
+  :func:`fedaug.training.loop.train_local` (one epoch over one batch of 32) and the real
   :func:`fedaug.engine.evaluation.evaluate`, first model of ``--models`` ->
   ``benchmarks/results/precision_step_harnet.json``;
 * ``eval_batch``: :func:`~fedaug.engine.evaluation.evaluate` with each batch size of ``--batches``
@@ -39,8 +39,8 @@ import torch.nn.functional as F
 
 from fedaug.api import ClientData, TrainSettings
 from fedaug.engine.evaluation import evaluate
-from fedaug.local_training import cross_entropy_loss, train_local
 from fedaug.models import build_model
+from fedaug.training.loop import cross_entropy_loss, train_local
 from machine import (  # benchmarks/ is the script's directory
     add_device_argument,
     benchmark_device,

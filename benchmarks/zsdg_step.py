@@ -1,15 +1,16 @@
 """ZSDG (Fed-ZDA's zero-shot data generation) per Adam step: batch statistics and memory format, side by side.
 
 Fed-ZDAC/ZDAS spend nearly all of a round in ZSDG (10 models x 500 Adam steps on a 100-sample batch per
-round), so its step is what a Fed-ZDA run costs. This times :func:`fedaug.methods.zsdg.generate` in three
+round), so its step is what a Fed-ZDA run costs. This times :func:`fedaug.methods.fedzda.zsdg.generate` in
+three
 variants, alternating in interleaved repeats in one process and one thread so that load from other processes
 hits all of them:
 
 * ``var``: the BN hooks' batch variance by ``Tensor.var`` (the code before the two-pass form), model in the
   default (NCHW) format;
-* ``two_pass``: :func:`fedaug.methods.zsdg.batch_stats` (mean, then mean of squared deviations), NCHW;
+* ``two_pass``: :func:`fedaug.methods.fedzda.zsdg.batch_stats` (mean, then mean of squared deviations), NCHW;
 * ``two_pass_channels_last``: the same on a channels-last copy of the model
-  (:func:`fedaug.methods.zsdg.channels_last_copy`): what ``generate`` does.
+  (:func:`fedaug.methods.fedzda.zsdg.channels_last_copy`): what ``generate`` does.
 
 Models: ``bn_cnn_mnist`` (Fed-ZDA's CNN, 28x28, 10 classes x 10 samples) and ``harnet`` (UCI-HAR, 6 x 10),
 randomly initialised with running statistics from a few train-mode batches of Gaussian inputs (the step's
@@ -36,7 +37,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-import fedaug.methods.zsdg as zsdg
+import fedaug.methods.fedzda.zsdg as zsdg
 from fedaug.models import build_model
 from machine import (  # benchmarks/ is the script's directory
     add_device_argument,
@@ -58,7 +59,7 @@ def var_stats(x: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def same_model(model: nn.Module) -> nn.Module:
-    """Stands in for :func:`fedaug.methods.zsdg.channels_last_copy`: the model as it is (NCHW)."""
+    """Stands in for :func:`fedaug.methods.fedzda.zsdg.channels_last_copy`: the model as it is (NCHW)."""
     return model
 
 

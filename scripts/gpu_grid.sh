@@ -46,7 +46,7 @@ if [[ -z "${GRIDS+set}" && "$CONFIG" == configs/experiments/flea_table1_har.yaml
 fi
 IFS=';' read -r -a axes <<< "${GRIDS:-}"
 for axis in "${axes[@]}"; do [[ -n "${axis// }" ]] && grids+=(--grid "$axis"); done
-name=$(python3 -c 'import sys; from fedaug.experiments.sweep import read_sweep; print(read_sweep(sys.argv[1])[0]["name"])' "$CONFIG")
+name=$(python3 -c 'import sys; from fedaug.sweeps.sweep import read_sweep; print(read_sweep(sys.argv[1])[0]["name"])' "$CONFIG")
 timeout "${LIMIT:-520}" python3 -m fedaug sweep "$CONFIG" "${grids[@]}" \
     --set "engine.batched_clients=${BATCHED:-false}" --set "engine.cuda_graphs=${GRAPHS:-true}" \
     --set engine.progress=false "${sets[@]}" \

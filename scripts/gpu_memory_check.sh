@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The memory of recorded steps on a GPU, in one short call (about 3 minutes). Each recorded step has a memory pool
-# of its own; fedaug.step_graphs.release_memory returns the pools of a round's dropped recordings to the device.
+# of its own; fedaug.training.step_graphs.release_memory returns the pools of a round's dropped recordings to the device.
 # Without it FLea reserved 7 GiB in 20 rounds on an H100 and 16 packed FLea runs (scripts/gpu_grid.sh) filled
 # the 80 GiB card within a minute. Three stages:
 #   1. tests/gpu's graph tests, the memory test and the host-read fallback test among them (TESTS_S, 60);

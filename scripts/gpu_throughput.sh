@@ -8,7 +8,7 @@
 #      (today's CUDA default, engine.batched_clients=false) and padded batched clients with graphs
 #      (engine.batched_clients=padded, each round's clients one recorded step) -> runs.txt (wall seconds,
 #      exit code, per method and mode, and the run's start-up line: its seconds before round 1 phase by
-#      phase, fedaug.startup; BATCHED_MODES, default "false padded");
+#      phase, fedaug.runtime.startup; BATCHED_MODES, default "false padded");
 #   3. benchmarks/flea_head_passes.py on the GPU: a FLea client step with fused vs separate head passes, eager
 #      and with the steps recorded as CUDA graphs (--graphs); both go into ONE file, flea_head_passes.json: {"eager": ..., "graphs": ...} (null for a stage cut);
 #   4. benchmarks/many_run_eval.py (at most 75 s; EVAL_ARGS, default "--repeats 2"): R = 1, 4, 16 models'

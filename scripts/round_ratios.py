@@ -1,11 +1,11 @@
-"""Prints ``DEFAULT_ROUND_RATIO`` (:mod:`fedaug.experiments.round_ratio`) as computed from the archived runs
+"""Prints ``DEFAULT_ROUND_RATIO`` (:mod:`fedaug.sweeps.round_ratio`) as computed from the archived runs
 under ``studies/``, or with ``--write`` rewrites the table in that module in place. Run it after archiving or
 importing new runs: a unit test compares the table with the archive.
 
 Usage::
 
     python scripts/round_ratios.py           # print the table
-    python scripts/round_ratios.py --write   # rewrite it in src/fedaug/experiments/round_ratio.py
+    python scripts/round_ratios.py --write   # rewrite it in src/fedaug/sweeps/round_ratio.py
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import argparse
 import re
 from pathlib import Path
 
-from fedaug.experiments.round_ratio import archived_ratios
+from fedaug.sweeps.round_ratio import archived_ratios
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDIES = ROOT / "studies"

@@ -1,4 +1,4 @@
-"""Re-encodes committed PNGs as small palette images (fedaug.results.figure_files.shrink_png), in place.
+"""Re-encodes committed PNGs as small palette images (fedaug.runtime.figure_files.shrink_png), in place.
 
 A PNG recorded at more than PNG_DPI dots per inch is first scaled down to PNG_DPI (a 150-dpi plot to 2/3 of
 its width and height), so that old plots match what `fedaug report --plots` writes now. A palette PNG at
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from fedaug.results.figure_files import PNG_DPI, shrink_png
+from fedaug.runtime.figure_files import PNG_DPI, shrink_png
 
 
 def scale_of(path: Path) -> float | None:

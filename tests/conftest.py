@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from fedaug.api import Method, RunContext
+from fedaug.config.schema import TrainConfig
 from fedaug.engine.simulation import SimulationSpec
-from fedaug.experiments.config import TrainConfig
 from fedaug.methods.fedavg import FedAvg
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel

@@ -18,10 +18,10 @@ from torch import nn
 
 from fedaug import registry
 from fedaug.api import ClientContext, ClientUpdate, Method, Payload
-from fedaug.device import tensor_devices
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation, SimulationSpec
 from fedaug.models.base import FlattenPool, SplitModel
+from fedaug.runtime.device import tensor_devices
 from tests.conftest import REPO_ROOT, make_spec
 
 M = TypeVar("M", bound=Method)
@@ -74,7 +74,8 @@ def killed_in_round(
     ``calls_before_kill`` of that round's clients have trained: a run interrupted in the middle of a round.
 
     A subclass, not a patched instance: the engine reads from the method's class whether it may batch the
-    clients (:func:`fedaug.engine.batched.batching_refusal`), and this one has a client step of its own.
+    clients (:func:`fedaug.engine.batched.stacked.batching_refusal`), and this one has a client step of its
+    own.
     """
 
     class Killed(method_class):  # type: ignore[valid-type,misc]

@@ -7,7 +7,6 @@ Your own datasets, models, methods and partitioners: :func:`register_dataset`, :
 
 from importlib.metadata import PackageNotFoundError, version
 
-from fedaug import startup as _startup  # noqa: F401  (first of fedaug's: the start-up clock starts here)
 from fedaug.plugins import (
     PluginError,
     import_plugins,
@@ -16,6 +15,10 @@ from fedaug.plugins import (
     register_model,
     register_partitioner,
 )
+from fedaug.runtime import startup as _startup  # noqa: F401  (first of fedaug's: the start-up clock starts here)
+from fedaug.runtime.moved import install as _install_moved
+
+_install_moved()  # the old import paths of moved modules, for one release
 
 __all__ = [
     "PluginError",

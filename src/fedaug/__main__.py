@@ -2,6 +2,6 @@
 
 import sys
 
-from fedaug.cli import main
+from fedaug.cli.main import main
 
 sys.exit(main())

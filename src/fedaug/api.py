@@ -50,12 +50,14 @@ class TrainSettings:
         reset_optimizer_every_step: rebuild the optimizer before every step, as the official FLea code does
             (which turns Adam into sign-SGD); off by default.
         precision: ``"float32"`` (default) or ``"bf16"`` (forward and loss under bfloat16 autocast, float32
-            weights and optimizer; see :mod:`fedaug.precision`). The engine sets it every round from the
+            weights and optimizer; see :mod:`fedaug.runtime.precision`). The engine sets it every round from
+            the
             run's ``engine.precision`` (``SimulationSpec.precision``), the one way the setting travels.
         batchnorm_eval: keep BatchNorm layers in eval mode while training (they normalise with their running
             statistics and do not update them); off by default. Fed-ZDAS's server step on synthetic data
             can use it (``server_batchnorm: frozen``).
-        cuda_graphs: record each local step as a CUDA graph and replay it (:mod:`fedaug.step_graphs`); set
+        cuda_graphs: record each local step as a CUDA graph and replay it
+        (:mod:`fedaug.training.step_graphs`); set
             by the engine from ``engine.cuda_graphs``, like ``precision``. On a CPU the same code runs
             unrecorded.
     """
@@ -82,7 +84,8 @@ class RunContext:
     per-channel normalisation of the inputs (None: not normalised), for augmentations that work on pixels
     (AugMix de-normalises with them). ``input_modality`` is the dataset's ``modality`` (``image``,
     ``signal``, ``audio``). ``device`` is where the run computes (``engine.device``, resolved by
-    :mod:`fedaug.device`): the engine puts data, models and server state there, and a method that creates a
+    :mod:`fedaug.runtime.device`): the engine puts data, models and server state there, and a method that
+    creates a
     tensor from nothing (a generator, noise for ZSDG) creates it there; it is not part of the run's identity.
     """
 
@@ -268,14 +271,14 @@ class BranchesFromFedAvg(Protocol):
 
     Within those rounds it must train, aggregate, evaluate and log exactly as ``fedavg`` does with the same
     seeds and share nothing, so that a FedAvg run's checkpoint after any of them is a valid start
-    (``engine.branch_from_fedavg``, :mod:`fedaug.reproducibility.branch`); the engine's progress line also
+    (``engine.branch_from_fedavg``, :mod:`fedaug.runs.branch`); the engine's progress line also
     stops its estimate there. Each implementation is checked against a run from scratch.
     """
 
     def fedavg_rounds(self, num_rounds: int) -> int:
         """How many first rounds of a ``num_rounds``-round run this method is FedAvg (0: none). Depends only
         on the method's config and ``num_rounds``, so a sweep can ask before loading any data
-        (:func:`fedaug.reproducibility.branch.branch_plan`)."""
+        (:func:`fedaug.runs.branch.branch_plan`)."""
         ...
 
 
@@ -283,7 +286,7 @@ class BranchesFromFedAvg(Protocol):
 class ConvertsFedAvgState(Protocol):
     """Optional, beside :class:`BranchesFromFedAvg`: a method whose state after its FedAvg rounds holds more
     than :meth:`Method.init_server`'s with FedAvg's weights (the default conversion,
-    :func:`fedaug.reproducibility.branch.fedavg_start_state`)."""
+    :func:`fedaug.runs.branch.fedavg_start_state`)."""
 
     def from_fedavg_state(self, state: ServerState, run: RunContext) -> ServerState:
         """This method's server state after FedAvg's ``state``."""

@@ -10,7 +10,7 @@ Usage::
 
 Registering a name twice raises; an unknown name raises :class:`RegistryError` listing the valid names.
 A method entry is a :class:`~fedaug.api.Method` class or a preset of one
-(:class:`~fedaug.methods.preset.MethodPreset`, e.g. ``flea_official``), which answers as the class does:
+(:class:`~fedaug.methods.parts.preset.MethodPreset`, e.g. ``flea_official``), which answers as the class does:
 ``name``, ``config_cls``, and a call with an optional config that returns the method.
 Modules that register things are imported lazily by :func:`_ensure_loaded`, so importing fedaug runs nothing.
 """

@@ -6,7 +6,8 @@
     for result in run(config):
         print(result.method, result.summary["best_acc"], len(result.metrics()))
 
-:func:`load_config` reads presets by name or path (:mod:`fedaug.presets`) and overrides exactly as the command
+:func:`load_config` reads presets by name or path (:mod:`fedaug.config.presets`) and overrides exactly as the
+command
 line's CONFIG arguments and ``--set`` do, :func:`run` runs every compared method as ``fedaug run`` does (the
 same run dirs, so a run started on the command line resumes here and the other way round; finished runs are
 read back, not run again), and each :class:`RunResult` reads its run dir. Progress goes to the ``fedaug``
@@ -21,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fedaug.config.identity import run_dir_for
+from fedaug.config.load import load_run_config
+from fedaug.config.presets import DEFAULT
+from fedaug.config.schema import ExperimentConfig
 from fedaug.engine.checkpoint import read_jsonl
-from fedaug.experiments.config import ExperimentConfig
-from fedaug.experiments.load import load_run_config
-from fedaug.experiments.runner import check_experiment, comparison_configs, run_experiment
-from fedaug.presets import DEFAULT
-from fedaug.reproducibility.identity import run_dir_for
+from fedaug.runs.runner import check_experiment, comparison_configs, run_experiment
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ caller names another class (partitioners raise :class:`~fedaug.errors.PartitionE
   flag is refused while its arguments are parsed (``argument --epochs: must be >= 1, got 0``), before any
   data or checkpoint is loaded.
 
-:mod:`fedaug.methods.checks` applies them to the fields of a method's config dataclass.
+:mod:`fedaug.methods.parts.checks` applies them to the fields of a method's config dataclass.
 """
 
 from __future__ import annotations

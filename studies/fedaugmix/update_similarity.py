@@ -21,7 +21,7 @@ from fedaug.attacks import invert as inv
 from fedaug.data.datasets import load_dataset
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
-from fedaug.seeding import torch_generator
+from fedaug.runtime.seeding import torch_generator
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKPOINT = ROOT / "runs/fedaugmix_mnist_cpu/mnist-dirichlet0.5-K100/fedavg/seed0/ckpt/latest.pt"

@@ -6,7 +6,7 @@ Usage::
 
 A Fed-ZDAC/ZDAS run is FedAvg until ``start_round`` (80): started from the FedAvg run's checkpoint it copies
 those rounds, and run from round 1 (the archive keeps no checkpoint) it computes them again, bit-identical on
-the same kind of CPU and drifting on another (``fedaug.machine``). For every ``fedzdac``/``fedzdas`` run dir
+the same kind of CPU and drifting on another (``fedaug.runtime.machine``). For every ``fedzdac``/``fedzdas`` run dir
 under the root (any depth; the sweep's ``method.<option>=<value>/`` prefix is skipped to find the sibling
 ``<setting>/fedavg/seed<k>``), prints the two runs' CPU models (``env.json``; ``?``: not recorded), the first
 round whose global test accuracy differs, and the difference (points) over rounds ``--from-round``..79: mean
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from fedaug.engine.checkpoint import read_jsonl
-from fedaug.machine import recorded_cpu
+from fedaug.runtime.machine import recorded_cpu
 
 
 def accuracies(run_dir: Path) -> dict[int, float]:

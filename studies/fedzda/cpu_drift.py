@@ -9,7 +9,7 @@ For every run dir under the second root (reruns of archived runs on another CPU,
 path), compares it with the run dir at the same path under the first root: the CPU models (``env.json``), the
 first round whose global test accuracy differs, the per-round difference (second minus first, points) over
 all rounds, and both runs' final and last-10-round global accuracy and final class variance. Kernels round
-differently on another kind of CPU (``fedaug.machine``) and 100 rounds of SGD amplify the last bit: this is
+differently on another kind of CPU (``fedaug.runtime.machine``) and 100 rounds of SGD amplify the last bit: this is
 the run-to-run noise a CPU change alone adds to a number.
 """
 

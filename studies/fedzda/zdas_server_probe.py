@@ -42,12 +42,12 @@ from fedaug.engine.checkpoint import RunStore
 from fedaug.engine.evaluation import evaluate
 from fedaug.engine.sampling import sample_clients
 from fedaug.engine.simulation import Simulation, round_train_settings
-from fedaug.experiments.load import config_from_dict
-from fedaug.experiments.runner import prepare
+from fedaug.config.load import config_from_dict
+from fedaug.runs.runner import prepare
 from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.fedzda import FedZDAS
-from fedaug.methods.zsdg import Synthetic
-from fedaug.reproducibility.branch import fedavg_start_state
+from fedaug.methods.fedzda.method import FedZDAS
+from fedaug.methods.fedzda.zsdg import Synthetic
+from fedaug.runs.branch import fedavg_start_state
 
 
 def parse_variant(text: str) -> dict[str, Any]:

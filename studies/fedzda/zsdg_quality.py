@@ -28,8 +28,8 @@ import yaml
 from fedaug.api import ClientData, TrainSettings
 from fedaug.data.datasets import load_dataset
 from fedaug.engine.evaluation import evaluate
-from fedaug.local_training import cross_entropy_loss, train_local
-from fedaug.methods.zsdg import ZSDGSettings, class_accuracy, generate
+from fedaug.training.loop import cross_entropy_loss, train_local
+from fedaug.methods.fedzda.zsdg import ZSDGSettings, class_accuracy, generate
 from fedaug.models import build_model
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from fedaug.engine.checkpoint import read_jsonl
-from fedaug.methods.flea import FLeaEq6Config
+from fedaug.methods.flea.method import FLeaEq6Config
 
 
 def rename(root: Path) -> list[Path]:

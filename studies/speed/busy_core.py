@@ -1,5 +1,5 @@
 """Seconds per round with a thread count, alone and with one busy process beside (``python -c "while 1:
-pass"``): the old default (torch's, all cores) against fedaug's (:func:`fedaug.machine.default_threads`).
+pass"``): the old default (torch's, all cores) against fedaug's (:func:`fedaug.runtime.machine.default_threads`).
 
     python studies/speed/busy_core.py --preset smoke --repeats 3 --out studies/speed/busy_core_smoke.json
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from fedaug.machine import default_threads
+from fedaug.runtime.machine import default_threads
 
 
 def measure(preset: str, threads: int, busy: bool, extra: list[str], timeout: float) -> float | None:

@@ -34,9 +34,9 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import batched_drift  # noqa: E402
 from batched_clients import round_one  # noqa: E402
 from fedaug.api import TrainSettings  # noqa: E402
-from fedaug.engine import padded  # noqa: E402
-from fedaug.engine.padded import PaddedBatches, PaddedStep  # noqa: E402
-from fedaug.local_training import as_batchable  # noqa: E402
+from fedaug.engine.batched import padded  # noqa: E402
+from fedaug.engine.batched.padded import PaddedBatches, PaddedStep  # noqa: E402
+from fedaug.training.loop import as_batchable  # noqa: E402
 from machine import machine_facts  # noqa: E402
 
 OVERRIDES = ["method.name=fedavg", "engine.device=cpu", "engine.progress=false"]

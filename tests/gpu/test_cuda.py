@@ -17,16 +17,17 @@ import pytest
 import torch
 from torch import Tensor
 
-import fedaug.local_training as local_training
-from fedaug import registry, step_graphs
+import fedaug.training.loop as local_training
+from fedaug import registry
 from fedaug.api import ClientData, TrainSettings
-from fedaug.device import host_to_device, resolve_device, set_deterministic, tensor_devices
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation
-from fedaug.experiments import sweep
-from fedaug.methods.flea import FLea, FLeaConfig
+from fedaug.methods.flea.method import FLea, FLeaConfig
 from fedaug.models import build_model
+from fedaug.runtime.device import host_to_device, resolve_device, set_deterministic, tensor_devices
 from fedaug.script import load_config
+from fedaug.sweeps import sweep
+from fedaug.training import step_graphs
 from tests.helpers import bn_model, image_spec, killed_in_round, run_files, run_on_device
 from tests.unit.engine.helpers import assert_same_run, unequal_float64_spec
 
@@ -130,7 +131,7 @@ def test_checkpoint_resumes_on_the_other_device(tmp_path: Path, cuda: torch.devi
 
 
 def test_bf16_autocasts_on_cuda(tmp_path: Path, cuda: torch.device) -> None:
-    from fedaug.precision import autocast
+    from fedaug.runtime.precision import autocast
 
     model = bn_model().to(cuda)
     with autocast(model, "bf16"):
@@ -269,7 +270,7 @@ def test_a_hook_that_reads_on_the_host_falls_back_to_eager_on_cuda(
             torch.randint(0, 3, (40,), device=cuda),
             3,
         )
-        with caplog.at_level("WARNING", logger="fedaug.step_graphs"):
+        with caplog.at_level("WARNING", logger="fedaug.training.step_graphs"):
             local_training.train_local(
                 model,
                 data,
@@ -336,10 +337,10 @@ def test_every_method_records_its_steps_on_cuda(
     # tests/unit/test_step_graphs.py runs the recording code unrecorded on the CPU; here every method's hook
     # is really captured (no host read, no copy from host memory, no CPU tensor inside a step) and replayed.
     spec = dataclasses.replace(image_spec(tmp_path, name, cuda, rounds=2), cuda_graphs=True)
-    with caplog.at_level("WARNING", logger="fedaug.step_graphs"):
+    with caplog.at_level("WARNING", logger="fedaug.training.step_graphs"):
         sim = Simulation(spec)
         sim.run()
-    assert [r.getMessage() for r in caplog.records if r.name == "fedaug.step_graphs"] == []
+    assert [r.getMessage() for r in caplog.records if r.name == "fedaug.training.step_graphs"] == []
     counts = step_graphs._GRAPHS[sim.workspace("client")].counts
     assert counts["captured"] > 0 and counts["eager"] == 0, counts
 

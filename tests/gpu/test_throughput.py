@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from fedaug.api import TrainSettings
-from fedaug.engine import padded
-from fedaug.engine.padded import train_clients_padded
+from fedaug.engine.batched import padded
+from fedaug.engine.batched.padded import train_clients_padded
 from fedaug.engine.simulation import Simulation
-from fedaug.methods.flea import FLea, FLeaConfig, FLeaOfficial
+from fedaug.methods.flea.method import FLea, FLeaConfig, FLeaOfficial
 from tests.unit.engine.helpers import assert_same_run, bn_mlp_float64
 from tests.unit.engine.test_padded import ADAM, SGD_MOMENTUM, _clients, _sequential
 from tests.unit.engine.test_padded_methods import COVERED, _spec

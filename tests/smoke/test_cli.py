@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fedaug.cli import main
+from fedaug.cli.main import main
 from tests.conftest import REPO_ROOT
 
 SMOKE = str(REPO_ROOT / "configs" / "smoke.yaml")
@@ -196,8 +196,8 @@ def _table_methods(out: str) -> list[str]:
 
 
 def test_no_config_means_the_default_preset_file() -> None:
-    from fedaug.cli import build_parser
-    from fedaug.cli_common import load_config
+    from fedaug.cli.common import load_config
+    from fedaug.cli.main import build_parser
 
     config = load_config(build_parser().parse_args(["run"]))
     assert config.compare == ["fedavg", "flea"]
@@ -207,8 +207,8 @@ def test_no_config_means_the_default_preset_file() -> None:
 
 
 def test_set_method_options_apply_to_the_method_chosen_with_method_flag() -> None:
-    from fedaug.cli import build_parser
-    from fedaug.cli_common import load_config
+    from fedaug.cli.common import load_config
+    from fedaug.cli.main import build_parser
 
     args = build_parser().parse_args(["run", "--method", "flea", "--set", "method.decor_weight=0"])
     config = load_config(args)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fedaug import registry
-from fedaug.device import resolve_device
+from fedaug.runtime.device import resolve_device
 from tests.helpers import run_on_device
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from fedaug.cli import main
+from fedaug.cli.main import main
 from fedaug.engine.checkpoint import RunStore
-from fedaug.experiments.sweep import expand_sweep, run_sweep
 from fedaug.results.report import build_tables, render
 from fedaug.results.store import group_runs, load_runs
+from fedaug.sweeps.sweep import expand_sweep, run_sweep
 from tests.conftest import SMOKE
 
 
@@ -108,7 +108,7 @@ def test_sigkilled_sweep_reruns_nothing_finished_and_reports_the_same(tmp_path: 
 def test_two_workers_give_the_serial_results(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = _sweep_file(tmp_path, "  - {method: [fedavg], seed: [0, 1]}\n  - {method: [flea], seed: [0]}\n")
     serial = run_sweep(expand_sweep(path, [f"out_dir={tmp_path / 'serial'}"]))
-    with caplog.at_level(logging.INFO, logger="fedaug.experiments.sweep"):
+    with caplog.at_level(logging.INFO, logger="fedaug.sweeps.sweep"):
         parallel = run_sweep(
             expand_sweep(path, [f"out_dir={tmp_path / 'parallel'}"]), workers=2, heartbeat=0.05
         )

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import run_experiment
-from fedaug.reproducibility.identity import run_dir_for
+from fedaug.config.identity import run_dir_for
+from fedaug.config.load import load_config
+from fedaug.runs.runner import run_experiment
 from tests.conftest import SMOKE
 from tests.unit.experiments.helpers import BASE
 

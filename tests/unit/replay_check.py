@@ -2,7 +2,8 @@
 eager step computes.
 
 A CUDA graph replays the kernels its capture issued: the same operations, reading and writing the same memory,
-with the same scalar arguments, and it runs no Python. On a CPU, :class:`fedaug.step_graphs.StepGraphs` runs
+with the same scalar arguments, and it runs no Python. On a CPU,
+:class:`fedaug.training.step_graphs.StepGraphs` runs
 the step's Python every time, so the bit-identity tests alone would pass a hook that a GPU replays wrongly:
 one that keeps Python state from step to step, makes a tensor from host values, rebinds a tensor it reads,
 reads a device value on the host, or draws random numbers inside the step.
@@ -29,13 +30,13 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from tools.host_reads import bool_index
 from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from fedaug.engine.host_reads import bool_index
-from fedaug.objective import LossOutput
-from fedaug.step_graphs import WARMUP_STEPS, StepGraphs
+from fedaug.training.objective import LossOutput
+from fedaug.training.step_graphs import WARMUP_STEPS, StepGraphs
 
 _UNRECORDABLE = {
     torch.Tag.data_dependent_output: "reads a device value on the host (a capture fails)",

@@ -8,10 +8,10 @@ import logging
 import shutil
 from pathlib import Path
 
-from fedaug.experiments.config import ExperimentConfig
-from fedaug.experiments.load import load_run_config
-from fedaug.experiments.runner import run_experiment
-from fedaug.reproducibility.identity import run_dir_for
+from fedaug.config.identity import run_dir_for
+from fedaug.config.load import load_run_config
+from fedaug.config.schema import ExperimentConfig
+from fedaug.runs.runner import run_experiment
 
 __all__ = ["run_dir_for"]
 from tests.conftest import REPO_ROOT

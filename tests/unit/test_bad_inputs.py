@@ -1,7 +1,8 @@
 """More than 100 bad inputs through the ``fedaug`` command line: each is exit code 2, exactly one line on
 stderr that names the bad value, no traceback, and no run dir created or changed.
 
-Every case runs ``fedaug.cli.main`` in-process on ``configs/smoke.yaml`` (synthetic data, an MLP, 6 clients)
+Every case runs ``fedaug.cli.main.main`` in-process on ``configs/smoke.yaml`` (synthetic data, an MLP, 6
+clients)
 with tiny overrides; a few run as real processes. Cases that need a run dir (a corrupt checkpoint or config on
 resume) get a copy of one finished 2-round run, with its ``summary.json`` removed so that it resumes.
 """
@@ -19,11 +20,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedaug import cli
-from fedaug.cli import main
+from fedaug.cli import main as cli
+from fedaug.cli.main import main
+from fedaug.config.identity import run_dir_for
+from fedaug.config.load import load_config, load_run_config
 from fedaug.errors import ClientError
-from fedaug.experiments.load import load_config, load_run_config
-from fedaug.reproducibility.identity import run_dir_for
 from tests.conftest import REPO_ROOT
 
 SMOKE = str(REPO_ROOT / "configs" / "smoke.yaml")

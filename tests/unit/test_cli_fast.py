@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from fedaug.cli import main
-from fedaug.cli_common import OneLineParser
+from fedaug.cli.common import OneLineParser
+from fedaug.cli.main import main
 from tests.conftest import REPO_ROOT
 
 BLOCKED = """
@@ -28,7 +28,7 @@ class NoTorch:
         return None
 
 sys.meta_path.insert(0, NoTorch())
-from fedaug.cli import main
+from fedaug.cli.main import main
 results = []
 for argv in json.loads(sys.argv[1]):
     out, err = io.StringIO(), io.StringIO()

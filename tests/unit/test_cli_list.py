@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from fedaug import catalog, registry
-from fedaug.cli import build_parser, main
+from fedaug import registry
+from fedaug.cli import catalog
+from fedaug.cli.main import build_parser, main
 from fedaug.plugins import user_names
 from tests.conftest import REPO_ROOT
 
@@ -61,7 +62,7 @@ def test_docstring_section_reads_entries_continuations_and_stops_at_the_next_sec
     Attributes:
         alpha: first line
             continued ``here``.
-        beta (int): see :class:`~fedaug.methods.zsdg.ZSDGSettings`.
+        beta (int): see :class:`~fedaug.methods.fedzda.zsdg.ZSDGSettings`.
 
     Raises:
         gamma: not an attribute.
@@ -242,7 +243,7 @@ def test_every_command_has_an_example_and_no_rest_markup() -> None:
 def _partition_without_matplotlib(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     code = (
         "import sys; sys.modules['matplotlib'] = None\n"  # `import matplotlib` now raises ImportError
-        "from fedaug.cli import main\n"
+        "from fedaug.cli.main import main\n"
         f"sys.exit(main(['partition', {SMOKE!r}, *{list(args)!r}]))\n"
     )
     env = {**os.environ, "FEDAUG_CACHE": str(tmp_path / "cache")}

@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedaug.cli import main
+from fedaug.cli.main import main
+from fedaug.config.identity import run_dir_for
+from fedaug.config.load import load_config, load_run_config
 from fedaug.engine.checkpoint import RunStore, read_jsonl
-from fedaug.engine.lock import LOCK_NAME, RunDirLock, check_unlocked
 from fedaug.engine.simulation import Simulation
 from fedaug.errors import PathError, RunLockedError
-from fedaug.experiments.load import load_config, load_run_config
-from fedaug.experiments.sweep import run_sweep
-from fedaug.experiments.sweep_order import SweepPoint
-from fedaug.reproducibility.identity import run_dir_for
+from fedaug.runs.lock import LOCK_NAME, RunDirLock, check_unlocked
+from fedaug.sweeps.order import SweepPoint
+from fedaug.sweeps.sweep import run_sweep
 from tests.conftest import REPO_ROOT, make_spec
 
 SMOKE = str(REPO_ROOT / "configs" / "smoke.yaml")

@@ -10,8 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedaug.cli import main
-from fedaug.device import (
+from fedaug.cli.main import main
+from fedaug.config.identity import run_dir_for
+from fedaug.config.load import load_config
+from fedaug.engine.checkpoint import RunStore
+from fedaug.errors import ConfigError
+from fedaug.runs.runner import run_experiment
+from fedaug.runtime.device import (
     DeviceError,
     check_device_name,
     default_eval_batch_size,
@@ -21,11 +26,6 @@ from fedaug.device import (
     tensor_devices,
     to_device,
 )
-from fedaug.engine.checkpoint import RunStore
-from fedaug.errors import ConfigError
-from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import run_experiment
-from fedaug.reproducibility.identity import run_dir_for
 from tests.conftest import SMOKE
 
 
@@ -178,7 +178,7 @@ def test_env_json_records_the_device_and_a_resume_on_another_device_warns(
 
 
 def test_eval_batch_size_defaults_to_the_device_and_an_explicit_one_wins(tmp_path: Path) -> None:
-    from fedaug.experiments.runner import prepare
+    from fedaug.runs.runner import prepare
 
     assert default_eval_batch_size(torch.device("cpu")) == 1024
     assert default_eval_batch_size(torch.device("cuda", 0)) == 8192

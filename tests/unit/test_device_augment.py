@@ -10,7 +10,7 @@ import torch
 
 from fedaug.augment import OPS, AugMix
 from fedaug.augment.ops import apply_op
-from fedaug.seeding import torch_generator
+from fedaug.runtime.seeding import torch_generator
 
 META = torch.device("meta")
 

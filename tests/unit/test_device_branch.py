@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from fedaug.api import RunContext, ServerState
-from fedaug.device import tensor_devices
 from fedaug.engine.checkpoint import RunStore
-from fedaug.methods.ccvr import CCVR
-from fedaug.reproducibility.branch import _warn_other_machine, branch_from_fedavg, start_checkpoint
+from fedaug.methods.ccvr.method import CCVR
+from fedaug.runs.branch import _warn_other_machine, branch_from_fedavg, start_checkpoint
+from fedaug.runtime.device import tensor_devices
 from fedaug.types import StateDict
 
 META = torch.device("meta")
@@ -59,7 +59,7 @@ def test_repeating_fedavgs_rounds_on_another_device_warns(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     (tmp_path / "env.json").write_text(json.dumps({"device": "cuda:0", "gpu_name": "NVIDIA H200"}))
-    with caplog.at_level("WARNING", logger="fedaug.reproducibility.branch"):
+    with caplog.at_level("WARNING", logger="fedaug.runs.branch"):
         _warn_other_machine(tmp_path, 79, torch.device("cpu"))
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warned) == 1
@@ -67,6 +67,6 @@ def test_repeating_fedavgs_rounds_on_another_device_warns(
     assert "another device" in warned[0]
     caplog.clear()
     (tmp_path / "env.json").write_text(json.dumps({"device": "cpu"}))  # no CPU model recorded: not checked
-    with caplog.at_level("WARNING", logger="fedaug.reproducibility.branch"):
+    with caplog.at_level("WARNING", logger="fedaug.runs.branch"):
         _warn_other_machine(tmp_path, 79, torch.device("cpu"))
     assert not caplog.records

@@ -16,11 +16,9 @@ import torch
 pytest.importorskip("flwr")
 
 from fedaug.api import ClientUpdate, Payload
-from fedaug.cli import main
-from fedaug.device import tensor_devices
+from fedaug.cli.main import main
+from fedaug.config.load import dump_yaml
 from fedaug.errors import ClientError, ConfigError
-from fedaug.experiments.load import dump_yaml
-from fedaug.experiments.runner import prepare
 from fedaug.flower import client_app
 from fedaug.flower import simulation as flower_simulation
 from fedaug.flower.deploy import supernode_command
@@ -28,7 +26,9 @@ from fedaug.flower.loopback import LoopbackGrid, task_identity
 from fedaug.flower.records import decode, encode
 from fedaug.flower.server_app import NodeLink, Outcome
 from fedaug.flower.simulation import backend_config
-from fedaug.local_training import snapshot_state
+from fedaug.runs.runner import prepare
+from fedaug.runtime.device import tensor_devices
+from fedaug.training.loop import snapshot_state
 from tests.unit.test_flower_engine import tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -305,8 +305,8 @@ def test_the_host_keeps_data_and_models_on_its_device(tmp_path: Path) -> None:
 
 def test_a_nodes_workspaces_take_the_engines_memory_format(tmp_path: Path) -> None:
     """``engine.channels_last: all``: the nodes train channels-last as the engine does, so the runs agree."""
-    from fedaug.experiments.runner import run_experiment
     from fedaug.flower.server_app import serve
+    from fedaug.runs.runner import run_experiment
     from tests.unit.test_flower_engine import metrics
 
     # Prepare
@@ -332,9 +332,9 @@ CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GP
 @pytest.mark.parametrize("method", ["fedavg", "flea"])
 def test_flower_on_cuda_equals_the_engine_on_cuda(tmp_path: Path, method: str) -> None:
     """Deterministic kernels: the messages' trip through the CPU changes no bit."""
-    from fedaug.experiments.runner import run_experiment
+    from fedaug.config.identity import run_dir_for
     from fedaug.flower.server_app import serve
-    from fedaug.reproducibility.identity import run_dir_for
+    from fedaug.runs.runner import run_experiment
     from tests.unit.test_flower_engine import metrics
 
     # Prepare

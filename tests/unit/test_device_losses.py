@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fedaug.methods import losses
+from fedaug.methods.parts import losses
 from fedaug.models import build_model
 from fedaug.privacy import dcor
 

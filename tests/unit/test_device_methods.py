@@ -15,19 +15,19 @@ import pytest
 import torch
 from torch import Tensor
 
-import fedaug.local_training as local_training
+import fedaug.training.loop as local_training
 from fedaug import registry
 from fedaug.api import ClientContext, ClientData, ClientShare, Payload, RunContext, TrainSettings
-from fedaug.device import tensor_devices
-from fedaug.local_training import LossOutput, train_local
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.fedbr import FedBR, FedBRConfig, discriminator
 from fedaug.methods.fedmix import FedMix, FedMixConfig, _local_weights
-from fedaug.methods.flea import FLea, FLeaConfig, FLeaOfficial
-from fedaug.methods.flea_buffer import BufferStream
+from fedaug.methods.flea.buffer import BufferStream
+from fedaug.methods.flea.method import FLea, FLeaConfig, FLeaOfficial
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
-from fedaug.seeding import numpy_rng, torch_generator
+from fedaug.runtime.device import tensor_devices
+from fedaug.runtime.seeding import numpy_rng, torch_generator
+from fedaug.training.loop import LossOutput, train_local
 from tests.helpers import IMAGE, bn_model
 
 META = torch.device("meta")

@@ -17,12 +17,12 @@ import torch
 from torch import nn
 
 from fedaug.api import RunContext
-from fedaug.methods.aggregate import weighted_average
-from fedaug.methods.ccvr import CCVR
-from fedaug.methods.ccvr_stats import ClassStatistics, class_statistics, pool_statistics, sample_virtual
+from fedaug.methods.ccvr.method import CCVR
+from fedaug.methods.ccvr.stats import ClassStatistics, class_statistics, pool_statistics, sample_virtual
 from fedaug.methods.fedgen import ConditionalGenerator, FedGen, FedGenConfig, draw_latents
 from fedaug.methods.fedlc import FedLC, FedLCConfig
 from fedaug.methods.fedrs import FedRS, FedRSConfig
+from fedaug.methods.parts.aggregate import weighted_average
 from fedaug.methods.qffl import combine, mean_loss, squared_distance
 from fedaug.models import build_model
 from fedaug.models._layers import output_shape

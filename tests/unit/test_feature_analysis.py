@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from fedaug.analysis import features
-from fedaug.analysis.features import davies_bouldin, iid_clients
-from fedaug.cli import main
+from fedaug.cli.main import main
+from fedaug.results import features
+from fedaug.results.features import davies_bouldin, iid_clients
 from tests.conftest import REPO_ROOT
 
 sklearn_metrics = pytest.importorskip("sklearn.metrics")

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from fedaug.cli import build_parser, main
-from fedaug.cli_common import load_config
+from fedaug.cli.common import load_config
+from fedaug.cli.main import build_parser, main
+from fedaug.config.identity import run_dir_for
+from fedaug.config.load import load_run_config
 from fedaug.engine.progress import JobEta, LaterRun
 from fedaug.errors import ConfigError
-from fedaug.experiments.estimate import job_plan
-from fedaug.experiments.load import load_run_config
-from fedaug.experiments.runner import comparison_configs, run_experiment
-from fedaug.experiments.sweep import expand_sweep
-from fedaug.reproducibility.identity import run_dir_for
+from fedaug.runs.runner import comparison_configs, run_experiment
+from fedaug.sweeps.estimate import job_plan
+from fedaug.sweeps.sweep import expand_sweep
 from tests.conftest import REPO_ROOT
 
 SMOKE = str(REPO_ROOT / "configs" / "smoke.yaml")

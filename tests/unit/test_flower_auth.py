@@ -15,7 +15,7 @@ pytest.importorskip("flwr")
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from fedaug.cli import main
+from fedaug.cli.main import main
 from fedaug.errors import ConfigError, FedaugError
 from fedaug.flower.certs import check_host, make_certificates, make_node_keys, node_public_keys
 from fedaug.flower.deploy import (

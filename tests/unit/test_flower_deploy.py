@@ -14,13 +14,13 @@ import yaml
 
 pytest.importorskip("flwr")
 
-from fedaug import cli_flower
-from fedaug.cli import main
-from fedaug.experiments.load import config_from_dict, load_config
+from fedaug.cli import flower as cli_flower
+from fedaug.cli.main import main
+from fedaug.config.identity import run_dir_for
+from fedaug.config.load import config_from_dict, load_config
 from fedaug.flower.certs import make_certificates
 from fedaug.flower.deploy import superlink_command, supernode_command, write_app, write_connection
 from fedaug.flower.server_app import CONFIG_KEY, FRESH_KEY, NODE_TIMEOUT_KEY
-from fedaug.reproducibility.identity import run_dir_for
 
 REPO = Path(__file__).resolve().parents[2]
 

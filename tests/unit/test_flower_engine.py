@@ -20,17 +20,18 @@ import torch
 
 pytest.importorskip("flwr")
 
-from fedaug import local_training, registry
+from fedaug import registry
 from fedaug.api import TrainSettings
+from fedaug.config.identity import run_dir_for
+from fedaug.config.load import load_config
+from fedaug.config.schema import ExperimentConfig
 from fedaug.engine import simulation
 from fedaug.errors import ClientError, FedaugError, IncompatibleModelError
-from fedaug.experiments.config import ExperimentConfig
-from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import run_experiment
 from fedaug.flower import client_app
 from fedaug.flower.loopback import LoopbackGrid, task_identity
 from fedaug.flower.server_app import serve
-from fedaug.reproducibility.identity import run_dir_for
+from fedaug.runs.runner import run_experiment
+from fedaug.training import loop as local_training
 
 REPO = Path(__file__).resolve().parents[2]
 

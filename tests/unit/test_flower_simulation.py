@@ -2,7 +2,7 @@
 
 One simulation runs both methods (Ray starts once, ~20-30 s on a loaded 2-core machine); the engine runs
 the same configs in-process. Every logged number of every round must be identical: same seeds
-(fedaug.seeding), same client order, same aggregation order, same float32 arithmetic on one thread.
+(fedaug.runtime.seeding), same client order, same aggregation order, same float32 arithmetic on one thread.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import pytest
 pytest.importorskip("flwr")
 pytest.importorskip("ray")
 
-from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import comparison_configs, run_experiment
+from fedaug.config.identity import run_dir_for
+from fedaug.config.load import load_config
 from fedaug.flower.simulation import simulate
-from fedaug.reproducibility.identity import run_dir_for
+from fedaug.runs.runner import comparison_configs, run_experiment
 
 REPO = Path(__file__).resolve().parents[2]
 

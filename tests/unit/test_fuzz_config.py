@@ -15,13 +15,13 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fedaug.cli import build_parser
-from fedaug.cli_common import load_config as load_cli_config
+from fedaug.cli.common import load_config as load_cli_config
+from fedaug.cli.main import build_parser
+from fedaug.config.identity import run_dir_for
+from fedaug.config.limits import FLOAT32_MAX, MAX_SEED
+from fedaug.config.load import load_config
+from fedaug.config.schema import ExperimentConfig
 from fedaug.errors import FedaugError
-from fedaug.experiments.config import ExperimentConfig
-from fedaug.experiments.load import load_config
-from fedaug.limits import FLOAT32_MAX, MAX_SEED
-from fedaug.reproducibility.identity import run_dir_for
 from tests.conftest import REPO_ROOT
 
 SMOKE = str(REPO_ROOT / "configs" / "smoke.yaml")

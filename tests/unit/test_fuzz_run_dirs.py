@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fedaug.errors import FedaugError
-from fedaug.experiments.runner import run_experiment
+from fedaug.runs.runner import run_experiment
 from tests.unit import run_dirs
 
 FILES = (

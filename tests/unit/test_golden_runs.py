@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import torch
 
-from fedaug.cli import main
-from fedaug.machine import cpu_model
+from fedaug.cli.main import main
+from fedaug.runtime.machine import cpu_model
 from tests.conftest import REPO_ROOT, SMOKE
 
 GOLDEN = REPO_ROOT / "tests" / "golden"
@@ -40,7 +40,8 @@ def _golden_threads() -> Iterator[None]:
 
 def _same_machine_kind() -> bool:
     """Same torch, vector capability and CPU make: an Intel Xeon and an AMD EPYC are both AVX512 to
-    torch but round some kernels differently (``fedaug.machine``), so bytes are compared on one make only."""
+    torch but round some kernels differently (``fedaug.runtime.machine``), so bytes are compared on one make
+    only."""
     meta = META
     return (
         meta["torch"] == torch.__version__

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fedaug import jsonio
+from fedaug.runtime import files as jsonio
 
 LEAVES = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5)
 TREES = st.recursive(

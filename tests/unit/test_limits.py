@@ -1,4 +1,5 @@
-"""Limits before work (fedaug.limits, fedaug.yamlio, the CLI): each failure class of issue 53 that was
+"""Limits before work (fedaug.config.limits, fedaug.config.yamlio, the CLI): each failure class of issue 53
+that was
 accepted silently, ended in a traceback, hung or left files behind is one line, exit 2, nothing written."""
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedaug.cli import main
+from fedaug.cli.main import main
 from fedaug.engine import checkpoint
-from fedaug.engine.lock import check_unlocked
 from fedaug.errors import PathError
-from fedaug.machine import default_threads, use_threads
+from fedaug.runs.lock import check_unlocked
+from fedaug.runtime.machine import default_threads, use_threads
 from tests.conftest import REPO_ROOT
 from tests.unit import run_dirs
 

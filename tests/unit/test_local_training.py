@@ -10,7 +10,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedaug.api import ClientContext, ClientData, Payload, RunContext, TrainSettings
-from fedaug.local_training import (
+from fedaug.methods.fedavg import FedAvg
+from fedaug.models import build_model
+from fedaug.training.loop import (
     LossOutput,
     batch_indices,
     batchnorm_eval,
@@ -19,8 +21,6 @@ from fedaug.local_training import (
     snapshot_state,
     train_local,
 )
-from fedaug.methods.fedavg import FedAvg
-from fedaug.models import build_model
 from tests.conftest import make_blobs
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fedaug import log_once
-from fedaug.cli import main
+from fedaug.cli.main import main
+from fedaug.runtime import log_once
 
 
 def test_info_once_logs_a_text_at_info_once_then_at_debug(caplog: pytest.LogCaptureFixture) -> None:

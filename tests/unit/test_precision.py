@@ -8,18 +8,18 @@ from pathlib import Path
 import pytest
 import torch
 
-import fedaug.precision as precision_module
+import fedaug.runtime.precision as precision_module
 from fedaug.api import ClientData, TrainSettings
+from fedaug.config.load import dump_yaml, load_config
+from fedaug.config.schema import EngineConfig, ExperimentConfig
 from fedaug.engine.evaluation import evaluate
 from fedaug.engine.simulation import Simulation
 from fedaug.errors import ConfigError
-from fedaug.experiments.config import EngineConfig, ExperimentConfig
-from fedaug.experiments.load import dump_yaml, load_config
-from fedaug.experiments.runner import run_experiment
-from fedaug.local_training import cross_entropy_loss, snapshot_state, train_local
 from fedaug.models import build_model
-from fedaug.precision import autocast, bf16_warning, flush_denormals
-from fedaug.reproducibility.resume import check_existing
+from fedaug.runs.resume import check_existing
+from fedaug.runs.runner import run_experiment
+from fedaug.runtime.precision import autocast, bf16_warning, flush_denormals
+from fedaug.training.loop import cross_entropy_loss, snapshot_state, train_local
 from tests.conftest import REPO_ROOT, make_spec
 
 

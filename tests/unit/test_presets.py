@@ -1,4 +1,4 @@
-"""Packaged presets (``fedaug.presets``): named from any directory, shipped in the wheel, listed by
+"""Packaged presets (``fedaug.config.presets``): named from any directory, shipped in the wheel, listed by
 ``fedaug list presets``; a file that exists always wins over a preset of the same name."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from fedaug import presets
-from fedaug.cli import main
+from fedaug.cli.main import main
+from fedaug.config import presets
+from fedaug.config.load import load_config
 from fedaug.errors import ConfigError
-from fedaug.experiments.load import load_config
-from fedaug.experiments.sweep import expand_sweep
+from fedaug.sweeps.sweep import expand_sweep
 from tests.conftest import REPO_ROOT
 
 ROOT = presets.PRESET_ROOT

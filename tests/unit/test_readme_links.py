@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fedaug.cli import build_parser
+from fedaug.cli.main import build_parser
 from tests.conftest import REPO_ROOT
 
 README = REPO_ROOT / "README.md"

@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from fedaug import step_graphs
 from fedaug.api import ClientData
-from fedaug.local_training import BatchableLoss, ClientTensors, LossOutput, cross_entropy_loss
+from fedaug.training import step_graphs
+from fedaug.training.loop import BatchableLoss, ClientTensors, LossOutput, cross_entropy_loss
 from tests.unit.replay_check import ReplayMismatch, record_on_cpu
 from tests.unit.test_step_graphs import SETTINGS, _assert_same, _fresh_model, _loss_with_state, _train
 

@@ -1,4 +1,5 @@
-"""fedaug.row_mask: outside a mask the helpers are Tensor.mean and F.cross_entropy bit for bit; inside, the
+"""fedaug.training.row_mask: outside a mask the helpers are Tensor.mean and F.cross_entropy bit for bit;
+inside, the
 losses built on them (FLea's distance correlations and KL, soft-label CE) computed on a padded batch equal
 their values on the real rows alone."""
 
@@ -11,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import Tensor
 
-from fedaug.methods.losses import decorrelation_loss as feddecorr_loss
-from fedaug.methods.losses import kl_divergence, model_contrastive_loss, soft_cross_entropy
+from fedaug.methods.parts.losses import decorrelation_loss as feddecorr_loss
+from fedaug.methods.parts.losses import kl_divergence, model_contrastive_loss, soft_cross_entropy
 from fedaug.privacy.dcor import decorrelation_loss
-from fedaug.row_mask import batch_mean, masked_rows, mean_cross_entropy, real_rows, row_mask
+from fedaug.training.row_mask import batch_mean, masked_rows, mean_cross_entropy, real_rows, row_mask
 
 
 def _padded(real: Tensor, pad: int) -> tuple[Tensor, Tensor]:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fedaug.cli import build_parser, main
-from fedaug.cli_common import load_config as cli_config
+from fedaug.cli.common import load_config as cli_config
+from fedaug.cli.main import build_parser, main
 from fedaug.errors import ConfigError
 from fedaug.script import RunResult, load_config, run
 from tests.conftest import REPO_ROOT

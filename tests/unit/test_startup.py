@@ -1,4 +1,5 @@
-"""A run's start-up breakdown (``fedaug.startup``): its phases sum to its total, which a fresh ``fedaug run``
+"""A run's start-up breakdown (``fedaug.runtime.startup``): its phases sum to its total, which a fresh
+``fedaug run``
 measured from outside exceeds; a comparison loads its data once and logs the same metrics as separate runs."""
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedaug import startup
-from fedaug.cli import main
+from fedaug.cli.main import main
 from fedaug.data import datasets
-from fedaug.experiments import resolve
-from fedaug.startup import StartupClock
+from fedaug.runs import resolve
+from fedaug.runtime import startup
+from fedaug.runtime.startup import StartupClock
 from tests.conftest import REPO_ROOT
 
 SMOKE = str(REPO_ROOT / "configs" / "smoke.yaml")
@@ -102,7 +103,7 @@ def test_a_comparison_loads_its_data_once_and_logs_what_separate_runs_log(
 
 
 def test_reuse_is_keyed_by_data_partition_and_seed_and_ends_with_its_block() -> None:
-    from fedaug.experiments.load import load_config
+    from fedaug.config.load import load_config
 
     config = load_config([SMOKE])
     other_seed = load_config([SMOKE], ["seed=1"])
@@ -123,8 +124,8 @@ def test_reuse_is_keyed_by_data_partition_and_seed_and_ends_with_its_block() -> 
 HEAVY = ("matplotlib", "flwr", "scipy", "dcor", "hypothesis", "PIL", "pandas", "sklearn", "ray")
 PROBE = """
 import json, sys
-import fedaug.startup as startup
-from fedaug.cli import main
+import fedaug.runtime.startup as startup
+from fedaug.cli.main import main
 real_take, found = startup.take, {}
 def take():
     found["loaded"] = sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[2].split(",")))

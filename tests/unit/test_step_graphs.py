@@ -1,4 +1,5 @@
-"""engine.cuda_graphs (fedaug.step_graphs): on a CPU the recorded-step code runs unrecorded and must equal the
+"""engine.cuda_graphs (fedaug.training.step_graphs): on a CPU the recorded-step code runs unrecorded and must
+equal the
 eager loop bit for bit, for every registered method; which hooks are recorded, which are not and why."""
 
 from __future__ import annotations
@@ -14,16 +15,20 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from fedaug import local_training, registry, step_graphs
+from fedaug import registry
 from fedaug.api import ClientData, Method, TrainSettings
+from fedaug.config.load import load_config
+from fedaug.config.schema import EngineConfig
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation, round_train_settings
 from fedaug.errors import ConfigError
-from fedaug.experiments import resolve
-from fedaug.experiments.config import EngineConfig
-from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import prepare, run_experiment
-from fedaug.local_training import (
+from fedaug.methods.fedavg import FedAvg
+from fedaug.methods.flea.method import FLea, FLeaConfig
+from fedaug.runs import resolve
+from fedaug.runs.runner import prepare, run_experiment
+from fedaug.training import loop as local_training
+from fedaug.training import step_graphs
+from fedaug.training.loop import (
     BatchableLoss,
     ClientTensors,
     LossFn,
@@ -32,9 +37,7 @@ from fedaug.local_training import (
     snapshot_state,
     train_local,
 )
-from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.flea import FLea, FLeaConfig
-from fedaug.step_graphs import StepGraphs, graph_refusal, graphs_for
+from fedaug.training.step_graphs import StepGraphs, graph_refusal, graphs_for
 from tests.conftest import SMOKE
 from tests.helpers import image_spec
 from tests.unit.engine.helpers import bn_mlp_float64, unequal_float64_spec
@@ -180,7 +183,7 @@ def test_warm_up_steps_are_undone_and_a_failed_capture_falls_back_to_eager(
     graphs = graphs_for(model, list(model.parameters()), SETTINGS)
     graphs.capture = True  # the GPU code path: warm up, capture, restore
     monkeypatch.setattr(StepGraphs, "_capture", _fake_capture(fail))
-    with caplog.at_level(logging.WARNING, logger="fedaug.step_graphs"):
+    with caplog.at_level(logging.WARNING, logger="fedaug.training.step_graphs"):
         graphed = _train(model, _loss_with_state(True), SETTINGS)
     _assert_same(eager, graphed)
     warnings = [r.getMessage() for r in caplog.records]
@@ -225,7 +228,7 @@ def test_hooks_that_are_not_batchable_and_dropout_models_are_refused(
     # a refused client trains eagerly, with the results of cuda_graphs off, and the reason is logged once
     monkeypatch.setattr(local_training, "_graph_refusals", set())
     eager = _train(_fresh_model(), lambda d: plain, replace(SETTINGS, cuda_graphs=False))
-    with caplog.at_level(logging.INFO, logger="fedaug.local_training"):
+    with caplog.at_level(logging.INFO, logger="fedaug.training.loop"):
         _assert_same(eager, _train(_fresh_model(), lambda d: plain, SETTINGS))
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
         (
@@ -380,7 +383,7 @@ def test_recorded_steps_do_not_keep_their_model_alive() -> None:
 
 def test_a_cpu_run_ignores_the_setting_and_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     config = load_config([SMOKE], [f"out_dir={tmp_path}", "engine.cuda_graphs=true", "engine.device=cpu"])
-    with caplog.at_level(logging.WARNING, logger="fedaug.experiments.resolve"):
+    with caplog.at_level(logging.WARNING, logger="fedaug.runs.resolve"):
         run = prepare(config, tmp_path / "run")
     assert config.engine.cuda_graphs and not run.spec.cuda_graphs
     assert [r.getMessage() for r in caplog.records] == [
@@ -412,7 +415,7 @@ def test_a_cpu_run_with_the_default_says_nothing_about_graphs(
 ) -> None:
     # "auto" is a true string: read as a bool it would warn "needs a CUDA device" on every CPU run
     config = load_config([SMOKE], [f"out_dir={tmp_path}", "engine.device=cpu"])
-    with caplog.at_level(logging.INFO, logger="fedaug.experiments.resolve"):
+    with caplog.at_level(logging.INFO, logger="fedaug.runs.resolve"):
         run = prepare(config, tmp_path / "run")
     assert config.engine.cuda_graphs == "auto" and not run.spec.cuda_graphs
     assert [r.getMessage() for r in caplog.records if "graphs" in r.getMessage()] == []
@@ -433,7 +436,7 @@ def test_a_run_with_graphs_says_so_when_it_starts(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = load_config([SMOKE], [f"out_dir={tmp_path}", "engine.device=cpu", "train.rounds=1"])
-    with caplog.at_level(logging.INFO, logger="fedaug.experiments.runner"):
+    with caplog.at_level(logging.INFO, logger="fedaug.runs.runner"):
         run_experiment(config)
         monkeypatch.setattr(resolve, "cuda_graphs_on", lambda engine, device: True)  # as on a GPU
         run_experiment(config, fresh=True)

@@ -12,10 +12,10 @@ from types import ModuleType
 
 import pytest
 
-from fedaug.cli import build_parser
-from fedaug.cli_common import load_config
-from fedaug.experiments.runner import comparison_configs
-from fedaug.reproducibility.identity import run_dir_for
+from fedaug.cli.common import load_config
+from fedaug.cli.main import build_parser
+from fedaug.config.identity import run_dir_for
+from fedaug.runs.runner import comparison_configs
 from tests.conftest import REPO_ROOT
 
 STEPS = [

@@ -1,4 +1,4 @@
-"""Every file a resume, a skip or a report trusts is verified (fedaug.reproducibility.verify): each failure
+"""Every file a resume, a skip or a report trusts is verified (fedaug.runs.verify): each failure
 class that used to give a wrong result with exit code 0 is refused naming the file, or repaired so that the
 run ends byte-identical to an uninterrupted one."""
 
@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedaug.cli import main
+from fedaug.cli.main import main
 from fedaug.engine.checkpoint import read_checkpoint
 from fedaug.errors import CheckpointError
-from fedaug.experiments.runner import run_experiment
-from fedaug.reproducibility.verify import IDENTITY_NAME
 from fedaug.results.store import load_run, load_runs
+from fedaug.runs.runner import run_experiment
+from fedaug.runs.verify import IDENTITY_NAME
 from tests.conftest import REPO_ROOT
 from tests.unit import run_dirs
 

@@ -20,11 +20,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from fedaug import jsonio
 from fedaug.attacks.rounds_plot import Series
 from fedaug.errors import ConfigError
 from fedaug.registry import register
 from fedaug.results.store import Stat, aggregate
+from fedaug.runtime import files as jsonio
 
 logger = logging.getLogger(__name__)
 

@@ -50,7 +50,7 @@ from fedaug.attacks.target import (
 )
 from fedaug.errors import ConfigError
 from fedaug.registry import register
-from fedaug.seeding import seed_for, torch_generator
+from fedaug.runtime.seeding import seed_for, torch_generator
 from fedaug.validation import flag_int, flag_number
 
 logger = logging.getLogger(__name__)

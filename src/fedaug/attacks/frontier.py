@@ -19,7 +19,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from fedaug import jsonio
 from fedaug.attacks.aggregate import (
     ContextRecord,
     ReconRecord,
@@ -34,6 +33,7 @@ from fedaug.errors import ConfigError
 from fedaug.registry import register
 from fedaug.results.plots import new_figure, save_figure, setting_styles
 from fedaug.results.store import Run, Stat, load_run, load_runs
+from fedaug.runtime import files as jsonio
 
 LINE_COLOURS = ("dimgrey", "saddlebrown", "black", "darkgrey", "olive")
 """Colours of the vertical reference lines (apart from the settings' C0-C9)."""

@@ -34,7 +34,7 @@ from torch.func import functional_call
 from fedaug.augment import AugMix, AugMixDraw
 from fedaug.errors import ConfigError
 from fedaug.methods.fedaugmix import AugMixJSConfig, scheduled_lambda
-from fedaug.methods.losses import jensen_shannon
+from fedaug.methods.parts.losses import jensen_shannon
 
 logger = logging.getLogger(__name__)
 

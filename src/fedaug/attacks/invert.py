@@ -51,19 +51,19 @@ from fedaug.attacks.image_metrics import mse, psnr, ssim
 from fedaug.attacks.invert_report import save_grid, write_table
 from fedaug.attacks.target import CPU, attack_device
 from fedaug.augment import AugMix
-from fedaug.cli_common import add_device_argument
+from fedaug.cli.common import add_device_argument
+from fedaug.config.schema import MAX_THREADS
 from fedaug.data.datasets import Dataset, load_dataset
-from fedaug.device import to_device
 from fedaug.engine.checkpoint import short_reason
 from fedaug.errors import CheckpointError, ConfigError, path_error
-from fedaug.experiments.config import MAX_THREADS
-from fedaug.local_training import snapshot_state
 from fedaug.methods.fedaugmix import FedAugMix, FedAugMixConfig
 from fedaug.methods.fedavg import FedAvg
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
 from fedaug.registry import register
-from fedaug.seeding import seed_for, torch_generator
+from fedaug.runtime.device import to_device
+from fedaug.runtime.seeding import seed_for, torch_generator
+from fedaug.training.loop import snapshot_state
 from fedaug.types import StateDict
 from fedaug.validation import flag_int, flag_number
 

@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from fedaug import jsonio
 from fedaug.attacks.aggregate import fmt, stat
 from fedaug.attacks.frontier import accuracy_limits, finished_runs
 from fedaug.attacks.invert import STAGES, THREATS, choices
@@ -32,6 +31,7 @@ from fedaug.errors import ConfigError
 from fedaug.registry import register
 from fedaug.results.plots import new_figure, save_figure
 from fedaug.results.store import Run, Stat
+from fedaug.runtime import files as jsonio
 
 METRICS = {
     "ssim": ("SSIM (%)", 100.0, "lower"),

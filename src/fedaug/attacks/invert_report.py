@@ -10,7 +10,7 @@ from typing import Any
 
 from torch import Tensor
 
-from fedaug.results.figure_files import shrink_png
+from fedaug.runtime.figure_files import shrink_png
 
 logger = logging.getLogger(__name__)
 

@@ -51,7 +51,7 @@ from fedaug.attacks.target import (
 from fedaug.errors import ConfigError
 from fedaug.privacy.dcor import distance_correlation, u_distance_correlation_sqr
 from fedaug.registry import register
-from fedaug.seeding import seed_for, torch_generator
+from fedaug.runtime.seeding import seed_for, torch_generator
 from fedaug.validation import flag_int, flag_number
 
 logger = logging.getLogger(__name__)

@@ -34,18 +34,18 @@ import torch
 from torch import Tensor
 
 from fedaug.api import Method, ServerState
-from fedaug.cli_common import add_device_argument
+from fedaug.cli.common import add_device_argument
+from fedaug.config.load import config_from_dict
+from fedaug.config.schema import MAX_THREADS, ExperimentConfig
+from fedaug.config.yamlio import read_yaml_file
 from fedaug.data.datasets import Dataset, load_dataset
-from fedaug.device import resolve_device
 from fedaug.engine.checkpoint import RunStore, corrupt_file, read_jsonl, short_reason
 from fedaug.errors import CheckpointError, ConfigError
-from fedaug.experiments.config import MAX_THREADS, ExperimentConfig
-from fedaug.experiments.load import config_from_dict
-from fedaug.experiments.resolve import build_method
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
+from fedaug.runs.resolve import build_method
+from fedaug.runtime.device import resolve_device
 from fedaug.validation import flag_int
-from fedaug.yamlio import read_yaml_file
 
 SHARED = {
     "flea": "features",

@@ -35,8 +35,8 @@ import torch
 from torch import Tensor
 
 from fedaug.augment.ops import OPS, apply_op
-from fedaug.device import host_to_device
 from fedaug.errors import ConfigError
+from fedaug.runtime.device import host_to_device
 from fedaug.validation import check_int, check_number
 
 MAX_DEPTH = 3
@@ -182,7 +182,7 @@ class AugMix:
         ``draw`` may live on the CPU (as :meth:`sample` makes it) while ``x`` is on a GPU: the operation codes
         stay where they are (rows are grouped there, :func:`~fedaug.augment.ops.apply_op`), the parameters and
         weights are moved to ``x``'s device once, without the host waiting
-        (:func:`~fedaug.device.host_to_device`).
+        (:func:`~fedaug.runtime.device.host_to_device`).
         """
         num_views, batch, width, depth = draw.ops.shape
         params = host_to_device(draw.params, x.device)

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from fedaug.device import host_to_device
+from fedaug.runtime.device import host_to_device
 
 OPS = (
     "autocontrast",

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from fedaug.log_once import info_once
+from fedaug.runtime.log_once import info_once
 
 logger = logging.getLogger(__name__)
 

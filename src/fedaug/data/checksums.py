@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from fedaug.errors import DatasetError
-from fedaug.paths import cache_dir
+from fedaug.runtime.paths import cache_dir
 
 logger = logging.getLogger(__name__)
 

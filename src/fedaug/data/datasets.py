@@ -39,8 +39,8 @@ from fedaug.data.base import (
     option_key,
 )
 from fedaug.errors import ConfigError
-from fedaug.log_once import info_once
 from fedaug.registry import available, get
+from fedaug.runtime.log_once import info_once
 
 __all__ = [
     "DATA_ENV_VAR",

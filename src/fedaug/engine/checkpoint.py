@@ -15,9 +15,9 @@ temporary file, flushed and fsynced, then renamed into place (and the folder fsy
 loss leaves either the old or the new file. A checkpoint carries the SHA-256 of its content
 (:func:`content_digest`), checked on load; one that is corrupt all the same (a disk error, a copy cut short,
 flipped bytes) is one :class:`~fedaug.errors.CheckpointError` naming the file and what to do. The process that
-writes a run dir holds its lock (:mod:`fedaug.engine.lock`). On resume, ``metrics.jsonl`` is cut back to the
+writes a run dir holds its lock (:mod:`fedaug.runs.lock`). On resume, ``metrics.jsonl`` is cut back to the
 checkpoint's round (a kill between the metrics line and the checkpoint repeats that round with the same seeds
-and the same result), once :mod:`fedaug.reproducibility.verify` has checked it line by line.
+and the same result), once :mod:`fedaug.runs.verify` has checked it line by line.
 """
 
 from __future__ import annotations
@@ -257,7 +257,7 @@ def content_digest(obj: Any) -> str:
 
 def feed_digest(hasher: Any, obj: Any) -> None:
     """Feeds ``obj`` into ``hasher`` as :func:`content_digest` describes (each tensor copied to the host once,
-    as ``torch.save`` does right after: :mod:`fedaug.engine.host_reads` does not count these reads)."""
+    as ``torch.save`` does right after: :mod:`tools.host_reads` does not count these reads)."""
     if isinstance(obj, torch.Tensor):
         hasher.update(f"T{obj.dtype}{tuple(obj.shape)}".encode())
         if obj.is_meta:  # no data to read (a state built on the meta device, as tests do): its shape only

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fedaug.precision import autocast
+from fedaug.runtime.precision import autocast
 from fedaug.types import Metrics
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from fedaug.precision import autocast
+from fedaug.runtime.precision import autocast
 from fedaug.types import Metrics
 
 

@@ -9,7 +9,7 @@ not stretch the estimate once three rounds are in.
 :class:`JobEta` carries what the command runs after the current run (``fedaug run`` of several methods), so
 that the line ends with the whole job's time left (``job eta 38m``): a later run is costed by its seeds'
 measured round times when it has them, else by the current run's round time converted to FedAvg's and
-multiplied by the later method's round ratio (:mod:`fedaug.experiments.round_ratio`).
+multiplied by the later method's round ratio (:mod:`fedaug.sweeps.round_ratio`).
 """
 
 from __future__ import annotations

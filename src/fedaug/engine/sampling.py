@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fedaug.seeding import numpy_rng
+from fedaug.runtime.seeding import numpy_rng
 from fedaug.types import ClientId
 
 

@@ -22,7 +22,6 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from fedaug import startup
 from fedaug.api import (
     ClientContext,
     ClientData,
@@ -36,19 +35,20 @@ from fedaug.api import (
     TrainSettings,
     fedavg_rounds_of,
 )
-from fedaug.engine.batched import batching_refusal, round_clients, train_round_batched
-from fedaug.engine.batched_modes import BATCHED_MODES
+from fedaug.engine.batched.modes import BATCHED_MODES
+from fedaug.engine.batched.stacked import batching_refusal, round_clients, train_round_batched
 from fedaug.engine.checkpoint import RunStore, check_run_checkpoint, read_jsonl, summarize, write_json
 from fedaug.engine.evaluation import evaluate
 from fedaug.engine.fairness import client_accuracies, fairness_summary, local_metrics
-from fedaug.engine.memory_format import apply_channels_last
 from fedaug.engine.progress import JobEta, LaterRun, RoundClock, format_duration
 from fedaug.engine.round_log import log_digest
 from fedaug.engine.sampling import sample_clients
 from fedaug.errors import ClientError, FedaugError
-from fedaug.local_training import load_weights, snapshot_state
 from fedaug.models.base import SplitModel
-from fedaug.seeding import seed_for, torch_generator
+from fedaug.runtime import startup
+from fedaug.runtime.memory_format import apply_channels_last
+from fedaug.runtime.seeding import seed_for, torch_generator
+from fedaug.training.loop import load_weights, snapshot_state
 from fedaug.types import ClientId, Metrics
 
 logger = logging.getLogger(__name__)

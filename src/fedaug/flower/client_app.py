@@ -33,14 +33,14 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from fedaug.api import ClientContext, Method, Payload
-from fedaug.engine.memory_format import apply_channels_last
+from fedaug.config.load import config_from_dict
 from fedaug.engine.simulation import SimulationSpec, client_context, on_device
 from fedaug.errors import ConfigError
-from fedaug.experiments.load import config_from_dict
 from fedaug.flower.records import decode, encode
-from fedaug.machine import use_threads
 from fedaug.models.base import SplitModel
-from fedaug.precision import flush_denormals
+from fedaug.runtime.machine import use_threads
+from fedaug.runtime.memory_format import apply_channels_last
+from fedaug.runtime.precision import flush_denormals
 
 HEADER = "fedaug.run"
 STATE_PREFIX = "fedaug.client_state/"
@@ -76,7 +76,7 @@ class ClientHost:
 def client_host(config_text: str, data_dir: str | None, device: str | None = None) -> ClientHost:
     """The host of the experiment ``config_text`` (cached: Flower rebuilds the app for every message), its
     data on the node's device: ``device`` (the node's ``device`` config) if given, else ``engine.device``."""
-    from fedaug.experiments.runner import prepare
+    from fedaug.runs.runner import prepare
 
     config = config_from_dict(yaml.safe_load(config_text))
     if data_dir:

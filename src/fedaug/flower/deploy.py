@@ -37,12 +37,12 @@ from typing import Any
 
 import tomli_w
 
+from fedaug.config.load import dump_yaml
+from fedaug.config.schema import ExperimentConfig
 from fedaug.errors import ConfigError, FedaugError
-from fedaug.experiments.config import ExperimentConfig
-from fedaug.experiments.load import dump_yaml
-from fedaug.experiments.workers import interrupt
 from fedaug.flower.certs import CertPaths, check_host
 from fedaug.flower.server_app import CONFIG_KEY, FRESH_KEY, NODE_TIMEOUT_KEY
+from fedaug.sweeps.workers import interrupt
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +193,7 @@ def stop(process: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
 
 def sigterm_as_interrupt() -> None:
     """SIGTERM raises KeyboardInterrupt from now on, so ``finally`` blocks stop the Flower processes started
-    here (a sweep's version, :func:`fedaug.experiments.workers.sigterm_as_interrupt`, holds only inside)."""
+    here (a sweep's version, :func:`fedaug.sweeps.workers.sigterm_as_interrupt`, holds only inside)."""
     signal.signal(signal.SIGTERM, interrupt)
 
 

@@ -16,7 +16,7 @@ here.
 
 Tensors travel as CPU numpy arrays whatever device they were on (``.cpu()`` before ``.numpy()``);
 ``decode(content, device=...)`` puts the received tensors on the receiving side's device
-(:func:`fedaug.device.to_device`), so the server and every node may compute on different devices.
+(:func:`fedaug.runtime.device.to_device`), so the server and every node may compute on different devices.
 
 Flower traps this module avoids: content is built per message (an :class:`~flwr.app.Array` shared between
 two messages breaks the second); :func:`fedavg_view` strips a reply to the two records Flower's own FedAvg
@@ -34,7 +34,7 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from fedaug.api import ClientShare, ClientUpdate, Payload, ShareRequest, TrainSettings
-from fedaug.device import to_device
+from fedaug.runtime.device import to_device
 
 ARRAYS = "arrays"
 METRICS = "metrics"

@@ -29,10 +29,10 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
 from fedaug.api import ClientShare, ClientUpdate, Payload, ShareRequest
+from fedaug.config.load import config_from_dict, dump_yaml
+from fedaug.config.schema import ExperimentConfig
 from fedaug.engine.simulation import Simulation, SimulationSpec
 from fedaug.errors import ClientError, FedaugError
-from fedaug.experiments.config import ExperimentConfig
-from fedaug.experiments.load import config_from_dict, dump_yaml
 from fedaug.flower.client_app import HEADER
 from fedaug.flower.records import decode, encode
 from fedaug.types import ClientId
@@ -141,8 +141,8 @@ def discover_nodes(grid: Grid, num_clients: int, *, timeout: float) -> dict[Clie
 
 def serve(grid: Grid, configs: Sequence[ExperimentConfig], *, fresh: bool, node_timeout: float) -> list[Any]:
     """Runs each config (methods compared on one setting) on the grid's nodes; returns their summaries."""
-    from fedaug.experiments.resolve import load_data_and_partition
-    from fedaug.experiments.runner import run_experiment
+    from fedaug.runs.resolve import load_data_and_partition
+    from fedaug.runs.runner import run_experiment
 
     _, partition = load_data_and_partition(configs[0])
     nodes = discover_nodes(grid, len(partition.train_indices), timeout=node_timeout)
@@ -186,7 +186,7 @@ app = ServerApp()
 
 @app.main()
 def main(grid: Grid, context: Context) -> None:
-    from fedaug.experiments.runner import comparison_configs
+    from fedaug.runs.runner import comparison_configs
 
     config = config_from_dict(yaml.safe_load(str(context.run_config[CONFIG_KEY])))
     fresh = bool(context.run_config.get(FRESH_KEY, False))

@@ -27,11 +27,11 @@ from typing import Any
 import torch
 from flwr.simulation import run_simulation
 
-from fedaug.device import resolve_device
+from fedaug.config.schema import ExperimentConfig
 from fedaug.errors import ConfigError
-from fedaug.experiments.config import ExperimentConfig
 from fedaug.flower.client_app import app as client_app
 from fedaug.flower.server_app import make_server_app
+from fedaug.runtime.device import resolve_device
 from fedaug.validation import check_int, check_number
 
 logger = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ def simulate(
             started, which took over 120 s on a loaded 2-core machine; the bound ends the ServerApp's thread
             when Flower's runtime fails to start, e.g. Ray timing out).
     """
-    from fedaug.experiments.resolve import load_data_and_partition
+    from fedaug.runs.resolve import load_data_and_partition
 
     backend = backend_config(
         num_cpus=num_cpus, cpus_per_client=cpus_per_client, gpus_per_client=gpus_per_client

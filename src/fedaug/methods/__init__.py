@@ -1,20 +1,20 @@
 """Federated methods; importing this package registers the built-in ones."""
 
-from fedaug.methods import (
-    ccvr,  # noqa: F401  (registers "ccvr")
-    fedaugmix,  # noqa: F401  (registers "fedaugmix" and "<base>_augmix" for the loss-based methods)
-    fedavg,  # noqa: F401  (registers "fedavg")
-    fedbr,  # noqa: F401  (registers "fedbr")
-    feddata,  # noqa: F401  (registers "feddata")
-    feddecorr,  # noqa: F401  (registers "feddecorr")
-    fedgen,  # noqa: F401  (registers "fedgen")
-    fedlc,  # noqa: F401  (registers "fedlc")
-    fedmix,  # noqa: F401  (registers "fedmix")
-    fedntd,  # noqa: F401  (registers "fedntd")
-    fedprox,  # noqa: F401  (registers "fedprox")
-    fedrs,  # noqa: F401  (registers "fedrs")
-    fedzda,  # noqa: F401  (registers "fedzdac" and "fedzdas")
-    flea,  # noqa: F401  (registers "flea" and its preset "flea_official")
-    moon,  # noqa: F401  (registers "moon")
-    qffl,  # noqa: F401  (registers "qffl")
+from fedaug.methods import (  # noqa: F401
+    fedaugmix,
+    fedavg,
+    fedbr,
+    feddata,
+    feddecorr,
+    fedgen,
+    fedlc,
+    fedmix,
+    fedntd,
+    fedprox,
+    fedrs,
+    moon,
+    qffl,
 )
+from fedaug.methods.ccvr import method as ccvr  # noqa: F401
+from fedaug.methods.fedzda import method as fedzda  # noqa: F401
+from fedaug.methods.flea import method as flea  # noqa: F401

@@ -17,7 +17,7 @@ The base method's forward pass on the originals is reused for ``p_orig``: a forw
 classifier records the logits the base loss computes, and one more forward pass gives the two views'.
 
 Batched clients (``engine.batched_clients``): the wrapped loss is a
-:class:`~fedaug.local_training.BatchableLoss` whenever the base method's is, so a variant batches exactly when
+:class:`~fedaug.training.loop.BatchableLoss` whenever the base method's is, so a variant batches exactly when
 its base method does (the AugMix views are a batch transform, made per client before stacking).
 
 Deviation from AugMix reference code: the originals and the views go through two forward passes (the base
@@ -39,7 +39,18 @@ from torch import Tensor, nn
 from fedaug.api import ClientContext, MethodConfig, Payload, RunContext
 from fedaug.augment import AugMix
 from fedaug.errors import IncompatibleModelError
-from fedaug.local_training import (
+from fedaug.methods.fedavg import FedAvg
+from fedaug.methods.feddecorr import FedDecorr, FedDecorrConfig
+from fedaug.methods.fedlc import FedLC, FedLCConfig
+from fedaug.methods.fedntd import FedNTD, FedNTDConfig
+from fedaug.methods.fedprox import FedProx, FedProxConfig
+from fedaug.methods.fedrs import FedRS, FedRSConfig
+from fedaug.methods.moon import MOON, MOONConfig
+from fedaug.methods.parts.checks import check_nonnegative
+from fedaug.methods.parts.losses import jensen_shannon
+from fedaug.models.base import SplitModel
+from fedaug.registry import register
+from fedaug.training.loop import (
     BatchableLoss,
     BatchTransform,
     ClientTensors,
@@ -47,18 +58,7 @@ from fedaug.local_training import (
     LossOutput,
     as_batchable,
 )
-from fedaug.methods.checks import check_nonnegative
-from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.feddecorr import FedDecorr, FedDecorrConfig
-from fedaug.methods.fedlc import FedLC, FedLCConfig
-from fedaug.methods.fedntd import FedNTD, FedNTDConfig
-from fedaug.methods.fedprox import FedProx, FedProxConfig
-from fedaug.methods.fedrs import FedRS, FedRSConfig
-from fedaug.methods.losses import jensen_shannon
-from fedaug.methods.moon import MOON, MOONConfig
-from fedaug.models.base import SplitModel
-from fedaug.objective import hook_code
-from fedaug.registry import register
+from fedaug.training.objective import hook_code
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ def js_consistency_loss(base_loss: LossFn, config: AugMixJSConfig) -> LossFn:
     Logs the base method's parts plus ``js`` (the divergence), ``js_lambda`` (the weight used) and
     ``ce_orig`` (cross-entropy on the originals, the loss-scaling condition's CE).
 
-    When ``base_loss`` is a :class:`~fedaug.local_training.BatchableLoss` (or plain cross-entropy), so is the
+    When ``base_loss`` is a :class:`~fedaug.training.loop.BatchableLoss` (or plain cross-entropy), so is the
     result, and the variant trains batched (``engine.batched_clients``) exactly when its base method does:
     the base's per-client constants pass through unchanged, and its per-step draws are made for the B
     originals of each 3B batch, as the base loss makes them when called on the originals.

@@ -43,16 +43,16 @@ from fedaug.api import (
     ShareRequest,
     TrainSettings,
 )
-from fedaug.local_training import LossFn, LossOutput, cross_entropy_loss
-from fedaug.methods import data_pool
-from fedaug.methods.checks import check_at_least, check_nonnegative
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.fedmix import group_means
-from fedaug.methods.flea_buffer import BufferStream
-from fedaug.methods.losses import features_and_logits, frozen_model, soft_cross_entropy
-from fedaug.methods.payloads import SharedSamples
+from fedaug.methods.flea.buffer import BufferStream
+from fedaug.methods.parts import data_pool
+from fedaug.methods.parts.checks import check_at_least, check_nonnegative
+from fedaug.methods.parts.losses import features_and_logits, frozen_model, soft_cross_entropy
+from fedaug.methods.parts.payloads import SharedSamples
 from fedaug.registry import register
-from fedaug.seeding import torch_generator, uninitialised
+from fedaug.runtime.seeding import torch_generator, uninitialised
+from fedaug.training.loop import LossFn, LossOutput, cross_entropy_loss
 from fedaug.types import ClientId, Metrics
 
 

@@ -35,11 +35,11 @@ from fedaug.api import (
     ShareRequest,
     TrainSettings,
 )
-from fedaug.methods import data_pool
-from fedaug.methods.checks import check_in_range
 from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.flea_buffer import share_indices
-from fedaug.methods.payloads import SharedSamples
+from fedaug.methods.flea.buffer import share_indices
+from fedaug.methods.parts import data_pool
+from fedaug.methods.parts.checks import check_in_range
+from fedaug.methods.parts.payloads import SharedSamples
 from fedaug.registry import register
 from fedaug.types import ClientId, Metrics
 

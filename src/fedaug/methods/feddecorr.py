@@ -17,12 +17,12 @@ from torch import Tensor, nn
 
 from fedaug.api import ClientContext, MethodConfig, Payload
 from fedaug.errors import IncompatibleModelError
-from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
-from fedaug.methods.checks import check_nonnegative
 from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.losses import decorrelation_loss, features_and_logits
+from fedaug.methods.parts.checks import check_nonnegative
+from fedaug.methods.parts.losses import decorrelation_loss, features_and_logits
 from fedaug.registry import register
-from fedaug.row_mask import mean_cross_entropy
+from fedaug.training.loop import BatchableLoss, ClientTensors, LossFn, LossOutput
+from fedaug.training.row_mask import mean_cross_entropy
 
 
 @dataclass(frozen=True)

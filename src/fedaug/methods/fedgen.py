@@ -46,14 +46,14 @@ from fedaug.api import (
     ServerState,
     TrainSettings,
 )
-from fedaug.device import host_to_device
 from fedaug.errors import IncompatibleModelError
-from fedaug.local_training import LossFn, LossOutput, batchnorm_eval, cross_entropy_loss, load_weights
-from fedaug.methods.checks import check_at_least, check_nonnegative, check_positive
 from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.payloads import read_extra
+from fedaug.methods.parts.checks import check_at_least, check_nonnegative, check_positive
+from fedaug.methods.parts.payloads import read_extra
 from fedaug.registry import register
-from fedaug.seeding import torch_generator, uninitialised
+from fedaug.runtime.device import host_to_device
+from fedaug.runtime.seeding import torch_generator, uninitialised
+from fedaug.training.loop import LossFn, LossOutput, batchnorm_eval, cross_entropy_loss, load_weights
 from fedaug.types import Extra, Metrics, StateDict
 
 
@@ -150,7 +150,7 @@ def draw_latents(
     """One generator batch's classes ``y [batch]`` (uniform) and noise ``z [batch, noise_dim]`` (N(0, 1)),
     drawn in this order from the CPU generator ``stream`` and then moved to ``device``, so that a run draws
     the same numbers on every device. The host-to-device copies do not wait for the GPU
-    (:func:`~fedaug.device.host_to_device`), so a training step does not stall on them."""
+    (:func:`~fedaug.runtime.device.host_to_device`), so a training step does not stall on them."""
     y = torch.randint(num_classes, (batch,), generator=stream)
     z = torch.randn(batch, noise_dim, generator=stream)
     return host_to_device(y, device), host_to_device(z, device)

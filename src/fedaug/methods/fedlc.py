@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from torch import Tensor, nn
 
 from fedaug.api import ClientContext, MethodConfig, Payload
-from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
-from fedaug.methods.checks import check_nonnegative
 from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.losses import calibration_shift
+from fedaug.methods.parts.checks import check_nonnegative
+from fedaug.methods.parts.losses import calibration_shift
 from fedaug.registry import register
-from fedaug.row_mask import mean_cross_entropy
+from fedaug.training.loop import BatchableLoss, ClientTensors, LossFn, LossOutput
+from fedaug.training.row_mask import mean_cross_entropy
 
 MISSING_CLASS_COUNT = 1e-6
 """The count a missing class is treated as having: its shift is tau * (1e-6)^(-1/4) = tau * 31.62."""

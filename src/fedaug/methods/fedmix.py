@@ -41,8 +41,16 @@ from fedaug.api import (
     ShareRequest,
     TrainSettings,
 )
-from fedaug.device import host_to_device
-from fedaug.local_training import (
+from fedaug.methods.fedavg import FedAvg
+from fedaug.methods.flea.buffer import BufferStream
+from fedaug.methods.parts import data_pool
+from fedaug.methods.parts.checks import check_at_least, check_choice, check_in_range, check_positive
+from fedaug.methods.parts.losses import soft_cross_entropy
+from fedaug.methods.parts.payloads import SharedSamples
+from fedaug.registry import register
+from fedaug.runtime.device import host_to_device
+from fedaug.runtime.seeding import numpy_rng, torch_generator
+from fedaug.training.loop import (
     BatchableLoss,
     BatchTransform,
     ClientTensors,
@@ -50,14 +58,6 @@ from fedaug.local_training import (
     LossOutput,
     cross_entropy_loss,
 )
-from fedaug.methods import data_pool
-from fedaug.methods.checks import check_at_least, check_choice, check_in_range, check_positive
-from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.flea_buffer import BufferStream
-from fedaug.methods.losses import soft_cross_entropy
-from fedaug.methods.payloads import SharedSamples
-from fedaug.registry import register
-from fedaug.seeding import numpy_rng, torch_generator
 from fedaug.types import ClientId, Metrics
 
 logger = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ class FedMix(FedAvg):
     Server: pools the averages once; FedAvg aggregation. Logs ``fedmix/exposure`` (1.0 once everyone shared),
     the pool size and the bytes each client uploads and downloads once. Both modes can train a round's
     clients batched (``engine.batched_clients``): NaiveMix mixes in its batch transform, MAFL's pool partners
-    and weights are per-step draws of its :class:`~fedaug.local_training.BatchableLoss`.
+    and weights are per-step draws of its :class:`~fedaug.training.loop.BatchableLoss`.
     """
 
     name = "fedmix"

@@ -18,12 +18,12 @@ import torch
 from torch import Tensor, nn
 
 from fedaug.api import ClientContext, MethodConfig, Payload
-from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
-from fedaug.methods.checks import check_nonnegative, check_positive
 from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.losses import frozen_model, not_true_distillation
+from fedaug.methods.parts.checks import check_nonnegative, check_positive
+from fedaug.methods.parts.losses import frozen_model, not_true_distillation
 from fedaug.registry import register
-from fedaug.row_mask import mean_cross_entropy
+from fedaug.training.loop import BatchableLoss, ClientTensors, LossFn, LossOutput
+from fedaug.training.row_mask import mean_cross_entropy
 
 
 @dataclass(frozen=True)

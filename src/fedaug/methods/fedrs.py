@@ -18,12 +18,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedaug.api import ClientContext, MethodConfig, Payload
-from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
-from fedaug.methods.checks import check_in_range
 from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.losses import restriction_scale, split_model
+from fedaug.methods.parts.checks import check_in_range
+from fedaug.methods.parts.losses import restriction_scale, split_model
 from fedaug.registry import register
-from fedaug.row_mask import mean_cross_entropy
+from fedaug.training.loop import BatchableLoss, ClientTensors, LossFn, LossOutput
+from fedaug.training.row_mask import mean_cross_entropy
 
 
 @dataclass(frozen=True)

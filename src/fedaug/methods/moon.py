@@ -20,14 +20,14 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from fedaug.api import ClientContext, ClientUpdate, MethodConfig, Payload
-from fedaug.device import host_to_device
-from fedaug.local_training import BatchableLoss, ClientTensors, LossFn, LossOutput
-from fedaug.methods.checks import check_nonnegative, check_positive
 from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.losses import features_and_logits, frozen_model, model_contrastive_loss
+from fedaug.methods.parts.checks import check_nonnegative, check_positive
+from fedaug.methods.parts.losses import features_and_logits, frozen_model, model_contrastive_loss
 from fedaug.models.base import SplitModel
 from fedaug.registry import register
-from fedaug.row_mask import mean_cross_entropy
+from fedaug.runtime.device import host_to_device
+from fedaug.training.loop import BatchableLoss, ClientTensors, LossFn, LossOutput
+from fedaug.training.row_mask import mean_cross_entropy
 
 
 @dataclass(frozen=True)

@@ -35,11 +35,11 @@ import torch
 import torch.nn.functional as F
 
 from fedaug.api import ClientContext, ClientUpdate, MethodConfig, Payload, RunContext, ServerState
-from fedaug.local_training import load_weights
-from fedaug.methods.checks import check_in_range, check_nonnegative
 from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.payloads import read_extra
+from fedaug.methods.parts.checks import check_in_range, check_nonnegative
+from fedaug.methods.parts.payloads import read_extra
 from fedaug.registry import register
+from fedaug.training.loop import load_weights
 from fedaug.types import Extra, StateDict
 
 LOSS_EPS = 1e-10  # the authors' code adds it before taking powers of the loss

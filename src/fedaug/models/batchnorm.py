@@ -2,8 +2,9 @@
 
 Two computations need BatchNorm statistics over something other than the whole batch, without changing the
 models: FLea's fused head passes (each part of a concatenated batch on its own,
-:mod:`fedaug.methods.head_passes`) and padded batched clients (each client's real rows only,
-:mod:`fedaug.engine.padded`). Both give the affected layers an instance ``forward`` for the block and take it
+:mod:`fedaug.methods.flea.head_passes`) and padded batched clients (each client's real rows only,
+:mod:`fedaug.engine.batched.padded`). Both give the affected layers an instance ``forward`` for the block and
+take it
 away afterwards, so every other use of the model (and ``functional_call``, which swaps the weights the
 forward reads) is unchanged.
 """

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from fedaug.errors import ConfigError
-from fedaug.row_mask import batch_mean, real_rows
+from fedaug.training.row_mask import batch_mean, real_rows
 
 DECOR_FORMS = ("dcor_squared", "dcor", "trace")
 LOSS_EPS = 1e-7

@@ -29,9 +29,9 @@ from pathlib import Path
 
 from fedaug.engine.checkpoint import gzipped, read_jsonl
 from fedaug.errors import FedaugError
-from fedaug.paths import check_folder_target
 from fedaug.results.portable import portable_text, read_text
 from fedaug.results.store import load_runs
+from fedaug.runtime.paths import check_folder_target
 
 logger = logging.getLogger(__name__)
 

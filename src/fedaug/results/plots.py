@@ -1,4 +1,4 @@
-"""Figures from run dirs (small PNGs, PDF copies on request: :mod:`fedaug.results.figure_files`; matplotlib's
+"""Figures from run dirs (small PNGs, PDF copies on request: :mod:`fedaug.runtime.figure_files`; matplotlib's
 Agg backend); nothing here trains.
 
 * learning curves per setting: test accuracy vs round, mean over seeds with a ± std band, one line per method;
@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from fedaug.config.yamlio import read_yaml_file
 from fedaug.engine.checkpoint import read_jsonl, summarize
 from fedaug.errors import FedaugError
-from fedaug.results.figure_files import save_png, writes_pdf
 from fedaug.results.store import Grouping, Run, Stat, aggregate
 from fedaug.results.tables import Table
-from fedaug.yamlio import read_yaml_file
+from fedaug.runtime.figure_files import save_png, writes_pdf
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def new_figure(width: float, height: float) -> Any:
 
 
 def save_figure(figure: Any, stem: Path) -> list[Path]:
-    """Writes ``stem.png`` (and ``stem.pdf`` inside :func:`~fedaug.results.figure_files.pdf_copies`); returns
+    """Writes ``stem.png`` (and ``stem.pdf`` inside :func:`~fedaug.runtime.figure_files.pdf_copies`); returns
     the paths written."""
     figure.tight_layout()
     return save_png(figure, stem.parent / f"{stem.name}.png")
@@ -343,9 +343,9 @@ def _zero(value: float) -> float:
 
 def plot_heatmaps(grouping: Grouping, out_dir: Path) -> list[Path]:
     """The partition heat-map of every setting (its first run's seed); settings without data are skipped."""
+    from fedaug.config.load import config_from_dict
     from fedaug.data.partition import plot_heatmap
-    from fedaug.experiments.load import config_from_dict
-    from fedaug.experiments.resolve import load_data_and_partition
+    from fedaug.runs.resolve import load_data_and_partition
 
     paths = []
     for column in grouping.columns:

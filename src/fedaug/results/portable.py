@@ -4,7 +4,7 @@ A run dir's ``config.yaml`` names where its runs and data were (``out_dir``, ``d
 ``env.json`` where the dataset was read from (``dataset_source``), and benchmark and sweep logs name configs,
 data folders and temporary run dirs. Committed, those absolute paths say nothing on another machine and leak
 this one's layout. :func:`portable_text` rewrites them: the two config keys that never change results
-(:data:`fedaug.reproducibility.identity.NEUTRAL_KEYS`) are dropped from a ``config.yaml`` (the loader gives
+(:data:`fedaug.config.identity.NEUTRAL_KEYS`) are dropped from a ``config.yaml`` (the loader gives
 them their defaults), and every other absolute path becomes
 
 - ``<data_dir>/rest`` when it runs through a ``data`` folder (``/home/u/shared/data/fsdd/x.tar.xz``,

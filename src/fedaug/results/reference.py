@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fedaug.config.yamlio import read_yaml_file
 from fedaug.errors import ConfigError
 from fedaug.results.store import Stat
-from fedaug.yamlio import read_yaml_file
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,8 @@ from pathlib import Path
 
 from fedaug import registry
 from fedaug.errors import ConfigError, FedaugError
-from fedaug.paths import check_folder_target
 from fedaug.results import plots as figures
 from fedaug.results.fairness_plot import plot_fairness
-from fedaug.results.figure_files import pdf_copies
 from fedaug.results.reference import ReferenceTable, load_reference
 from fedaug.results.stand_ins import stand_in_notes
 from fedaug.results.store import Grouping, Run, group_runs, load_runs
@@ -27,6 +25,8 @@ from fedaug.results.tables import (
     to_latex,
     to_markdown,
 )
+from fedaug.runtime.figure_files import pdf_copies
+from fedaug.runtime.paths import check_folder_target
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +98,8 @@ def _count(number: int, noun: str) -> str:
 def _cpu_counts(runs: Sequence[Run]) -> str:
     """How many runs ran on each CPU model or GPU (``env.json``), most first.
 
-    A seed's runs on different processors do not share their float rounding (:mod:`fedaug.machine`), so a
+    A seed's runs on different processors do not share their float rounding (:mod:`fedaug.runtime.machine`),
+    so a
     paired gain between them holds that drift too.
     """
     counts = Counter(run.cpu or "not recorded" for run in runs)
@@ -158,7 +159,7 @@ def write_report(
         methods: only the runs of these methods (None: every run).
         baseline: a method (or row label); each accuracy table is followed by every row's gain over it,
             ours beside the paper's (:func:`fedaug.results.tables.gain_table`).
-        pdf: also write a PDF copy of each plot (default: PNG only, :mod:`fedaug.results.figure_files`).
+        pdf: also write a PDF copy of each plot (default: PNG only, :mod:`fedaug.runtime.figure_files`).
 
     Raises:
         FedaugError: for a bad format, a missing folder, no runs with results, a method in ``methods``
@@ -228,7 +229,7 @@ def write_texts(
 
 def write_plots(grouping: Grouping, plot_dir: Path) -> list[Path]:
     """Curves, hyper-parameter plots and, with FLea runs, the Beta density of ``grouping`` (PNG; a PDF copy
-    inside :func:`~fedaug.results.figure_files.pdf_copies`)."""
+    inside :func:`~fedaug.runtime.figure_files.pdf_copies`)."""
     files = figures.plot_learning_curves(grouping, plot_dir)
     files += figures.plot_flea_curves(grouping, plot_dir)
     if any(method.startswith("flea") for method, _ in grouping.row_info.values()):

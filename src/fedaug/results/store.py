@@ -21,18 +21,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fedaug import registry
+from fedaug.config.identity import changes_results, flatten
+from fedaug.config.yamlio import read_yaml_file
 from fedaug.engine.checkpoint import read_jsonl, summarize
 from fedaug.engine.round_log import read_rounds
 from fedaug.errors import FedaugError
-from fedaug.machine import processor_of
-from fedaug.reproducibility.identity import changes_results, flatten
-from fedaug.reproducibility.resume import saved_env
-from fedaug.reproducibility.verify import check_identity, verify_results
 from fedaug.results.stand_ins import dataset_label
-from fedaug.yamlio import read_yaml_file
+from fedaug.runs.resume import saved_env
+from fedaug.runs.verify import check_identity, verify_results
+from fedaug.runtime.machine import processor_of
 
 if TYPE_CHECKING:
-    from fedaug.experiments.config import ExperimentConfig
+    from fedaug.config.schema import ExperimentConfig
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ def _as_json(values: dict[str, Any]) -> dict[str, Any]:
 
 def _resolved(raw: dict[str, Any]) -> dict[str, Any]:
     """The saved config re-read through the loader, so keys added since then get their defaults."""
-    from fedaug.experiments.load import config_from_dict, config_to_dict
+    from fedaug.config.load import config_from_dict, config_to_dict
 
     try:
         return config_to_dict(config_from_dict(raw))
@@ -263,7 +263,7 @@ def setting_label(config: Mapping[str, Any], extra_keys: Iterable[str] = ()) -> 
 def config_setting_label(config: ExperimentConfig) -> str:
     """:func:`setting_label` of a config: the column ``fedaug report`` puts its runs under, in the papers'
     notation (``uci_har Qua(2) K=75``), for the titles of ``fedaug run`` and ``fedaug partition``."""
-    from fedaug.experiments.load import config_to_dict
+    from fedaug.config.load import config_to_dict
 
     return setting_label(flatten(config_to_dict(config)))
 

@@ -166,7 +166,8 @@ def gain_table(table: Table, baseline: str) -> Table:
     zeros. Metric ``<metric>_gain``; for variances the best gain is the lowest.
 
     A cell with a seed whose run and baseline run ran on different CPU models (both recorded) is marked
-    ``‡``: float rounding differs between CPUs (:mod:`fedaug.machine`), so the rounds the pair should share
+    ``‡``: float rounding differs between CPUs (:mod:`fedaug.runtime.machine`), so the rounds the pair should
+    share
     (a branched run's burn-in) drift apart and the difference holds that drift too.
     """
     gains: dict[tuple[str, str], Stat] = {}

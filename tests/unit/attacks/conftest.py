@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fedaug.cli import main
+from fedaug.cli.main import main
 from tests.conftest import REPO_ROOT
 
 

@@ -14,9 +14,9 @@ import torch
 import yaml
 
 from fedaug.attacks.target import global_model, run_checkpoint, run_config
-from fedaug.cli import main
+from fedaug.cli.main import main
 from fedaug.data.datasets import load_dataset
-from fedaug.device import tensor_devices
+from fedaug.runtime.device import tensor_devices
 
 BAD_DEVICES = [
     pytest.param("gpu", id="gpu"),
@@ -48,7 +48,7 @@ def test_a_device_this_machine_lacks_is_refused_before_data_or_output(
 ) -> None:
     # Prepare: loading any dataset is recorded
     loaded: list[str] = []
-    # (fedaug.cli_zsdg imports it when its command runs, so it is caught at the source)
+    # (fedaug.cli.zsdg imports it when its command runs, so it is caught at the source)
     for where in ("fedaug.attacks.target", "fedaug.attacks.invert", "fedaug.data.datasets"):
         monkeypatch.setattr(f"{where}.load_dataset", lambda name, **_: loaded.append(name))
     out = tmp_path / "out"

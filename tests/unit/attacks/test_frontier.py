@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from fedaug.attacks import frontier
 from fedaug.attacks.aggregate import ReconRecord, Reports, load_reports, reconstruct_table, run_key
 from fedaug.attacks.frontier import Point, exposures, parse_setting, point
-from fedaug.cli import main
+from fedaug.cli.main import main
 from fedaug.engine.checkpoint import summarize
 from fedaug.engine.fairness import fairness_summary
 from fedaug.results.store import Stat

@@ -22,11 +22,11 @@ from fedaug.attacks.gradient_inversion import (
 from fedaug.attacks.image_metrics import mse, psnr, ssim
 from fedaug.attacks.invert import matched_metrics
 from fedaug.augment import AugMix
-from fedaug.cli import main
-from fedaug.local_training import cross_entropy_loss
+from fedaug.cli.main import main
 from fedaug.methods.fedaugmix import FedAugMixConfig, js_consistency_loss
 from fedaug.methods.fedavg import FedAvg
 from fedaug.models import build_model
+from fedaug.training.loop import cross_entropy_loss
 
 
 def test_mse_and_psnr_by_hand() -> None:

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fedaug.attacks.invert_frontier import Line, read_invert, seed_means
-from fedaug.cli import main
+from fedaug.cli.main import main
 from fedaug.engine.checkpoint import summarize
 from fedaug.errors import ConfigError
 

@@ -23,11 +23,11 @@ from fedaug.attacks.context import (
 from fedaug.attacks.decoders import DECODERS, build_decoder
 from fedaug.attacks.reconstruct import DecoderSettings, attack_direct, attack_features, groups
 from fedaug.attacks.target import Target, from_pixels, parse_spec, to_pixels
-from fedaug.cli import main
+from fedaug.cli.main import main
 from fedaug.data.datasets import Dataset
 from fedaug.errors import ConfigError, IncompatibleModelError
 from fedaug.models import build_model
-from fedaug.seeding import torch_generator
+from fedaug.runtime.seeding import torch_generator
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fedaug.attacks.aggregate import load_reports
-from fedaug.cli import main
+from fedaug.cli.main import main
 from fedaug.errors import ConfigError
 from tests.helpers import mutated, tree_paths
 

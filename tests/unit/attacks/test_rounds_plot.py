@@ -11,7 +11,7 @@ import pytest
 
 from fedaug.attacks.aggregate import ContextRecord, ReconRecord, Reports, round_series, setting_of
 from fedaug.attacks.rounds_plot import plot_rounds
-from fedaug.cli import main
+from fedaug.cli.main import main
 from tests.unit.attacks.test_frontier import PART, write_context, write_reconstruct
 
 pytest.importorskip("matplotlib")

@@ -13,14 +13,14 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from tools.campaign import run as campaign_run
+from tools.campaign.plan import makespan, minutes_text, select
+from tools.campaign.run import BudgetExpired, BudgetSchedule, hard_stop
 
-from fedaug.campaign import run as campaign_run
-from fedaug.campaign.plan import makespan, minutes_text, select
-from fedaug.campaign.run import BudgetExpired, BudgetSchedule, hard_stop
-from fedaug.cli import main
-from fedaug.experiments.load import dump_yaml, load_config
-from fedaug.experiments.sweep import SweepResult, execute
-from fedaug.experiments.sweep_order import SweepPoint
+from fedaug.cli.main import main
+from fedaug.config.load import dump_yaml, load_config
+from fedaug.sweeps.order import SweepPoint
+from fedaug.sweeps.sweep import SweepResult, execute
 from tests.conftest import SMOKE
 
 CAMPAIGN = """

@@ -4,10 +4,10 @@ registered parts, has a GPU cost estimate, and runs CIFAR-10 only on the labelle
 from __future__ import annotations
 
 import pytest
+from tools.campaign.spec import Campaign, grid_points, read_campaign
 
 from fedaug import registry
-from fedaug.campaign.spec import Campaign, grid_points, read_campaign
-from fedaug.experiments.sweep_order import SweepPoint
+from fedaug.sweeps.order import SweepPoint
 from tests.conftest import REPO_ROOT
 
 CAMPAIGN = REPO_ROOT / "studies" / "campaign.yaml"

@@ -1,4 +1,4 @@
-"""Reading a campaign file (``fedaug.campaign.spec.read_campaign``): a valid file reads back as written, and
+"""Reading a campaign file (``tools.campaign.spec.read_campaign``): a valid file reads back as written, and
 whatever a file holds, reading it either works or fails with one ConfigError naming the file (hypothesis
 mutates a valid file: a key dropped, a value replaced by any YAML value)."""
 
@@ -13,8 +13,8 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tools.campaign.spec import read_campaign
 
-from fedaug.campaign.spec import read_campaign
 from fedaug.errors import ConfigError
 from tests.helpers import mutated, tree_paths
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedaug.cli import main
+from fedaug.cli.main import main
 from fedaug.data import checksums
 from fedaug.data.datasets import load_dataset
 from fedaug.data.download import RemoteFile

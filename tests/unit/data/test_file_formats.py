@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from fedaug import registry
-from fedaug.cli import main
+from fedaug.cli.main import main
 from fedaug.data.datasets import load_dataset
 from fedaug.data.partition import make_partition
 from fedaug.data.sources.files_common import holdout

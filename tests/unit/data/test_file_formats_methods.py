@@ -11,8 +11,8 @@ import pytest
 from PIL import Image
 
 from fedaug import registry
-from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import run_experiment
+from fedaug.config.load import load_config
+from fedaug.runs.runner import run_experiment
 from tests.conftest import SMOKE
 
 ZDA = ["method.start_round=1", "method.gen_iterations=5", "method.samples_per_class=2"]

@@ -12,14 +12,14 @@ from torch import nn
 
 from fedaug import registry
 from fedaug.api import ClientContext, ClientData, Payload, RunContext, TrainSettings
-from fedaug.engine.batched import conv_model_note, train_round_batched
+from fedaug.engine.batched.stacked import conv_model_note, train_round_batched
 from fedaug.engine.simulation import Simulation
 from fedaug.errors import ConfigError
-from fedaug.local_training import snapshot_state
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.qffl import QFFL
 from fedaug.models import build_model
 from fedaug.models.base import FlattenPool, SplitModel
+from fedaug.training.loop import snapshot_state
 from tests.conftest import make_spec
 from tests.unit.engine.helpers import assert_same_run, unequal_float64_spec
 

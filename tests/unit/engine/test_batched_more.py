@@ -18,10 +18,10 @@ from torch import Tensor, nn
 from fedaug import registry
 from fedaug.engine import simulation
 from fedaug.engine.simulation import Simulation
-from fedaug.local_training import BatchableLoss, ClientTensors, LossOutput, as_batchable
 from fedaug.methods.fedaugmix import FedAugMixConfig, js_consistency_loss
 from fedaug.methods.fedavg import FedAvg
 from fedaug.models.base import SplitModel
+from fedaug.training.loop import BatchableLoss, ClientTensors, LossOutput, as_batchable
 from tests.helpers import IMAGE, image_spec
 from tests.unit.engine.helpers import assert_same_run, bn_mlp_float64, unequal_float64_spec
 from tests.unit.methods.helpers import client_context, initial_state, mlp_fn, payload

@@ -1,4 +1,5 @@
-"""The batched clients' optimizer (fedaug.engine.batched): one update of all weights as flat rows computes,
+"""The batched clients' optimizer (fedaug.engine.batched.stacked): one update of all weights as flat rows
+computes,
 bit for bit, what torch.optim computes client by client and tensor by tensor."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import torch
 from torch import nn
 
 from fedaug.api import TrainSettings
-from fedaug.engine.batched import FlatRows, FunctionalOptimizer
+from fedaug.engine.batched.stacked import FlatRows, FunctionalOptimizer
 from fedaug.errors import ConfigError
 
 SETTINGS = TrainSettings(local_epochs=1, batch_size=8, lr=1e-2, weight_decay=1e-3)

@@ -10,11 +10,11 @@ import pytest
 import torch
 from torch import nn
 
+from fedaug.config.load import load_config
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.fairness import client_accuracies, fairness_summary, local_metrics, spread
 from fedaug.engine.simulation import Simulation
-from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import run_experiment
+from fedaug.runs.runner import run_experiment
 from tests.conftest import REPO_ROOT, make_spec
 
 

@@ -14,17 +14,17 @@ from typing import Any
 
 import pytest
 import torch
+from tools.host_reads import HostReadCounter, RoundReads
 
 import fedaug
 from fedaug import registry
 from fedaug.api import fedavg_rounds_of
-from fedaug.device import host_to_device
 from fedaug.engine.evaluation import evaluate
-from fedaug.engine.host_reads import HostReadCounter, RoundReads
 from fedaug.engine.simulation import SimulationSpec
 from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.flea import FLea, FLeaConfig
+from fedaug.methods.flea.method import FLea, FLeaConfig
 from fedaug.models import build_model
+from fedaug.runtime.device import host_to_device
 from tests.conftest import make_spec
 from tests.helpers import image_spec
 
@@ -112,7 +112,7 @@ def test_a_fedavg_round_reads_once_per_client_and_once_to_evaluate(tmp_path: Pat
     per_round, counter = _reads_per_round(spec)
     assert [reads.total() for reads in per_round] == [3 + 1] * 3, counter.counts
     assert {where.partition(":")[0] for where in counter.counts} == {
-        "fedaug/local_training.py",
+        "fedaug/training/loop.py",
         "fedaug/engine/evaluation.py",
     }
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from fedaug.config.load import load_config
 from fedaug.engine.checkpoint import RunStore
 from fedaug.engine.simulation import Simulation
 from fedaug.errors import ConfigError
-from fedaug.experiments.load import load_config
 from tests.conftest import make_spec
 
 

@@ -10,11 +10,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fedaug.engine.memory_format import apply_channels_last, resolve_channels_last
+from fedaug.config.schema import EngineConfig
 from fedaug.engine.simulation import Simulation
 from fedaug.errors import ConfigError
-from fedaug.experiments.config import EngineConfig
 from fedaug.models import build_model
+from fedaug.runtime.memory_format import apply_channels_last, resolve_channels_last
 from tests.conftest import make_spec
 
 SHAPES = {"harnet": (1, 128, 3), "bn_cnn_mnist": (1, 28, 28)}

@@ -12,13 +12,13 @@ from hypothesis import strategies as st
 from torch import nn
 
 from fedaug.api import ClientContext, ClientData, RunContext, TrainSettings
-from fedaug.engine import padded
-from fedaug.engine.batched import _Client
-from fedaug.engine.padded import PaddedBatches, PaddedStep, masked_batchnorm, train_clients_padded
+from fedaug.engine.batched import padded
+from fedaug.engine.batched.padded import PaddedBatches, PaddedStep, masked_batchnorm, train_clients_padded
+from fedaug.engine.batched.stacked import _Client
 from fedaug.errors import ConfigError
-from fedaug.local_training import BatchableLoss, LossOutput, as_batchable, cross_entropy_loss, train_local
 from fedaug.models.base import FlattenPool, SplitModel
-from fedaug.row_mask import mean_cross_entropy
+from fedaug.training.loop import BatchableLoss, LossOutput, as_batchable, cross_entropy_loss, train_local
+from fedaug.training.row_mask import mean_cross_entropy
 from tests.unit.engine.helpers import bn_mlp_float64
 
 RUN = RunContext(num_clients=3, num_classes=3, input_shape=(8,), seed=0, num_rounds=1)

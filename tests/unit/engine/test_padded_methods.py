@@ -15,17 +15,17 @@ from torch import nn
 
 from fedaug import registry
 from fedaug.api import ClientContext, Payload
-from fedaug.engine import padded
-from fedaug.engine.batched_modes import BATCHED_MODES
+from fedaug.config.load import load_config
+from fedaug.config.schema import BATCHED_CLIENTS_MODES, EngineConfig
+from fedaug.engine.batched import padded
+from fedaug.engine.batched.modes import BATCHED_MODES
 from fedaug.engine.simulation import Simulation
 from fedaug.errors import ConfigError
-from fedaug.experiments import resolve
-from fedaug.experiments.config import BATCHED_CLIENTS_MODES, EngineConfig
-from fedaug.experiments.load import load_config
-from fedaug.local_training import BatchableLoss, LossFn, cross_entropy_loss
 from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.flea import FLea, FLeaConfig
+from fedaug.methods.flea.method import FLea, FLeaConfig
 from fedaug.models.base import FlattenPool, SplitModel
+from fedaug.runs import resolve
+from fedaug.training.loop import BatchableLoss, LossFn, cross_entropy_loss
 from tests.conftest import SMOKE, make_spec
 from tests.unit.engine.helpers import assert_same_run, bn_mlp_float64
 from tests.unit.replay_check import OpLog, _first_difference
@@ -153,7 +153,7 @@ def test_engine_batched_clients_accepts_false_true_padded_only(tmp_path: Path) -
 def test_the_cli_refuses_a_bad_value_with_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from fedaug.cli import main
+    from fedaug.cli.main import main
 
     code = main(
         ["run", str(SMOKE), "--set", "engine.batched_clients=sometimes", "--out-dir", str(tmp_path / "o")]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fedaug.experiments.sweep import expand_sweep
-from fedaug.experiments.sweep_order import SweepPoint
+from fedaug.sweeps.order import SweepPoint
+from fedaug.sweeps.sweep import expand_sweep
 from tests.conftest import SMOKE
 
 # 28x28 one-channel blobs and the BN CNN: Fed-ZDA needs batch norm, FedGen's generator image-sized inputs

@@ -17,15 +17,15 @@ from fedaug.api import (
     ServerState,
     fedavg_rounds_of,
 )
+from fedaug.config.identity import fedavg_name, parse_suffix, run_dir_for
+from fedaug.config.load import load_config
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.errors import ConfigError
-from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import run_experiment
-from fedaug.experiments.sweep import name_suffix
-from fedaug.machine import cpu_model
 from fedaug.methods.fedavg import FedAvg
-from fedaug.reproducibility.branch import fedavg_start_state
-from fedaug.reproducibility.identity import fedavg_name, parse_suffix, run_dir_for
+from fedaug.runs.branch import fedavg_start_state
+from fedaug.runs.runner import run_experiment
+from fedaug.runtime.machine import cpu_model
+from fedaug.sweeps.sweep import name_suffix
 from tests.conftest import SMOKE
 from tests.unit.experiments.helpers import BASE
 
@@ -98,7 +98,7 @@ def test_repeating_the_fedavg_rounds_on_another_cpu_warns(
     env = json.loads((fedavg_dir / "env.json").read_text())
     (fedavg_dir / "env.json").write_text(json.dumps({**env, "cpu_model": "Some Other CPU"}))
     # Execute
-    with caplog.at_level("WARNING", logger="fedaug.reproducibility.branch"):
+    with caplog.at_level("WARNING", logger="fedaug.runs.branch"):
         run_experiment(_config(tmp_path / "runs", "fedzdas", "engine.branch_from_fedavg=true"))
     # Assert: it names both CPUs and the rounds it repeats; the same CPU says nothing
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
@@ -109,7 +109,7 @@ def test_repeating_the_fedavg_rounds_on_another_cpu_warns(
     )
     caplog.clear()
     (fedavg_dir / "env.json").write_text(json.dumps(env))
-    with caplog.at_level("WARNING", logger="fedaug.reproducibility.branch"):
+    with caplog.at_level("WARNING", logger="fedaug.runs.branch"):
         run_experiment(_config(tmp_path / "again", "fedavg"))
         run_experiment(_config(tmp_path / "again", "fedzdas", "engine.branch_from_fedavg=true"))
     assert not [r for r in caplog.records if r.levelname == "WARNING"]

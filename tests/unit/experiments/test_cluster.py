@@ -1,4 +1,4 @@
-"""Grids on a cluster (fedaug.experiments.cluster): ``--shard i/n`` slices are disjoint and cover the grid,
+"""Grids on a cluster (fedaug.sweeps.cluster): ``--shard i/n`` slices are disjoint and cover the grid,
 ``--list`` prints one command per run that runs exactly that run, ``--device a,b`` puts each run the pool
 starts on the least busy device, and ``fedaug report`` merges the run dirs two machines wrote."""
 
@@ -14,13 +14,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fedaug.cli import main
+from fedaug.cli.main import main
+from fedaug.config.identity import result_config
+from fedaug.config.load import config_to_dict
 from fedaug.errors import ConfigError, FedaugError
-from fedaug.experiments import sweep
-from fedaug.experiments.cluster import least_loaded, on_device, parse_devices, parse_shard, shard_points
-from fedaug.experiments.load import config_to_dict
-from fedaug.experiments.sweep_order import Schedule
-from fedaug.reproducibility.identity import result_config
+from fedaug.sweeps import sweep
+from fedaug.sweeps.cluster import least_loaded, on_device, parse_devices, parse_shard, shard_points
+from fedaug.sweeps.order import Schedule
 from tests.unit.experiments.helpers import write_sweep
 
 FAST = "train: {rounds: 1}\nengine: {num_threads: 1, progress: false}\n"

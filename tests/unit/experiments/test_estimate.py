@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from fedaug.cli import main
+from fedaug.cli.main import main
 from fedaug.engine.checkpoint import RunStore
-from fedaug.experiments.estimate import (
+from fedaug.runs.branch import has_start_checkpoint, start_checkpoint
+from fedaug.runtime.machine import cpu_model
+from fedaug.sweeps.estimate import (
     dry_run_lines,
     format_duration,
     plan,
@@ -18,8 +20,6 @@ from fedaug.experiments.estimate import (
     remaining_seconds,
     running_line,
 )
-from fedaug.machine import cpu_model
-from fedaug.reproducibility.branch import has_start_checkpoint, start_checkpoint
 from tests.unit.experiments.helpers import ZDAS, sweep_points, write_sweep
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fedaug.reproducibility.identity import changes_results, flatten, result_config
+from fedaug.config.identity import changes_results, flatten, result_config
 
 
 @pytest.mark.parametrize(

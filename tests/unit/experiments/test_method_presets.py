@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from fedaug import registry
-from fedaug.experiments.load import load_config
-from fedaug.experiments.resolve import build_method
+from fedaug.config.load import load_config
+from fedaug.runs.resolve import build_method
 from tests.conftest import REPO_ROOT
 
 PRESETS = sorted((REPO_ROOT / "configs" / "methods").glob("*.yaml"))

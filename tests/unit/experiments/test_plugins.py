@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedaug.cli import build_parser, main
-from fedaug.cli_common import OneLineParser
-from fedaug.experiments.load import config_to_dict, load_config
-from fedaug.experiments.resolve import load_data_and_partition
-from fedaug.experiments.runner import run_experiment
+from fedaug.cli.common import OneLineParser
+from fedaug.cli.main import build_parser, main
+from fedaug.config.identity import result_config, run_dir_for
+from fedaug.config.load import config_to_dict, load_config
 from fedaug.plugins import PluginError, import_plugins
-from fedaug.reproducibility.identity import result_config, run_dir_for
+from fedaug.runs.resolve import load_data_and_partition
+from fedaug.runs.runner import run_experiment
 from tests.conftest import REPO_ROOT, SMOKE
 from tests.plugin_fixtures import isolated_plugins
 

@@ -6,17 +6,17 @@ from pathlib import Path
 
 import pytest
 
+from fedaug.config.identity import run_dir_for
+from fedaug.config.load import load_run_config
 from fedaug.engine.progress import JobEta, LaterRun, format_duration
-from fedaug.experiments.estimate import dry_run_lines, sweep_job
-from fedaug.experiments.load import load_run_config
-from fedaug.experiments.round_ratio import (
+from fedaug.sweeps.estimate import dry_run_lines, sweep_job
+from fedaug.sweeps.order import SweepPoint
+from fedaug.sweeps.round_ratio import (
     DEFAULT_ROUND_RATIO,
     archived_ratios,
     recorded_ratio,
     round_ratio,
 )
-from fedaug.experiments.sweep_order import SweepPoint
-from fedaug.reproducibility.identity import run_dir_for
 from tests.conftest import REPO_ROOT
 
 

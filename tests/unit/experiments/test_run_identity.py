@@ -13,14 +13,14 @@ import torch
 import yaml
 
 from fedaug.api import Method
+from fedaug.config.identity import run_dir_for
+from fedaug.config.load import load_config
+from fedaug.config.schema import ExperimentConfig
 from fedaug.errors import ConfigError
-from fedaug.experiments import runner
-from fedaug.experiments.config import ExperimentConfig
-from fedaug.experiments.load import load_config
-from fedaug.experiments.resolve import build_method, load_data_and_partition
-from fedaug.experiments.runner import run_experiment
-from fedaug.machine import cpu_model, recorded_cpu
-from fedaug.reproducibility.identity import run_dir_for
+from fedaug.runs import runner
+from fedaug.runs.resolve import build_method, load_data_and_partition
+from fedaug.runs.runner import run_experiment
+from fedaug.runtime.machine import cpu_model, recorded_cpu
 from tests.conftest import SMOKE
 
 
@@ -66,7 +66,7 @@ def test_resuming_with_another_thread_count_warns(tmp_path: Path, caplog: pytest
         run_experiment(first)
         (run_dir_for(first) / "summary.json").unlink()
         # Execute: resumed with 1 thread (silent), again interrupted, then with 2 threads
-        with caplog.at_level(logging.WARNING, logger="fedaug.reproducibility.resume"):
+        with caplog.at_level(logging.WARNING, logger="fedaug.runs.resume"):
             run_experiment(first)
             assert not caplog.records
             (run_dir_for(first) / "summary.json").unlink()
@@ -89,7 +89,7 @@ def test_resuming_on_another_kind_of_cpu_warns(tmp_path: Path, caplog: pytest.Lo
     assert env["cpu_model"] == cpu_model()
     assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     # Execute: resumed on the same CPU (silent), then "on another one" (as if env.json came from elsewhere)
-    with caplog.at_level(logging.WARNING, logger="fedaug.reproducibility.resume"):
+    with caplog.at_level(logging.WARNING, logger="fedaug.runs.resume"):
         run_experiment(config)
         assert not caplog.records
         (run_dir / "summary.json").unlink()

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedaug.cli import main
+from fedaug.cli.main import main
 from fedaug.errors import ConfigError
-from fedaug.experiments import workers
-from fedaug.experiments.sweep import (
+from fedaug.sweeps import workers
+from fedaug.sweeps.sweep import (
     expand_grid,
     expand_sweep,
     name_suffix,

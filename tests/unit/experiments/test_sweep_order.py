@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from fedaug.cli import main
-from fedaug.experiments.estimate import remaining_seconds
-from fedaug.experiments.sweep import run_sweep
-from fedaug.experiments.sweep_order import Schedule, SweepPoint
-from fedaug.reproducibility.branch import branch_source
+from fedaug.cli.main import main
+from fedaug.runs.branch import branch_source
+from fedaug.sweeps.estimate import remaining_seconds
+from fedaug.sweeps.order import Schedule, SweepPoint
+from fedaug.sweeps.sweep import run_sweep
 from tests.unit.experiments.helpers import BASE, ZDAS, sweep_points
 
 
@@ -68,8 +68,8 @@ def test_sweep_listing_the_branching_run_first_still_branches(tmp_path: Path, wo
 
 def test_a_grid_goes_on_from_its_archive_on_a_fresh_machine(tmp_path: Path) -> None:
     # Prepare: the grid ran (FedAvg, then ZDAS branched off its round-2 checkpoint) and was archived
-    from fedaug.experiments.estimate import dry_run_lines
     from fedaug.results.archive import archive_runs
+    from fedaug.sweeps.estimate import dry_run_lines
 
     points = sweep_points(tmp_path, f"[{ZDAS}, fedavg]")
     zdas, fedavg = points

@@ -1,5 +1,5 @@
 """A multi-worker sweep puts back a run that ran out of device memory beside other runs, and runs fewer at
-once from then on (fedaug.experiments.sweep._run_pool): in a thread pool, with the runs' outcomes scripted."""
+once from then on (fedaug.sweeps.sweep._run_pool): in a thread pool, with the runs' outcomes scripted."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from fedaug.config.schema import ExperimentConfig
 from fedaug.errors import out_of_memory_sentence
-from fedaug.experiments import sweep
-from fedaug.experiments.config import ExperimentConfig
-from fedaug.experiments.sweep import OUT_OF_MEMORY_RETRIES, Outcome, SweepResult, expand_sweep, out_of_memory
-from fedaug.experiments.sweep_order import Schedule, SweepPoint
+from fedaug.sweeps import sweep
+from fedaug.sweeps.order import Schedule, SweepPoint
+from fedaug.sweeps.sweep import OUT_OF_MEMORY_RETRIES, Outcome, SweepResult, expand_sweep, out_of_memory
 from tests.conftest import SMOKE
 
 OOM = (
@@ -122,7 +122,7 @@ def test_a_worker_gives_its_cached_gpu_memory_back_after_every_run(
 ) -> None:
     import torch
 
-    from fedaug import device
+    from fedaug.runtime import device
 
     assert not device.release_cached_memory()  # a process that never used CUDA has nothing to release
     released: list[str] = []

@@ -1,4 +1,4 @@
-"""A multi-worker sweep's workers stop with it (fedaug.experiments.workers): stopped with SIGTERM, the sweep
+"""A multi-worker sweep's workers stop with it (fedaug.sweeps.workers): stopped with SIGTERM, the sweep
 terminates them and exits 130; killed outright, its workers end themselves; either way the runs resume."""
 
 from __future__ import annotations

@@ -11,14 +11,14 @@ import torch
 from torch import nn
 
 from fedaug.api import ClientContext, ClientData, Method, Payload, RunContext, TrainSettings
+from fedaug.config.load import load_config
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation
-from fedaug.experiments.load import load_config
-from fedaug.experiments.resolve import build_method
-from fedaug.local_training import snapshot_state
 from fedaug.methods.fedavg import FedAvg
 from fedaug.models import build_model
 from fedaug.models.base import FlattenPool, SplitModel
+from fedaug.runs.resolve import build_method
+from fedaug.training.loop import snapshot_state
 from fedaug.types import StateDict
 from tests.conftest import REPO_ROOT, make_blobs, make_spec
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedaug.methods.aggregate import weighted_average
+from fedaug.methods.parts.aggregate import weighted_average
 
 
 def test_weighted_average_exact_numbers() -> None:

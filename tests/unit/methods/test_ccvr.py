@@ -11,8 +11,8 @@ from fedaug.api import RunContext
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.evaluation import evaluate
 from fedaug.errors import ConfigError
-from fedaug.methods.ccvr import CCVR, CCVRConfig
-from fedaug.methods.ccvr_stats import ClassStatistics, class_statistics, pool_statistics, sample_virtual
+from fedaug.methods.ccvr.method import CCVR, CCVRConfig
+from fedaug.methods.ccvr.stats import ClassStatistics, class_statistics, pool_statistics, sample_virtual
 from fedaug.methods.fedavg import FedAvg
 from fedaug.types import StateDict
 from tests.conftest import make_blobs

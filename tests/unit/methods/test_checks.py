@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import pytest
 
 from fedaug.errors import ConfigError
-from fedaug.methods.checks import check_in_range, check_positive
 from fedaug.methods.fedrs import FedRSConfig
-from fedaug.methods.fedzda import ZDAConfig
+from fedaug.methods.fedzda.method import ZDAConfig
+from fedaug.methods.parts.checks import check_in_range, check_positive
 
 
 @dataclass

@@ -25,7 +25,7 @@ from fedaug.methods.fedaugmix import (
 )
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.fedprox import FedProx, FedProxConfig
-from fedaug.methods.losses import jensen_shannon
+from fedaug.methods.parts.losses import jensen_shannon
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
 from fedaug.types import StateDict

@@ -11,10 +11,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedaug.api import Payload, TrainSettings
+from fedaug.config.load import build_dataclass
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation
 from fedaug.errors import ConfigError
-from fedaug.experiments.load import build_dataclass
 from fedaug.methods.fedbr import FedBR, FedBRConfig, contrast_log_ratio, discriminator
 from tests.conftest import make_spec
 from tests.unit.methods.helpers import (

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from fedaug.errors import ConfigError, IncompatibleModelError
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.feddecorr import FedDecorr, FedDecorrConfig
-from fedaug.methods.losses import decorrelation_loss
+from fedaug.methods.parts.losses import decorrelation_loss
 from fedaug.models import build_model
 from tests.unit.methods.helpers import (
     assert_equals_fedavg,

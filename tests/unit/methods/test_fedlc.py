@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from fedaug.errors import ConfigError
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.fedlc import MISSING_CLASS_COUNT, FedLC, FedLCConfig
-from fedaug.methods.losses import calibration_shift
+from fedaug.methods.parts.losses import calibration_shift
 from tests.unit.methods.helpers import (
     assert_equals_fedavg,
     client_context,

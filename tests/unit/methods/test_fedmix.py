@@ -9,12 +9,12 @@ import torch
 import torch.nn.functional as F
 
 from fedaug.api import ClientContext, Payload, TrainSettings
+from fedaug.config.load import build_dataclass
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation
 from fedaug.errors import ConfigError
-from fedaug.experiments.load import build_dataclass
 from fedaug.methods.fedmix import FedMix, FedMixConfig, group_means
-from fedaug.methods.losses import soft_cross_entropy
+from fedaug.methods.parts.losses import soft_cross_entropy
 from tests.conftest import make_spec
 from tests.helpers import killed_in_round
 from tests.unit.methods.helpers import (

@@ -11,7 +11,7 @@ import torch
 from fedaug.errors import ConfigError
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.fedntd import FedNTD, FedNTDConfig
-from fedaug.methods.losses import not_true_distillation, not_true_logits
+from fedaug.methods.parts.losses import not_true_distillation, not_true_logits
 from fedaug.types import StateDict
 from tests.unit.methods.helpers import (
     assert_equals_fedavg,

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from fedaug.errors import ConfigError
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.fedprox import FedProx, FedProxConfig
-from fedaug.methods.losses import proximal_term
+from fedaug.methods.parts.losses import proximal_term
 from tests.unit.methods.helpers import (
     assert_equals_fedavg,
     client_context,

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from fedaug.errors import ConfigError
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.fedrs import FedRS, FedRSConfig
-from fedaug.methods.losses import restriction_scale
+from fedaug.methods.parts.losses import restriction_scale
 from tests.unit.methods.helpers import (
     assert_equals_fedavg,
     client_context,

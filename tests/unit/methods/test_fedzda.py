@@ -9,7 +9,7 @@ import torch
 
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.errors import ConfigError, IncompatibleModelError
-from fedaug.methods.fedzda import FedZDAC, FedZDAS, ZDAConfig, ZDASConfig
+from fedaug.methods.fedzda.method import FedZDAC, FedZDAS, ZDAConfig, ZDASConfig
 from fedaug.models import build_model
 from tests.unit.methods.helpers import assert_equals_fedavg, bn_mlp, run_sim
 

@@ -9,13 +9,13 @@ import torch
 
 from fedaug import registry
 from fedaug.api import ClientContext, ClientData, Payload, RunContext, TrainSettings
+from fedaug.config.load import build_dataclass
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation
 from fedaug.errors import ConfigError, IncompatibleModelError
-from fedaug.experiments.load import build_dataclass
 from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.flea import FLea, FLeaConfig, FLeaOfficial
-from fedaug.methods.flea_buffer import BufferStream, exposure_update, share_indices
+from fedaug.methods.flea.buffer import BufferStream, exposure_update, share_indices
+from fedaug.methods.flea.method import FLea, FLeaConfig, FLeaOfficial
 from fedaug.models import build_model
 from tests.conftest import make_spec
 from tests.helpers import killed_in_round

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from torch import nn
 
 from fedaug.api import Payload, TrainSettings
-from fedaug.methods.flea import FLea, FLeaConfig, FLeaOfficial
-from fedaug.methods.flea_buffer import FLeaBuffer
-from fedaug.methods.head_passes import fusable, fused_passes, separate_passes
+from fedaug.methods.flea.buffer import FLeaBuffer
+from fedaug.methods.flea.head_passes import fusable, fused_passes, separate_passes
+from fedaug.methods.flea.method import FLea, FLeaConfig, FLeaOfficial
 from fedaug.models import build_model
 from fedaug.models.base import FlattenPool, SplitModel
 from tests.unit.methods.helpers import client_context, initial_state

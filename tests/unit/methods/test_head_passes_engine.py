@@ -13,7 +13,7 @@ import torch
 
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation
-from fedaug.methods.flea import FLea, FLeaConfig
+from fedaug.methods.flea.method import FLea, FLeaConfig
 from tests.helpers import image_spec
 from tests.unit.engine.helpers import unequal_float64_spec
 from tests.unit.engine.test_batched_more import _assert_batched_equals_sequential

@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.errors import ConfigError
 from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.losses import model_contrastive_loss
 from fedaug.methods.moon import MOON, MOONConfig
+from fedaug.methods.parts.losses import model_contrastive_loss
 from fedaug.types import StateDict
 from tests.helpers import killed_in_round
 from tests.unit.methods.helpers import (

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from fedaug.errors import FedaugError
-from fedaug.methods.data_pool import DataPool, PoolState, empty_pool
-from fedaug.methods.fedzda import ZDASMetrics
-from fedaug.methods.flea_buffer import FLeaBuffer, FLeaServerState
-from fedaug.methods.payloads import SharedSamples, read_extra
+from fedaug.methods.fedzda.method import ZDASMetrics
+from fedaug.methods.flea.buffer import FLeaBuffer, FLeaServerState
+from fedaug.methods.parts.data_pool import DataPool, PoolState, empty_pool
+from fedaug.methods.parts.payloads import SharedSamples, read_extra
 from fedaug.methods.qffl import QFFLStep, QFFLWeights
 
 

@@ -7,11 +7,19 @@ import dataclasses
 
 import pytest
 
-from fedaug import catalog, registry
+from fedaug import registry
 from fedaug.api import MethodConfig
-from fedaug.experiments.load import build_dataclass
-from fedaug.methods.flea import FLea, FLeaConfig, FLeaEq6, FLeaEq6Config, FLeaOfficial, FLeaOfficialConfig
-from fedaug.methods.preset import MethodPreset
+from fedaug.cli import catalog
+from fedaug.config.load import build_dataclass
+from fedaug.methods.flea.method import (
+    FLea,
+    FLeaConfig,
+    FLeaEq6,
+    FLeaEq6Config,
+    FLeaOfficial,
+    FLeaOfficialConfig,
+)
+from fedaug.methods.parts.preset import MethodPreset
 
 # flea's default shares decor_form, decor_schedule and local_ce_weight with the authors' code
 OFFICIAL = {

@@ -10,9 +10,8 @@ from torch import nn
 
 from fedaug.api import ClientData, TrainSettings
 from fedaug.errors import ConfigError, IncompatibleModelError
-from fedaug.local_training import cross_entropy_loss, snapshot_state, train_local
-from fedaug.methods import zsdg
-from fedaug.methods.zsdg import (
+from fedaug.methods.fedzda import zsdg
+from fedaug.methods.fedzda.zsdg import (
     BNStatLoss,
     ZSDGSettings,
     batch_stats,
@@ -23,6 +22,7 @@ from fedaug.methods.zsdg import (
 )
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
+from fedaug.training.loop import cross_entropy_loss, snapshot_state, train_local
 from tests.conftest import make_blobs
 from tests.unit.methods.helpers import bn_mlp
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedaug.cli import main
-from fedaug.experiments.load import load_config
-from fedaug.experiments.runner import run_experiment
-from fedaug.reproducibility.identity import run_dir_for
+from fedaug.cli.main import main
+from fedaug.config.identity import run_dir_for
+from fedaug.config.load import load_config
+from fedaug.runs.runner import run_experiment
 from tests.conftest import SMOKE
 
 
@@ -51,10 +51,10 @@ def test_a_model_without_batch_norm_is_refused(tmp_path: Path, capsys: pytest.Ca
 
 
 def test_a_fed_zda_run_generates_with_its_own_settings() -> None:
-    from fedaug.cli_zsdg import zsdg_settings
+    from fedaug.cli.zsdg import zsdg_settings
     from fedaug.methods.fedavg import FedAvg
-    from fedaug.methods.fedzda import FedZDAC, ZDAConfig
-    from fedaug.methods.zsdg import ZSDGSettings
+    from fedaug.methods.fedzda.method import FedZDAC, ZDAConfig
+    from fedaug.methods.fedzda.zsdg import ZSDGSettings
 
     zdac = FedZDAC(ZDAConfig(gen_lr=0.1, gen_iterations=7, gen_bn_norm="squared"))
     assert zsdg_settings(zdac, None, None) == ZSDGSettings(iterations=7, lr=0.1, bn_norm="squared")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fedaug.cli import main
+from fedaug.cli.main import main
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.errors import FedaugError
 from fedaug.results.archive import archive_runs

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from fedaug.engine.fairness import FAIRNESS_KEYS, fairness_summary
-from fedaug.experiments.sweep import expand_sweep
 from fedaug.results.reference import load_reference
 from fedaug.results.report import build_tables
 from fedaug.results.store import group_runs, load_runs
+from fedaug.sweeps.sweep import expand_sweep
 from tests.conftest import REPO_ROOT
 
 

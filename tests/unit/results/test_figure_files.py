@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from fedaug.results.figure_files import PNG_DPI, pdf_copies, save_png, shrink_png, writes_pdf
 from fedaug.results.plots import new_figure
+from fedaug.runtime.figure_files import PNG_DPI, pdf_copies, save_png, shrink_png, writes_pdf
 
 
 def _figure() -> object:

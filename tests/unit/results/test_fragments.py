@@ -1,4 +1,4 @@
-"""Generated fragments (:mod:`fedaug.results.fragments`): canonical runs, paired gains, wording rules,
+"""Generated fragments (:mod:`tools.results.fragments`): canonical runs, paired gains, wording rules,
 marker replacement and naming the cell that differs."""
 
 from __future__ import annotations
@@ -11,9 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from fedaug.errors import FedaugError
-from fedaug.results.fragments import (
+from tools.results.fragments import (
     Gain,
     beats,
     canonical,
@@ -30,6 +28,8 @@ from fedaug.results.fragments import (
     summary_metric,
     trails,
 )
+
+from fedaug.errors import FedaugError
 from fedaug.results.store import Run, Stat, load_run
 
 BEST = summary_metric("best_acc")

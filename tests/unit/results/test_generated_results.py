@@ -1,4 +1,5 @@
-"""README.md's results section and docs/results.md hold exactly what ``studies/results.py`` generates from the
+"""README.md's results section and docs/results.md hold exactly what ``tools/results/__main__.py`` generates
+from the
 archived runs: a number typed by hand, or an archive changed without regenerating, fails here by its cell."""
 
 from __future__ import annotations
@@ -9,13 +10,13 @@ import sys
 from types import ModuleType
 
 import pytest
+from tools.results.fragments import fragment_differences, read_fragments
 
-from fedaug.results.fragments import fragment_differences, read_fragments
 from tests.conftest import REPO_ROOT
 
 
 def _generator() -> ModuleType:
-    """``studies/results.py``; it imports its siblings as a script does (``studies/`` on the path)."""
+    """``tools/results/__main__.py``; it imports its siblings as a script does (``studies/`` on the path)."""
     studies = str(REPO_ROOT / "studies")
     if studies not in sys.path:
         sys.path.append(studies)  # last: its study folders must not shadow other imports
@@ -36,7 +37,7 @@ def generated() -> tuple[ModuleType, dict[str, str]]:
 def test_every_marked_block_equals_what_the_archives_give(
     generated: tuple[ModuleType, dict[str, str]],
 ) -> None:
-    """Run ``python studies/results.py`` to rewrite the blocks this names."""
+    """Run ``python tools/results/__main__.py`` to rewrite the blocks this names."""
     module, fragments = generated
     found: list[str] = []
     names: set[str] = set()
@@ -60,7 +61,8 @@ def test_the_headline_states_its_statistic_in_every_row(generated: tuple[ModuleT
 
 
 def test_every_document_with_a_marked_block_is_checked(generated: tuple[ModuleType, dict[str, str]]) -> None:
-    """A study README given a ``<!-- results:NAME -->`` block must be listed in ``studies/results.py``'s
+    """A study README given a ``<!-- results:NAME -->`` block must be listed in
+    ``tools/results/__main__.py``'s
     DOCUMENTS, or neither ``--check`` nor this test would see it go stale."""
     module, _ = generated
     marked = {

@@ -12,9 +12,9 @@ import pytest
 
 from fedaug.results import plots
 from fedaug.results.fairness_plot import final_records, final_vector, plot_fairness
-from fedaug.results.figure_files import pdf_copies
 from fedaug.results.report import build_tables, write_plots
 from fedaug.results.store import Grouping, group_runs, load_runs
+from fedaug.runtime.figure_files import pdf_copies
 
 pytest.importorskip("matplotlib")
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from fedaug.experiments.load import load_run_config
-from fedaug.experiments.runner import comparison_table
+from fedaug.config.load import load_run_config
 from fedaug.results.report import write_report
 from fedaug.results.store import config_setting_label
+from fedaug.runs.runner import comparison_table
 
 
 def _summary(rounds: int) -> dict[str, float | int]:

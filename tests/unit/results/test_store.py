@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fedaug.errors import FedaugError
-from fedaug.methods.flea import FLeaEq6Config
+from fedaug.methods.flea.method import FLeaEq6Config
 from fedaug.results.store import aggregate, group_runs, load_runs, setting_label
 
 

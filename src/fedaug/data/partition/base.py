@@ -20,7 +20,7 @@ from fedaug import registry
 from fedaug.data.partition import cache
 from fedaug.data.partition._params import resolve_params
 from fedaug.errors import ConfigError, PartitionError
-from fedaug.log_once import info_once
+from fedaug.runtime.log_once import info_once
 from fedaug.validation import check_int, check_number
 
 logger = logging.getLogger(__name__)

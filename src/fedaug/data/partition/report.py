@@ -13,7 +13,7 @@ import numpy as np
 
 from fedaug.data.partition.base import Partition
 from fedaug.errors import FedaugError, path_error
-from fedaug.results.figure_files import save_png
+from fedaug.runtime.figure_files import save_png
 
 # Up to this many clients every client gets a row; beyond it the first and last few are shown.
 _FULL_TABLE_MAX_CLIENTS = 20

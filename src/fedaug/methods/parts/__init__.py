@@ -1,0 +1,2 @@
+"""Pieces several methods share: losses, data pools, payload packing, aggregation, config checks and
+presets."""

@@ -1,0 +1,209 @@
+"""The checks of a run dir's files before a run resumes, is skipped as finished, or is reported.
+
+* **Identity**: ``identity.json`` records the run's result config (:func:`~fedaug.config.identity.
+  result_config`, as JSON) and its SHA-256 when the run starts; a ``config.yaml`` that no longer says the same
+  (edited by hand, then run again) is refused, so a run dir never claims settings its rounds were not trained
+  with. Run dirs from before it was recorded have none and are not checked for it (legacy).
+* **Checkpoint**: ``ckpt/latest.pt`` is read whole and its digest checked
+  (:func:`fedaug.engine.checkpoint.read_checkpoint`); its round must be within the run's rounds.
+* **Round logs**: ``metrics.jsonl`` and ``timings.jsonl`` are rounds 1..n line by line
+  (:mod:`fedaug.engine.round_log`) and agree with the checkpoint's round ``c``: metrics hold ``c`` rounds, or
+  ``c + 1`` (a kill between a round's metrics line and its checkpoint: that round is run again, with the same
+  result); timings hold ``c`` or ``c - 1`` (a kill before the timings line: the checkpoint carries them). The
+  one repair: a last line cut short by a kill, written after the last checkpoint, is dropped (logged).
+* **Results**: a finished run's ``metrics.jsonl`` holds all its rounds and its ``summary.json`` equals the
+  summary computed from them (to 1e-7 relative: archived runs were written by older code, and their
+  gzipped metrics keep 8 significant digits, :mod:`fedaug.results.compact`).
+
+Every refusal is one :class:`~fedaug.errors.CheckpointError` line naming the file (and line) and what to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from fedaug.config.identity import result_config
+from fedaug.config.load import config_to_dict
+from fedaug.config.schema import ExperimentConfig
+from fedaug.engine.checkpoint import (
+    RunStore,
+    check_run_checkpoint,
+    corrupt_file,
+    read_checkpoint,
+    summarize,
+    write_json,
+)
+from fedaug.engine.fairness import fairness_summary
+from fedaug.engine.round_log import bad_file, log_digest, read_rounds
+from fedaug.errors import CheckpointError, ConfigError, shorten
+from fedaug.runs.resume import saved_result_config
+
+IDENTITY_NAME = "identity.json"
+"""The run's identity in its run dir, written as it starts."""
+
+_ABSENT = object()
+
+
+def _as_json(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def _digest(flat: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(flat, sort_keys=True).encode()).hexdigest()
+
+
+def identity_of(config: ExperimentConfig) -> dict[str, Any]:
+    """``{"result_config": {...}, "sha256": ...}``: what ``identity.json`` records for ``config``."""
+    flat = _as_json(result_config(config_to_dict(config)))
+    return {"result_config": flat, "sha256": _digest(flat)}
+
+
+def record_identity(run_dir: Path, config: ExperimentConfig) -> None:
+    """Writes ``identity.json`` for ``config`` (after every check of the run dir has passed)."""
+    write_json(run_dir / IDENTITY_NAME, identity_of(config))
+
+
+def recorded_identity(run_dir: Path) -> dict[str, Any] | None:
+    """The result config ``identity.json`` records, its digest checked; None for a run dir without one."""
+    path = run_dir / IDENTITY_NAME
+    if not path.exists():
+        return None
+    try:
+        identity = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise corrupt_file(path, f"not JSON: {shorten(str(exc))}", "run identity") from None
+    flat = identity.get("result_config") if isinstance(identity, dict) else None
+    if not isinstance(flat, dict) or identity.get("sha256") != _digest(flat):
+        raise corrupt_file(path, "its config does not match its SHA-256 digest", "run identity")
+    return flat
+
+
+def check_identity(run_dir: Path) -> None:
+    """Refuses a run dir whose ``config.yaml`` no longer says what ``identity.json`` recorded (keys added to
+    fedaug since are not compared; method options missing from ``config.yaml`` are checked against
+    ``env.json`` instead, by :func:`~fedaug.runs.resume.check_existing`)."""
+    recorded = recorded_identity(run_dir)
+    if recorded is None:
+        return
+    config_path = run_dir / "config.yaml"
+    try:
+        saved = _as_json(saved_result_config(config_path))
+    except ConfigError as exc:
+        raise corrupt_file(config_path, str(exc), "run config") from exc
+    changed = [
+        key
+        for key, used in recorded.items()
+        if (key in saved or not key.startswith("method.")) and saved.get(key, _ABSENT) != used
+    ]
+    if changed:
+        shown = ", ".join(
+            f"{key} (the run used {shorten(json.dumps(recorded[key]))}, config.yaml says "
+            f"{shorten(json.dumps(saved[key])) if key in saved else 'nothing'})"
+            for key in changed
+        )
+        raise CheckpointError(
+            f"{config_path} no longer matches the config the run was started with ({IDENTITY_NAME}): "
+            f"differs in {shown}; put those values back, or start the run over with `fedaug run ... --fresh`"
+        )
+
+
+def verify_results(run_dir: Path, rounds: int, summary: dict[str, Any], *, checkpoint: bool = True) -> None:
+    """Refuses a finished run whose ``metrics.jsonl`` does not hold its ``rounds`` rounds line by line, or
+    whose ``summary`` (its ``summary.json``) differs from the one computed from them in a value it holds; with
+    ``checkpoint``, also one whose kept ``latest.pt`` is not of its last round or recorded other metrics
+    (``report`` reads no checkpoint: the summary and the metrics are what it reports)."""
+    store = RunStore(run_dir)
+    metrics = read_rounds(store.metrics_path)
+    if metrics.partial is not None or metrics.rounds != rounds:
+        cut = " and a line cut short" if metrics.partial is not None else ""
+        problem = f"{metrics.rounds} complete rounds{cut}, but the run finished {rounds}"
+        raise bad_file(store.metrics_path, problem)
+    if checkpoint and store.ckpt_path.exists():  # a run dir that keeps its checkpoint (archived ones do not)
+        ckpt = read_checkpoint(store.ckpt_path)
+        if ckpt.get("round_num") != rounds:
+            raise corrupt_file(
+                store.ckpt_path, f"it is of round {ckpt.get('round_num')!r}, but the run finished"
+            )
+        _check_digest(store, ckpt, metrics.records)
+    core, fairness = summarize(metrics.records), fairness_summary(metrics.records)
+    # older summaries lack the fairness keys, all of them; any other missing key is damage
+    needed = core.keys() | (fairness.keys() if summary.keys() & fairness.keys() else set())
+    missing = sorted(needed - summary.keys())
+    if missing:
+        gives = store.metrics_path.name
+        raise bad_file(store.summary_path, f"it lacks {', '.join(missing)}, which {gives} gives")
+    expected = {**core, **fairness}
+    unknown = sorted(summary.keys() - expected.keys())
+    if unknown:
+        raise bad_file(store.summary_path, f"it holds {', '.join(unknown)}, which no run's summary has")
+    for key in sorted(summary.keys() & expected.keys()):
+        if not _same(summary.get(key), expected.get(key)):
+            raise bad_file(
+                store.summary_path,
+                f"{key} is {shorten(json.dumps(summary.get(key)))}, but {store.metrics_path.name} gives "
+                f"{shorten(json.dumps(expected.get(key)))}",
+            )
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-7, abs_tol=1e-12)
+    return type(a) is type(b) and a == b
+
+
+def verify_resume(run_dir: Path, rounds: int) -> int:
+    """Checks the files an unfinished run resumes from; returns the checkpoint's round (0: none)."""
+    store = RunStore(run_dir)
+    done, ckpt = 0, {}
+    if store.ckpt_path.exists():
+        ckpt = read_checkpoint(store.ckpt_path)
+        check_run_checkpoint(ckpt, store.ckpt_path)
+        done = ckpt["round_num"]
+        if not 0 <= done <= rounds:
+            raise corrupt_file(store.ckpt_path, f"it is of round {done}, but the run has {rounds}")
+    where = f"the checkpoint ({store.ckpt_path.name}) is of round {done}" if done else "no checkpoint"
+    metrics = read_rounds(store.metrics_path)
+    _check_span(store.metrics_path, metrics.rounds, metrics.partial, (done, done + 1), where)
+    if done:
+        _check_digest(store, ckpt, metrics.records[:done])
+    timings = read_rounds(store.timings_path)
+    _check_span(store.timings_path, timings.rounds, timings.partial, (max(done - 1, 0), done), where)
+    return done
+
+
+def _check_digest(store: RunStore, ckpt: dict[str, Any], records: list[dict[str, Any]]) -> None:
+    """Refuses metrics whose rounds up to the checkpoint's are not those it recorded (checkpoints from before
+    the record, and branched runs' first checkpoints, have none)."""
+    recorded = ckpt.get("metrics_sha256")
+    if recorded is not None and recorded != log_digest(records):
+        raise bad_file(
+            store.metrics_path,
+            f"its rounds 1..{len(records)} differ from those {store.ckpt_path.name} recorded (SHA-256): "
+            "a value was changed",
+        )
+
+
+def _check_span(path: Path, found: int, partial: str | None, span: tuple[int, int], where: str) -> None:
+    """Refuses a log of ``found`` complete rounds outside ``span``, or cut short other than after them all
+    (the last line of a round not checkpointed yet)."""
+    low, high = span
+    if not low <= found <= high:
+        expected = f"{low}" if low == high else f"{low} or {high}"
+        raise bad_file(path, f"{found} rounds logged where {expected} belong ({where})")
+    if partial is not None and found != low:
+        problem = f"line {found + 1} is cut short, but it is not after the last checkpoint ({where})"
+        raise bad_file(path, problem)
+
+
+def verify_run_dir(run_dir: Path, rounds: int, summary: dict[str, Any] | None) -> None:
+    """Every check above before a run of ``rounds`` rounds resumes from ``run_dir`` or, finished with
+    ``summary`` (its readable ``summary.json``), is skipped."""
+    check_identity(run_dir)
+    if summary is not None:
+        verify_results(run_dir, rounds, summary)
+    else:
+        verify_resume(run_dir, rounds)

@@ -1,0 +1,1 @@
+"""The project's own machinery, outside the installed package: the campaign, the docs generator, counters."""

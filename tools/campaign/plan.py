@@ -1,0 +1,123 @@
+"""Which of a campaign's runs one command starts: the grids' points not archived yet, in the campaign's order,
+as many as the budget holds when they run longest first, ``workers`` at a time.
+
+The wall time of a set of runs is the makespan of handing them, longest first, to ``workers`` slots
+(:func:`makespan`); the selection adds points in list order while that stays within the budget, and stops at
+the first that does not fit (or whose cost is unknown), so that the list is worked through in order across
+commands. At most :data:`MAX_STUDIES` studies per command (fewer when asked), one archive each: a lent GPU
+machine returns at most 8 files, and the log and the timing summary are two of them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fedaug.sweeps.order import SweepPoint
+from tools.campaign import MAX_STUDIES
+from tools.campaign.ledger import Ledger
+from tools.campaign.spec import Campaign, Grid, grid_points
+
+logger = logging.getLogger(__name__)
+
+
+def makespan(costs: Sequence[float], workers: int) -> float:
+    """Seconds until the last of ``costs`` ends when they are handed longest first to ``workers`` slots."""
+    slots = [0.0] * max(1, min(workers, len(costs) or 1))
+    for cost in sorted(costs, reverse=True):
+        heapq.heappush(slots, heapq.heappop(slots) + cost)
+    return max(slots)
+
+
+@dataclass
+class Pending:
+    """A grid point not archived yet and its estimated cost on the campaign's device kind (None: unknown)."""
+
+    grid: Grid
+    point: SweepPoint
+    cost: float | None
+
+
+@dataclass
+class GridState:
+    """One grid's points: ``done`` (archived: where), and the ``pending`` ones in list order."""
+
+    grid: Grid
+    total: int
+    done: dict[Path, Path] = field(default_factory=dict)
+    pending: list[Pending] = field(default_factory=list)
+
+
+def grid_states(
+    campaign: Campaign, ledger: Ledger, runs_dir: Path, kind: str, extra: Sequence[str] = ()
+) -> list[GridState]:
+    """Every grid's archived and pending points (``extra``: ``--set`` overrides for every grid)."""
+    states = []
+    for grid in campaign.grids:
+        points = grid_points(grid, runs_dir, extra)
+        state = GridState(grid, len(points))
+        for point in points:
+            found = ledger.archived(point)
+            if found is not None:
+                state.done[point.run_dir] = found
+            else:
+                state.pending.append(Pending(grid, point, ledger.cost(point, grid, kind)))
+        states.append(state)
+    return states
+
+
+def select(
+    states: Sequence[GridState],
+    budget: float,
+    workers: int,
+    skip: Sequence[str] = (),
+    max_studies: int = MAX_STUDIES,
+) -> list[Pending]:
+    """The pending points that run now (module docstring); grids named in ``skip`` (data missing) are
+    passed over; ``max_studies``: archives this command may write (fewer when other files share the 8)."""
+    chosen: list[Pending] = []
+    studies: set[str] = set()
+    for state in states:
+        if state.grid.name in skip:
+            continue
+        for item in state.pending:
+            if item.cost is None:
+                logger.info(
+                    "%s: no cost estimate for %s (cost_s in the campaign file)",
+                    state.grid.name,
+                    item.point.run_dir,
+                )
+                return chosen
+            if item.grid.study not in studies and len(studies) >= max_studies:
+                return chosen
+            if makespan([c.cost or 0.0 for c in chosen] + [item.cost], workers) > budget:
+                return chosen
+            chosen.append(item)
+            studies.add(item.grid.study)
+    return chosen
+
+
+def status_lines(states: Sequence[GridState], workers: int, kind: str) -> list[str]:
+    """Per grid: runs done / total and the minutes its pending runs take on ``kind``, ``workers`` at once
+    (longest first); then the whole campaign's."""
+    width = max([len(s.grid.name) for s in states] + [4]) + 2
+    lines = [f"{'grid':<{width}}{'done':>9}  {kind} minutes left ({workers} at once)"]
+    for state in states:
+        done = f"{len(state.done)}/{state.total}"
+        lines.append(f"{state.grid.name:<{width}}{done:>9}  {minutes_text(state.pending, workers)}")
+    done = f"{sum(len(s.done) for s in states)}/{sum(s.total for s in states)}"
+    known = [p for s in states for p in s.pending if p.cost is not None]
+    lines.append(f"{'all':<{width}}{done:>9}  {minutes_text(known, workers)}")
+    return lines
+
+
+def minutes_text(pending: Sequence[Pending], workers: int) -> str:
+    """The minutes ``pending`` takes, ``workers`` at once, longest first (``?``: no run has an estimate),
+    and how many runs have none: ``18.4``, ``? (+3 runs without an estimate)``."""
+    known = [p.cost for p in pending if p.cost is not None]
+    left = f"{makespan(known, workers) / 60:.1f}" if known or not pending else "?"
+    missing = len(pending) - len(known)
+    return left + (f" (+{missing} runs without an estimate)" if missing else "")

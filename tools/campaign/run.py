@@ -1,0 +1,332 @@
+"""``fedaug campaign run``: one command that spends a time budget on the campaign's next runs.
+
+It reads the campaign file and the archived runs (:mod:`tools.campaign.ledger`), checks that each grid's data
+is on the machine and says how much of a lent machine's 64 MiB the tree and that data leave (the data step),
+selects the pending points the budget holds (:mod:`tools.campaign.plan`), runs them longest first,
+``workers`` at once, with :func:`~fedaug.sweeps.sweep.run_sweep` and stops them where the budget ends:
+no run starts that its estimate says would end after it (:class:`BudgetSchedule`), and a run still going at
+the end is terminated (it resumes from its last round in the same runs folder). Then it writes into ``out``:
+
+* ``<study>.tar.gz`` per study with finished runs: ``<study>/runs/...`` as ``fedaug archive`` keeps them
+  (config, env, summary, gzipped scalar metrics and timings; :func:`~fedaug.results.archive.archive_runs`),
+  their floats rounded (:mod:`fedaug.results.compact`);
+  a run that did not finish is never archived;
+* ``campaign.log``: the command's log;
+* ``campaign_summary.json``: the plan, each run's status, estimate and measured seconds, the archives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import signal
+import subprocess
+import tarfile
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from fedaug.engine.checkpoint import logged_round_times
+from fedaug.errors import ConfigError
+from fedaug.results.archive import archive_runs
+from fedaug.results.compact import compact_run
+from fedaug.runs.resume import finished_summary
+from fedaug.runtime.device import resolve_device
+from fedaug.runtime.paths import check_folder_target
+from fedaug.sweeps.estimate import format_duration, rounds_logged
+from fedaug.sweeps.order import Schedule, SweepPoint
+from fedaug.sweeps.sweep import run_sweep
+from fedaug.sweeps.workers import usable_cores
+from tools.campaign import MAX_STUDIES
+from tools.campaign.ledger import Ledger
+from tools.campaign.plan import GridState, Pending, grid_states, makespan, select
+from tools.campaign.spec import Campaign, archive_path
+
+logger = logging.getLogger(__name__)
+
+MACHINE_LIMIT_MIB = 64.0
+"""What a lent GPU machine takes of the working tree and the carried data together."""
+
+LOG_NAME = "campaign.log"
+SUMMARY_NAME = "campaign_summary.json"
+
+
+class BudgetExpired(BaseException):
+    """The campaign's budget ended while runs were going (a BaseException: no run catches it)."""
+
+
+class BudgetSchedule(Schedule):
+    """A :class:`Schedule` that starts no point whose estimated cost would end it after ``deadline``
+    (``clock`` seconds); such points are left in :attr:`not_started`, the others' run dirs are in
+    :attr:`started`."""
+
+    def __init__(
+        self,
+        points: Sequence[SweepPoint],
+        cost: Callable[[SweepPoint], float],
+        deadline: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(points)
+        self._estimate, self._deadline, self._clock = cost, deadline, clock
+        self.not_started: list[SweepPoint] = []
+        self.started: set[Path] = set()
+
+    def next(self) -> SweepPoint | None:
+        while (point := super().next()) is not None:
+            if self._clock() + self._estimate(point) <= self._deadline:
+                self.started.add(point.run_dir)
+                return point
+            logger.info("not started (would end after the budget): %s", point.run_dir)
+            self.not_started.append(point)
+        return None
+
+
+@contextlib.contextmanager
+def hard_stop(seconds: float) -> Iterator[None]:
+    """Raises :class:`BudgetExpired` in this (main) thread after ``seconds``; elsewhere, or without
+    SIGALRM, does nothing."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise BudgetExpired
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def folder_bytes(path: Path, skip: Sequence[Path] = ()) -> int:
+    """Bytes of the files under ``path`` (none of ``skip``'s)."""
+    skipped = [s.resolve() for s in skip]
+    total = 0
+    for file in path.rglob("*"):
+        if file.is_file() and not any(s == file.resolve() or s in file.resolve().parents for s in skipped):
+            total += file.stat().st_size
+    return total
+
+
+def tree_bytes(root: Path, skip: Sequence[Path]) -> int:
+    """Bytes of the tracked files of the git checkout at ``root``, or of every file under it (no ``.git``,
+    none of ``skip``) where it is not one (a lent machine's copy)."""
+    try:
+        listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, check=True)
+        names = [n for n in listed.stdout.decode().split("\0") if n]
+        if names:
+            return sum((root / n).stat().st_size for n in names if (root / n).is_file())
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return folder_bytes(root, [root / ".git", *skip])
+
+
+def data_step(states: Sequence[GridState], data_dir: Path, tree: int) -> tuple[list[str], dict[str, Any]]:
+    """Which grids' data are here, and the room the tree and that data leave of :data:`MACHINE_LIMIT_MIB`:
+    the names of the grids to skip (data missing) and a record for the summary."""
+    skip, sizes = [], {}
+    for state in states:
+        if not state.pending:
+            continue
+        missing = [d for d in state.grid.data if not (data_dir / d).is_dir()]
+        if missing:
+            skip.append(state.grid.name)
+            logger.info("%s skipped: no %s under %s", state.grid.name, ", ".join(missing), data_dir)
+        for name in state.grid.data:
+            if name not in missing and name not in sizes:
+                sizes[name] = folder_bytes(data_dir / name)
+    carried = sum(sizes.values())
+    room = MACHINE_LIMIT_MIB - (tree + carried) / 2**20
+    listed = ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in sizes.items()) or "none"
+    logger.info(
+        "data step: tree %.1f MiB + carried data %.1f MiB (%s) of the %.0f MiB a lent machine takes: "
+        "%.1f MiB left",
+        tree / 2**20,
+        carried / 2**20,
+        listed,
+        MACHINE_LIMIT_MIB,
+        room,
+    )
+    record = {
+        "tree_mib": tree / 2**20,
+        "data_mib": {k: v / 2**20 for k, v in sizes.items()},
+        "room_mib": room,
+    }
+    return skip, {**record, "skipped_grids": skip}
+
+
+def measured_seconds(run_dir: Path) -> float:
+    """The run's summed round times (``timings.jsonl``)."""
+    return math.fsum(seconds for _, seconds in logged_round_times(run_dir))
+
+
+def write_archives(chosen: Sequence[Pending], campaign: Campaign, out: Path) -> list[Path]:
+    """One ``<study>.tar.gz`` per study of the finished ``chosen`` runs (``<study>/runs/<path>``)."""
+    finished = [
+        c for c in chosen if finished_summary(c.point.run_dir, c.point.config.train.rounds) is not None
+    ]
+    archives = []
+    with tempfile.TemporaryDirectory(prefix="fedaug_campaign_") as stage_name:
+        stage = Path(stage_name)
+        for item in finished:
+            target = stage / item.grid.study / "runs" / archive_path(item.point)
+            archive_runs(item.point.run_dir, target)
+            compact_run(target)
+        for study in dict.fromkeys(item.grid.study for item in finished):
+            path = out / f"{study.replace('/', '__')}.tar.gz"
+            with tarfile.open(path, "w:gz") as tar:
+                tar.add(stage / study, arcname=study)
+            archives.append(path)
+    return archives
+
+
+def run_campaign(
+    campaign: Campaign,
+    *,
+    budget: float,
+    device: str,
+    out: Path,
+    runs_dir: Path,
+    data_dir: Path,
+    workers: int | None = None,
+    overrides: Sequence[str] = (),
+    max_archives: int = MAX_STUDIES,
+) -> dict[str, Any]:
+    """Runs the campaign's next runs within ``budget`` seconds (module docstring); returns the summary.
+    ``max_archives``: at most this many studies (one archive each) are run, so that files written beside
+    ``out``'s (a speed probe's) still fit in what a lent machine returns.
+
+    Raises:
+        ConfigError: a budget that is not a positive number of seconds, a bad campaign file.
+        FedaugError: a device this machine lacks, an ``out`` that is a file.
+    """
+    start = time.monotonic()
+    if not budget > 0 or not math.isfinite(budget):
+        raise ConfigError(f"--budget must be a positive number of seconds, got {budget}")
+    check_folder_target(out, "campaign folder --out")
+    kind = resolve_device(device).type
+    at_once = workers or campaign.workers.get(kind, 0) or usable_cores()
+    extra = [f"engine.device={device}", f"data.data_dir={data_dir}", *overrides]
+    states = grid_states(campaign, Ledger(campaign.studies), runs_dir, kind, extra)
+    out.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(out / LOG_NAME, mode="w")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    root = logging.getLogger("fedaug")
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(min(root.getEffectiveLevel(), logging.INFO))  # the log has the INFO lines in any case
+    try:
+        return _run(
+            campaign, states, budget, start, kind, at_once, out, runs_dir, data_dir, device, max_archives
+        )
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+        handler.close()
+
+
+def _run(
+    campaign: Campaign,
+    states: list[GridState],
+    budget: float,
+    start: float,
+    kind: str,
+    at_once: int,
+    out: Path,
+    runs_dir: Path,
+    data_dir: Path,
+    device: str,
+    max_archives: int,
+) -> dict[str, Any]:
+    skip, data = data_step(states, data_dir, tree_bytes(Path.cwd(), [runs_dir, data_dir, out]))
+    left = budget - (time.monotonic() - start)
+    chosen = select(states, left, at_once, skip, max_archives)
+    costs = {c.point.run_dir: c.cost or 0.0 for c in chosen}
+    logger.info(
+        "campaign %s on %s, %d at once: %d runs selected, about %s of the %s budget left",
+        campaign.path,
+        device,
+        at_once,
+        len(chosen),
+        format_duration(makespan(list(costs.values()), at_once)),
+        format_duration(left),
+    )
+    order = sorted(chosen, key=lambda c: -costs[c.point.run_dir])  # longest first (stable: list order)
+    schedule = BudgetSchedule([c.point for c in order], lambda p: costs[p.run_dir], start + budget)
+    stopped, errors = False, {}
+    if order:
+        try:
+            with hard_stop(start + budget - time.monotonic()):
+                result = run_sweep(
+                    [c.point for c in order], workers=at_once, heartbeat=60.0, schedule=schedule
+                )
+            errors = dict(result.failures) if result is not None else {}
+        except BudgetExpired:
+            stopped = True
+            logger.warning("budget of %s spent: runs still going were stopped (they resume)", budget)
+    archives = write_archives(chosen, campaign, out)
+    summary = _summary(chosen, schedule, errors, archives, data, stopped, budget, time.monotonic() - start)
+    summary.update({"campaign": str(campaign.path), "device": device, "kind": kind, "workers": at_once})
+    (out / SUMMARY_NAME).write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    counts = {
+        s: sum(r["status"] == s for r in summary["runs"]) for s in ("finished", "unfinished", "not_started")
+    }
+    logger.info("campaign done after %.0f s: %s; archives: %s", summary["elapsed_s"], counts, len(archives))
+    return summary
+
+
+def _summary(
+    chosen: Sequence[Pending],
+    schedule: BudgetSchedule,
+    errors: dict[Path, str],
+    archives: Sequence[Path],
+    data: dict[str, Any],
+    stopped: bool,
+    budget: float,
+    elapsed: float,
+) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = []
+    per_grid: dict[str, dict[str, float]] = {}
+    for item in chosen:
+        point = item.point
+        done = finished_summary(point.run_dir, point.config.train.rounds) is not None
+        # not started: passed over by the budget, or waiting for a FedAvg run that never ended
+        status = "finished" if done else "unfinished" if point.run_dir in schedule.started else "not_started"
+        logged = rounds_logged(point)
+        # measured to the ms: a tiny run's rounds sum to less than 0.05 s, which one decimal made 0.0
+        estimate, measured = round(item.cost or 0.0, 1), round(measured_seconds(point.run_dir), 3)
+        row = {
+            "grid": item.grid.name,
+            "study": item.grid.study,
+            "path": str(archive_path(point)),
+            "status": status,
+            "rounds": f"{logged}/{point.config.train.rounds}",
+            "estimate_s": estimate,
+            "measured_s": measured,
+        }
+        if point.run_dir in errors:  # failed: unfinished, with what went wrong
+            row["error"] = errors[point.run_dir]
+        rows.append(row)
+        grid = per_grid.setdefault(item.grid.name, {"finished": 0, "estimate_s": 0.0, "measured_s": 0.0})
+        grid["finished"] += status == "finished"
+        grid["estimate_s"] += estimate
+        grid["measured_s"] += measured
+    return {
+        "budget_s": budget,
+        "elapsed_s": round(elapsed, 1),
+        "stopped_at_budget": stopped,
+        "data": data,
+        "runs": rows,
+        "per_grid": per_grid,
+        "archives": [p.name for p in archives],
+        "unfinished": [r["path"] for r in rows if r["status"] == "unfinished"],
+    }
