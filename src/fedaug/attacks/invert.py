@@ -51,7 +51,6 @@ from fedaug.attacks.image_metrics import mse, psnr, ssim
 from fedaug.attacks.invert_report import save_grid, write_table
 from fedaug.attacks.target import CPU, attack_device
 from fedaug.augment import AugMix
-from fedaug.cli.common import add_device_argument
 from fedaug.config.schema import MAX_THREADS
 from fedaug.data.datasets import Dataset, load_dataset
 from fedaug.engine.checkpoint import short_reason
@@ -61,7 +60,7 @@ from fedaug.methods.fedavg import FedAvg
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
 from fedaug.registry import register
-from fedaug.runtime.device import to_device
+from fedaug.runtime.device import add_device_argument, to_device
 from fedaug.runtime.seeding import seed_for, torch_generator
 from fedaug.training.loop import snapshot_state
 from fedaug.types import StateDict

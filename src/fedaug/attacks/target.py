@@ -34,7 +34,6 @@ import torch
 from torch import Tensor
 
 from fedaug.api import Method, ServerState
-from fedaug.cli.common import add_device_argument
 from fedaug.config.load import config_from_dict
 from fedaug.config.schema import MAX_THREADS, ExperimentConfig
 from fedaug.config.yamlio import read_yaml_file
@@ -44,7 +43,7 @@ from fedaug.errors import CheckpointError, ConfigError
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
 from fedaug.runs.resolve import build_method
-from fedaug.runtime.device import resolve_device
+from fedaug.runtime.device import add_device_argument, resolve_device
 from fedaug.validation import flag_int
 
 SHARED = {

@@ -98,15 +98,6 @@ def add_device_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_device_argument(parser: argparse.ArgumentParser) -> None:
-    """``--device`` (default ``auto``): where an attack or ``fedaug zsdg`` computes."""
-    parser.add_argument(
-        "--device",
-        default="auto",
-        help="where to compute: auto (default: cuda if torch sees a GPU, else cpu), cpu, cuda or cuda:N",
-    )
-
-
 def shared_overrides(args: argparse.Namespace) -> list[str]:
     """The ``--set`` overrides of ``--data-dir``, ``--out-dir`` and ``--device`` (run, sweep)."""
     overrides = []  # an empty value is passed on, and refused by the config's checks (not ignored)

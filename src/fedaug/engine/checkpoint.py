@@ -22,7 +22,6 @@ and the same result), once :mod:`fedaug.runs.verify` has checked it line by line
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import hashlib
 import json
@@ -31,14 +30,16 @@ import os
 import shutil
 import warnings
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import torch
 
 from fedaug.engine.round_log import bad_file, read_rounds
 from fedaug.errors import CheckpointError, FedaugError, path_error, shorten
+from fedaug.runtime.files import atomic_write
+from fedaug.runtime.files import atomic_write_bytes as _atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -51,61 +52,6 @@ still loads, unverified, with a warning."""
 LEGACY_CHECKPOINT_FORMAT = 1
 
 DIGEST_KEY = "sha256"
-
-
-def _fsync_dir(path: Path) -> None:
-    """Makes a rename in folder ``path`` durable (best effort: not every file system allows it)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
-    """Calls ``write`` on a temporary file beside ``path``, flushes and fsyncs it, and renames it to ``path``.
-
-    Raises:
-        PathError: the folder is missing or not writable, the disk is full, the name too long (one line naming
-            the path; the temporary file is removed).
-    """
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(tmp, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:  # disk full, a name too long, Ctrl-C: no temporary file is left behind
-        _remove_quietly(tmp)
-        if isinstance(exc, OSError):
-            raise path_error(exc, path, "write") from None
-        raise
-    _fsync_dir(path.parent)
-
-
-def _remove_quietly(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.unlink()
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    atomic_write(path, lambda handle: handle.write(data))
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Writes ``text`` (UTF-8) to ``path`` atomically and durably (:func:`atomic_write`)."""
-    _atomic_write_bytes(path, text.encode())
-
-
-def write_json(path: Path, obj: Any) -> None:
-    """Writes ``obj`` as indented JSON atomically."""
-    _atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
 
 
 def gzipped(path: Path) -> Path:

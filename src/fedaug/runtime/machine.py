@@ -21,8 +21,7 @@ from typing import Any
 
 import torch
 
-import fedaug
-from fedaug.engine.checkpoint import write_json
+from fedaug.runtime.files import write_json
 from fedaug.runtime.precision import native_bf16
 
 
@@ -109,7 +108,7 @@ def git_sha() -> str | None:
             capture_output=True,
             text=True,
             timeout=5,
-            cwd=Path(fedaug.__file__).parent,
+            cwd=Path(__file__).resolve().parents[1],
             check=False,
         )
         sha = done.stdout.strip() if done.returncode == 0 else ""
@@ -124,7 +123,7 @@ def write_env(run_dir: Path, extra: dict[str, Any] | None = None) -> None:
     env = {
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "fedaug": getattr(fedaug, "__version__", "unknown"),
+        "fedaug": fedaug_version(),
         "num_threads": torch.get_num_threads(),
         "platform": platform.platform(),
         "processor": platform.processor(),
@@ -133,3 +132,13 @@ def write_env(run_dir: Path, extra: dict[str, Any] | None = None) -> None:
         **(extra or {}),
     }
     write_json(run_dir / "env.json", env)
+
+
+def fedaug_version() -> str:
+    """The installed fedaug's version (``fedaug.__version__``); ``unknown`` in a source tree not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("fedaug")
+    except PackageNotFoundError:
+        return "unknown"
