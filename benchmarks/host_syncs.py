@@ -42,14 +42,13 @@ from machine import (  # benchmarks/ is on sys.path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from tools.host_reads import HostReadCounter, RoundReads  # noqa: E402
-
 from fedaug.config.identity import run_dir_for  # noqa: E402
 from fedaug.config.load import load_config  # noqa: E402
 from fedaug.engine.checkpoint import read_jsonl  # noqa: E402
 from fedaug.engine.simulation import SimulationSpec  # noqa: E402
 from fedaug.errors import FedaugError  # noqa: E402
 from fedaug.runs.runner import run_experiment  # noqa: E402
+from tools.host_reads import HostReadCounter, RoundReads  # noqa: E402
 
 DEFAULT = REPO / "configs" / "default.yaml"
 

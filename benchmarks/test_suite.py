@@ -5,7 +5,7 @@ runs the README's test command there (``python -m pytest -q``, with ``PYTHONPATH
 ``src``, so the installed fedaug is not the one tested) and records the wall time, the outcome counts of
 pytest's last line, the slowest tests (``--durations``), the commit, the CPU and the load average before and
 after (a value well above 0 means other work shared the cores, so the time is an upper bound). The README's
-"second command" paragraph is generated from the JSON (``python tools/results/__main__.py``).
+"second command" paragraph is generated from the JSON (``python -m tools.results``).
 
     python benchmarks/test_suite.py                       # writes benchmarks/results/test_suite.json
     python benchmarks/test_suite.py --pytest-args "tests/unit/test_cli.py" --out /tmp/cli.json  # a subset

@@ -27,13 +27,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
 
-from fedaug.models.base import SplitModel
 from fedaug.types import ClientId, Extra, Metrics, StateDict
+
+if TYPE_CHECKING:  # the contract names the model type; it does not depend on the models
+    from fedaug.models.base import SplitModel
 
 
 @dataclass(frozen=True)

@@ -30,13 +30,13 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from tools.host_reads import bool_index
 from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from fedaug.training.objective import LossOutput
 from fedaug.training.step_graphs import WARMUP_STEPS, StepGraphs
+from tools.host_reads import bool_index
 
 _UNRECORDABLE = {
     torch.Tag.data_dependent_output: "reads a device value on the host (a capture fails)",

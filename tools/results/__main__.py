@@ -11,8 +11,8 @@ the JSON a study or benchmark committed. A new table is a small registered funct
 document (a new document also goes into DOCUMENTS); a new README row, a function registered with
 ``results_common.headline_row``::
 
-    python tools/results/__main__.py            # rewrites the marked blocks
-    python tools/results/__main__.py --check    # exit 1 and each differing cell if a document is stale
+    python -m tools.results            # rewrites the marked blocks
+    python -m tools.results --check    # exit 1 and each differing cell if a document is stale
 
 ``tests/unit/results/test_generated_results.py`` runs the check.
 """

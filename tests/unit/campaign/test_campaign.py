@@ -13,15 +13,15 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from tools.campaign import run as campaign_run
-from tools.campaign.plan import makespan, minutes_text, select
-from tools.campaign.run import BudgetExpired, BudgetSchedule, hard_stop
 
 from fedaug.cli.main import main
 from fedaug.config.load import dump_yaml, load_config
 from fedaug.sweeps.order import SweepPoint
 from fedaug.sweeps.sweep import SweepResult, execute
 from tests.conftest import SMOKE
+from tools.campaign import run as campaign_run
+from tools.campaign.plan import makespan, minutes_text, select
+from tools.campaign.run import BudgetExpired, BudgetSchedule, hard_stop
 
 CAMPAIGN = """
 studies: .

@@ -4,11 +4,11 @@ registered parts, has a GPU cost estimate, and runs CIFAR-10 only on the labelle
 from __future__ import annotations
 
 import pytest
-from tools.campaign.spec import Campaign, grid_points, read_campaign
 
 from fedaug import registry
 from fedaug.sweeps.order import SweepPoint
 from tests.conftest import REPO_ROOT
+from tools.campaign.spec import Campaign, grid_points, read_campaign
 
 CAMPAIGN = REPO_ROOT / "studies" / "campaign.yaml"
 

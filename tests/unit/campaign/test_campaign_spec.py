@@ -13,10 +13,10 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tools.campaign.spec import read_campaign
 
 from fedaug.errors import ConfigError
 from tests.helpers import mutated, tree_paths
+from tools.campaign.spec import read_campaign
 
 VALID: dict[str, Any] = {
     "studies": ".",

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 import torch
-from tools.host_reads import HostReadCounter, RoundReads
 
 import fedaug
 from fedaug import registry
@@ -27,6 +26,7 @@ from fedaug.models import build_model
 from fedaug.runtime.device import host_to_device
 from tests.conftest import make_spec
 from tests.helpers import image_spec
+from tools.host_reads import HostReadCounter, RoundReads
 
 
 def _count(block: Any) -> Counter[str]:

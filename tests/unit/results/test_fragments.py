@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+from fedaug.errors import FedaugError
+from fedaug.results.store import Run, Stat, load_run
 from tools.results.fragments import (
     Gain,
     beats,
@@ -28,9 +31,6 @@ from tools.results.fragments import (
     summary_metric,
     trails,
 )
-
-from fedaug.errors import FedaugError
-from fedaug.results.store import Run, Stat, load_run
 
 BEST = summary_metric("best_acc")
 MakeRun = Callable[..., Path]

@@ -1,30 +1,22 @@
-"""README.md's results section and docs/results.md hold exactly what ``tools/results/__main__.py`` generates
-from the
-archived runs: a number typed by hand, or an archive changed without regenerating, fails here by its cell."""
+"""README.md's results section and docs/results.md hold exactly what ``python -m tools.results`` generates
+from the archived runs: a number typed by hand, or an archive changed without regenerating, fails here by
+its cell."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import logging
-import sys
 from types import ModuleType
 
 import pytest
-from tools.results.fragments import fragment_differences, read_fragments
 
 from tests.conftest import REPO_ROOT
+from tools.results.fragments import fragment_differences, read_fragments
 
 
 def _generator() -> ModuleType:
-    """``tools/results/__main__.py``; it imports its siblings as a script does (``studies/`` on the path)."""
-    studies = str(REPO_ROOT / "studies")
-    if studies not in sys.path:
-        sys.path.append(studies)  # last: its study folders must not shadow other imports
-    spec = importlib.util.spec_from_file_location("studies_results", REPO_ROOT / "studies" / "results.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The generator, ``python -m tools.results`` (``tools/results/__main__.py``)."""
+    return importlib.import_module("tools.results.__main__")
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +29,7 @@ def generated() -> tuple[ModuleType, dict[str, str]]:
 def test_every_marked_block_equals_what_the_archives_give(
     generated: tuple[ModuleType, dict[str, str]],
 ) -> None:
-    """Run ``python tools/results/__main__.py`` to rewrite the blocks this names."""
+    """Run ``python -m tools.results`` to rewrite the blocks this names."""
     module, fragments = generated
     found: list[str] = []
     names: set[str] = set()
