@@ -38,6 +38,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+import fedaug
 from fedaug.api import ServerState
 from fedaug.engine.checkpoint import feed_digest
 from fedaug.engine.simulation import Simulation, SimulationSpec
@@ -62,7 +63,7 @@ SYNCING_OPS = frozenset(
 
 _INDEX_OPS = frozenset({_aten.index.Tensor, _aten.index_put.default, _aten.index_put_.default})
 _HOST_COPIES = ("tolist", "cpu", "numpy")
-_SRC = Path(__file__).resolve().parents[1]  # .../src/fedaug
+_SRC = Path(fedaug.__file__).resolve().parent  # .../src/fedaug
 _THIS = Path(__file__).resolve()
 _TORCH = Path(torch.__file__).resolve().parent
 _OPTIM = _TORCH / "optim"

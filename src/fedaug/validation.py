@@ -145,3 +145,12 @@ def _as_flag(check: Callable[..., None], value: Any, *args: Any, **kwargs: Any) 
         check("", value, *args, **kwargs)
     except ConfigError as error:
         raise argparse.ArgumentTypeError(str(error).strip()) from None
+
+
+def add_device_argument(parser: argparse.ArgumentParser) -> None:
+    """``--device`` (default ``auto``): where an attack or ``fedaug zsdg`` computes."""
+    parser.add_argument(
+        "--device",
+        default="auto",
+        help="where to compute: auto (default: cuda if torch sees a GPU, else cpu), cpu, cuda or cuda:N",
+    )

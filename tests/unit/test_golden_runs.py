@@ -1,9 +1,10 @@
 """Refactors keep results: ``fedaug run`` reproduces the metrics recorded before them (``tests/golden``).
 
-On the machine kind the goldens were made on (same CPU make, CPU capability and torch version) every
-``metrics.jsonl`` must be byte-identical; elsewhere floating-point kernels may differ in the last bits, so
-every number is compared to 1e-4 relative (an Intel Xeon against the AMD EPYC goldens: up to 1.1e-5
-after two rounds of FLea) and everything else exactly.
+Across machines floating-point kernels differ in the last bits, even between two CPUs of one make and one
+vector capability (AMD EPYC models against the AMD EPYC goldens: 11 of 16 methods at about 2e-6 relative;
+an Intel Xeon: up to 1.1e-5 after two rounds of FLea), so every number is compared to the goldens at
+``REL_TOL`` relative and everything else exactly. Byte-identity is a property of one machine, so it is
+checked on one: the same runs twice in this process give the same bytes.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import pytest
 import torch
 
 from fedaug.cli.main import main
-from fedaug.runtime.machine import cpu_model
 from tests.conftest import REPO_ROOT, SMOKE
 
 GOLDEN = REPO_ROOT / "tests" / "golden"
@@ -38,16 +38,10 @@ def _golden_threads() -> Iterator[None]:
     torch.set_num_threads(before)
 
 
-def _same_machine_kind() -> bool:
-    """Same torch, vector capability and CPU make: an Intel Xeon and an AMD EPYC are both AVX512 to
-    torch but round some kernels differently (``fedaug.runtime.machine``), so bytes are compared on one make
-    only."""
-    meta = META
-    return (
-        meta["torch"] == torch.__version__
-        and meta["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
-        and cpu_model().startswith(meta["cpu_model"])
-    )
+REL_TOL = 1e-4
+"""How far a number may be from its golden, relative (with 1e-7 absolute for numbers near zero): ten times
+the largest cross-machine difference seen, far below what a changed result moves (a changed seed, batch
+order or loss moves accuracies by a percent)."""
 
 
 def _close(a: Any, b: Any) -> bool:
@@ -56,18 +50,15 @@ def _close(a: Any, b: Any) -> bool:
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, float) or isinstance(b, float):
-        return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-7)
+        return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-7)
     return bool(a == b)
 
 
 def _assert_matches(made: Path, golden: Path) -> None:
     assert made.is_file(), f"no metrics at {made}"
-    if _same_machine_kind():
-        assert made.read_bytes() == golden.read_bytes(), f"{made} differs from {golden}"
-        return
     rows = [json.loads(line) for line in made.read_text().splitlines()]
     expected = [json.loads(line) for line in golden.read_text().splitlines()]
-    assert _close(rows, expected), f"{made} differs from {golden} beyond 1e-4"
+    assert _close(rows, expected), f"{made} differs from {golden} beyond {REL_TOL}"
 
 
 def test_goldens_cover_the_methods_that_run_on_the_smoke_preset() -> None:
@@ -89,6 +80,26 @@ def test_smoke_runs_of_every_method_reproduce_the_goldens(tmp_path: Path) -> Non
     setting = tmp_path / "smoke" / "synthetic-dirichlet0.5_2-K6"
     for method in SMOKE_METHODS:
         _assert_matches(setting / method / "seed0" / "metrics.jsonl", GOLDEN / "smoke" / f"{method}.jsonl")
+
+
+def test_close_compares_every_number_at_the_tolerance_and_the_rest_exactly() -> None:
+    row = {"round": 3, "acc": 0.5, "clients": [1, 2], "method": "flea"}
+    assert _close(row, {**row, "acc": 0.5 * (1 + REL_TOL / 2)})
+    assert not _close(row, {**row, "acc": 0.5 * (1 + 2 * REL_TOL)})
+    assert not _close(row, {**row, "round": 4})
+    assert not _close(row, {**row, "clients": [1, 3]})
+    assert not _close(row, {**row, "method": "fedavg"})
+    assert not _close(row, {k: v for k, v in row.items() if k != "acc"})
+
+
+def test_the_same_runs_twice_on_this_machine_are_byte_identical(tmp_path: Path) -> None:
+    methods = "fedavg,flea,fedaugmix"  # plain CE; a feature buffer and Beta draws; random augmentations
+    for out in ("a", "b"):
+        assert main(["run", str(SMOKE), "--method", methods, "--out-dir", str(tmp_path / out)]) == 0
+    setting = Path("smoke") / "synthetic-dirichlet0.5_2-K6"
+    for method in methods.split(","):
+        made = [(tmp_path / out / setting / method / "seed0" / "metrics.jsonl").read_bytes() for out in "ab"]
+        assert made[0] == made[1], method
 
 
 @pytest.mark.slow

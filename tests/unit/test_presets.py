@@ -25,7 +25,7 @@ ROOT = presets.PRESET_ROOT
 
 def test_the_checkouts_configs_folder_is_the_packaged_one() -> None:
     assert (REPO_ROOT / "configs").resolve() == ROOT
-    assert ROOT.parent == Path(presets.__file__).resolve().parent
+    assert ROOT.parent == Path(presets.__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize(

@@ -220,17 +220,19 @@ def run_campaign(
     out.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(out / LOG_NAME, mode="w")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
-    root = logging.getLogger("fedaug")
-    level = root.level
-    root.addHandler(handler)
-    root.setLevel(min(root.getEffectiveLevel(), logging.INFO))  # the log has the INFO lines in any case
+    loggers = [logging.getLogger(name) for name in ("fedaug", "tools")]  # the runs' lines and the campaign's
+    levels = [log.level for log in loggers]
+    for log in loggers:
+        log.addHandler(handler)
+        log.setLevel(min(log.getEffectiveLevel(), logging.INFO))  # the log has the INFO lines in any case
     try:
         return _run(
             campaign, states, budget, start, kind, at_once, out, runs_dir, data_dir, device, max_archives
         )
     finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
+        for log, level in zip(loggers, levels, strict=True):
+            log.removeHandler(handler)
+            log.setLevel(level)
         handler.close()
 
 

@@ -60,11 +60,11 @@ from fedaug.methods.fedavg import FedAvg
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
 from fedaug.registry import register
-from fedaug.runtime.device import add_device_argument, to_device
+from fedaug.runtime.device import to_device
 from fedaug.runtime.seeding import seed_for, torch_generator
 from fedaug.training.loop import snapshot_state
 from fedaug.types import StateDict
-from fedaug.validation import flag_int, flag_number
+from fedaug.validation import add_device_argument, flag_int, flag_number
 
 logger = logging.getLogger(__name__)
 

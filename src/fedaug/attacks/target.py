@@ -43,8 +43,8 @@ from fedaug.errors import CheckpointError, ConfigError
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
 from fedaug.runs.resolve import build_method
-from fedaug.runtime.device import add_device_argument, resolve_device
-from fedaug.validation import flag_int
+from fedaug.runtime.device import resolve_device
+from fedaug.validation import add_device_argument, flag_int
 
 SHARED = {
     "flea": "features",

@@ -557,6 +557,12 @@ def _add_campaign_stub(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     sub.add_parser(
         "campaign",
         help="the project's campaign (run | import | status; a source checkout's tools/campaign)",
+        description="The grids of studies/campaign.yaml, one budget at a time: python -m tools.campaign\n"
+        "of the source checkout, with the same arguments (docs/guide/gpu.md).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+        "  fedaug campaign status\n"
+        "  fedaug campaign run --budget 540 --device cpu --workers 1 --out cpu_out",
         add_help=False,
     )
 

@@ -28,8 +28,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedaug.runtime.device import add_device_argument
-from fedaug.validation import check_int, flag_int
+from fedaug.validation import add_device_argument, check_int, flag_int
 
 if TYPE_CHECKING:  # the command's modules import torch: imported when it runs, not with the CLI
     from fedaug.api import Method

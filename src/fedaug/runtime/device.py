@@ -20,7 +20,6 @@ What is and is not bit-identical:
 
 from __future__ import annotations
 
-import argparse
 import gc
 import os
 from collections.abc import Mapping
@@ -247,12 +246,3 @@ def release_cached_memory() -> bool:
     gc.collect()
     torch.cuda.empty_cache()
     return True
-
-
-def add_device_argument(parser: argparse.ArgumentParser) -> None:
-    """``--device`` (default ``auto``): where an attack or ``fedaug zsdg`` computes."""
-    parser.add_argument(
-        "--device",
-        default="auto",
-        help="where to compute: auto (default: cuda if torch sees a GPU, else cpu), cpu, cuda or cuda:N",
-    )

@@ -14,14 +14,24 @@ from typing import Any, cast
 
 import pytest
 
-from fedaug.cli.main import main
+from fedaug.cli.main import main as fedaug_main
 from fedaug.config.load import dump_yaml, load_config
 from fedaug.sweeps.order import SweepPoint
 from fedaug.sweeps.sweep import SweepResult, execute
 from tests.conftest import SMOKE
 from tools.campaign import run as campaign_run
+from tools.campaign.__main__ import main as campaign_main
 from tools.campaign.plan import makespan, minutes_text, select
 from tools.campaign.run import BudgetExpired, BudgetSchedule, hard_stop
+
+
+def main(argv: Sequence[str]) -> int:
+    """``fedaug ARGV`` in this process: ``fedaug campaign ...`` is the tool's own command (the installed
+    ``fedaug`` runs it as ``python -m tools.campaign``, a subprocess whose output tests cannot capture)."""
+    if argv[0] == "campaign":
+        return campaign_main(list(argv[1:]))
+    return fedaug_main(argv)
+
 
 CAMPAIGN = """
 studies: .
@@ -364,3 +374,30 @@ def test_select_stops_at_the_archive_limit() -> None:
     assert [c.grid.study for c in select(states, 100.0, 1)] == ["a", "b", "c"]
     assert [c.grid.study for c in select(states, 100.0, 1, max_studies=2)] == ["a", "b"]
     assert [c.grid.study for c in select(states, 100.0, 1, max_studies=1)] == ["a"]
+
+
+def test_fedaug_campaign_hands_its_arguments_to_the_checkouts_tool(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from fedaug.cli import main as cli
+
+    assert cli._campaign_argv(["-v", "campaign", "status", "--kind", "cpu"]) == [
+        "-v",
+        "status",
+        "--kind",
+        "cpu",
+    ]
+    assert cli._campaign_argv(["run", "campaign"]) is None  # a config named campaign is not the command
+    assert fedaug_main(["campaign", "status", "--campaign", str(tmp_path / "none.yaml")]) == 2
+    assert "campaign file" in capfd.readouterr().err  # the tool's own one-line error, through the subprocess
+
+
+def test_fedaug_campaign_outside_a_checkout_says_where_it_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fedaug.cli import main as cli
+
+    monkeypatch.setattr(cli, "checkout_with_tools", lambda start: None)
+    assert fedaug_main(["campaign", "status"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fedaug: error: fedaug campaign runs the project's campaign from a source checkout")
