@@ -38,8 +38,10 @@ import torch
 
 from fedaug.engine.round_log import bad_file, read_rounds
 from fedaug.errors import CheckpointError, FedaugError, path_error, shorten
-from fedaug.runtime.files import atomic_write
+from fedaug.runtime.files import atomic_write as atomic_write  # re-exported: callers' old import path
 from fedaug.runtime.files import atomic_write_bytes as _atomic_write_bytes
+from fedaug.runtime.files import atomic_write_text as atomic_write_text
+from fedaug.runtime.files import write_json as write_json
 
 logger = logging.getLogger(__name__)
 
