@@ -283,7 +283,7 @@ def augmix_variant(
     """
     prefix, base_config = base.__name__, base.config_cls
     config_name, method_name = f"{prefix}AugMixConfig", f"{prefix}AugMix"
-    config = dataclass(frozen=True)(
+    config: type[AugMixJSConfig] = dataclass(frozen=True)(
         type(
             config_name,
             (AugMixJSConfig, base_config),
