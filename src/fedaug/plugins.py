@@ -18,6 +18,10 @@ A plugin registers its pieces with the public decorators::
     @fedaug.register_model("my_net")
     def my_net(*, num_classes: int, input_shape: tuple[int, ...]) -> torch.nn.Module: ...
 
+Each decorator takes the same optional metadata keywords as :func:`fedaug.registry.register` (a method's
+``summary=`` and ``paper=``, ...: the fields of :data:`fedaug.registry.META_TYPES`), which ``fedaug list``
+prints; without them it prints the first line of the docstring and where the entry came from.
+
 A plugin that fails to import, registers a name that is already taken, or registers a method that is not a
 :class:`~fedaug.api.Method` raises :class:`PluginError`: one line naming the plugin and the problem (the
 CLI's exit 2, before any run dir is written). A dataset or model whose function returns the wrong type is
@@ -50,7 +54,7 @@ _MODULES: dict[str, str] = {}
 """Module name -> the plugin spec it was imported for (to name the plugin in errors)."""
 
 _NAMES: dict[str, set[str]] = {}
-"""Kind -> the names registered through the public decorators (the catalog has no entry for them)."""
+"""Kind -> the names registered through the public decorators (``fedaug list`` adds them to the built-ins)."""
 
 _CURRENT: list[str] = []
 """The plugin being imported (a stack: a plugin may import another)."""
@@ -169,7 +173,7 @@ def origin(obj: Any) -> str:
     return f"plugin {spec!r}" if spec else f"module {module!r}"
 
 
-def _register(kind: str, name: str, obj: T) -> T:
+def _register(kind: str, name: str, obj: T, meta: dict[str, Any]) -> T:
     """Registers ``obj`` after the built-ins of ``kind`` are loaded, so a taken name is always caught."""
     registry.available(kind)  # loads the built-ins of this kind
     taken = name in registry.available(kind) and registry.get(kind, name) is not obj
@@ -178,8 +182,12 @@ def _register(kind: str, name: str, obj: T) -> T:
             f"{_who()}{kind} {name!r} is already registered ({origin(registry.get(kind, name))}); "
             f"pick another name"
         )
+    try:
+        decorator = registry.register(kind, name, **meta)
+    except FedaugError as exc:  # wrong metadata keywords
+        raise PluginError(f"{_who()}{_one_line(exc)}") from exc
     _NAMES.setdefault(kind, set()).add(name)
-    return registry.register(kind, name)(obj)
+    return decorator(obj)
 
 
 def user_names(kind: str) -> set[str]:
@@ -191,31 +199,31 @@ def _who() -> str:
     return f"plugin {_CURRENT[-1]!r}: " if _CURRENT else ""
 
 
-def register_dataset(name: str) -> Callable[[F], F]:
+def register_dataset(name: str, **meta: Any) -> Callable[[F], F]:
     """Registers a dataset loader ``fn(ctx: LoadContext, *, option=default, ...) -> Dataset`` as ``name``.
 
     Its keyword-only arguments are the dataset's options (``--set data.<option>=...``); it must return a
     :class:`fedaug.data.base.Dataset`.
     """
-    return lambda fn: _register("dataset", name, fn)
+    return lambda fn: _register("dataset", name, fn, meta)
 
 
-def register_model(name: str) -> Callable[[F], F]:
+def register_model(name: str, **meta: Any) -> Callable[[F], F]:
     """Registers a model builder ``fn(*, num_classes, input_shape, option=default, ...) -> nn.Module``.
 
     A :class:`fedaug.models.base.SplitModel` (e.g. ``SplitModel.from_encoder_head(encoder, head)``) works
     with every method; any other ``nn.Module`` with the methods that only call it (FedAvg, FedProx, ...).
     """
-    return lambda fn: _register("model", name, fn)
+    return lambda fn: _register("model", name, fn, meta)
 
 
-def register_partitioner(name: str) -> Callable[[F], F]:
+def register_partitioner(name: str, **meta: Any) -> Callable[[F], F]:
     """Registers a partitioner ``fn(labels, *, num_clients, num_classes, rng, option=default, ...)`` returning
     one index array per client (see :mod:`fedaug.data.partition`)."""
-    return lambda fn: _register("partitioner", name, fn)
+    return lambda fn: _register("partitioner", name, fn, meta)
 
 
-def register_method(name: str) -> Callable[[T], T]:
+def register_method(name: str, **meta: Any) -> Callable[[T], T]:
     """Registers a :class:`fedaug.api.Method` subclass as ``name`` (its ``config_cls`` holds its options)."""
 
     def decorator(cls: T) -> T:
@@ -223,6 +231,6 @@ def register_method(name: str) -> Callable[[T], T]:
 
         if not (isinstance(cls, type) and issubclass(cls, Method)):
             raise PluginError(f"{_who()}method {name!r} must be a subclass of fedaug.api.Method, got {cls!r}")
-        return _register("method", name, cls)
+        return _register("method", name, cls, meta)
 
     return decorator

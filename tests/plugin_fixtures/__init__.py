@@ -16,6 +16,7 @@ def isolated_plugins() -> Iterator[None]:
     for kind in registry.KINDS:  # built-ins first: those loaded inside (attacks) must survive the restore
         registry.available(kind)
     tables = {kind: dict(table) for kind, table in registry._REGISTRY.items()}
+    metas = {kind: dict(table) for kind, table in registry._META.items()}
     loaded, modules = dict(plugins._LOADED), dict(plugins._MODULES)
     names = {kind: set(found) for kind, found in plugins._NAMES.items()}
     before = set(sys.modules)
@@ -29,6 +30,8 @@ def isolated_plugins() -> Iterator[None]:
         for kind, table in tables.items():
             registry._REGISTRY[kind].clear()
             registry._REGISTRY[kind].update(table)
+            registry._META[kind].clear()
+            registry._META[kind].update(metas[kind])
         plugins._LOADED.clear()
         plugins._LOADED.update(loaded)
         plugins._MODULES.clear()

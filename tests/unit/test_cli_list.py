@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from fedaug import registry
-from fedaug.cli import catalog
+from fedaug.cli import declared, listing
+from fedaug.cli import options as option_reading
 from fedaug.cli.main import build_parser, main
 from fedaug.plugins import user_names
 from tests.conftest import REPO_ROOT
@@ -26,17 +27,23 @@ def _out(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     return capsys.readouterr().out
 
 
-# --- the catalog ------------------------------------------------------------------------------------------
+# --- the registrations' metadata -------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", registry.KINDS)
-def test_every_registered_name_has_a_catalog_entry_and_no_stale_one(kind: str) -> None:
+def test_every_registered_name_has_metadata_read_the_same_from_its_source(kind: str) -> None:
     builtin = [name for name in registry.available(kind) if name not in user_names(kind)]  # not plugins'
-    assert sorted(catalog.TABLES[kind]) == builtin
+    written = declared.declared(kind)
+    assert sorted(written) == builtin
+    for name in builtin:
+        assert registry.meta(kind, name) is not None, f"{kind} {name!r} is registered without metadata"
+        assert written[name] == registry.meta(kind, name), name
 
 
 def test_model_parameter_counts_and_default_splits_are_the_built_models() -> None:
-    for name, info in catalog.MODELS.items():
+    for name in registry.available("model"):
+        info = registry.meta("model", name)
+        assert isinstance(info, registry.ModelMeta), name
         shape = info.input_shape or (1, 8, 8)
         model = registry.get("model", name)(num_classes=info.num_classes, input_shape=shape)
         assert model.default_split == info.default_split, name
@@ -47,13 +54,13 @@ def test_model_parameter_counts_and_default_splits_are_the_built_models() -> Non
 @pytest.mark.parametrize("name", registry.available("method"))
 def test_every_method_option_is_a_config_field_with_a_default_and_help(name: str) -> None:
     config_cls = registry.get("method", name).config_cls
-    options = catalog.method_options(name)
+    options = option_reading.method_options(name)
     assert [o.name for o in options] == [f.name for f in dataclasses.fields(config_cls)]
     defaults = config_cls()
     for option in options:
         assert option.help, f"{name}.{option.name} has no help (Attributes: section of its config)"
         assert "``" not in option.help and ":class:" not in option.help
-        assert option.default == catalog._value(getattr(defaults, option.name))
+        assert option.default == option_reading.yaml_value(getattr(defaults, option.name))
 
 
 def test_docstring_section_reads_entries_continuations_and_stops_at_the_next_section() -> None:
@@ -67,12 +74,12 @@ def test_docstring_section_reads_entries_continuations_and_stops_at_the_next_sec
     Raises:
         gamma: not an attribute.
     """
-    assert catalog.docstring_section(doc, "Attributes") == {
+    assert option_reading.docstring_section(doc, "Attributes") == {
         "alpha": "first line continued here.",
         "beta": "see ZSDGSettings.",
     }
-    assert catalog.docstring_section(doc, "Args") == {}
-    assert catalog.docstring_section(None, "Attributes") == {}
+    assert option_reading.docstring_section(doc, "Args") == {}
+    assert option_reading.docstring_section(None, "Attributes") == {}
 
 
 def test_config_options_prefer_field_metadata_and_the_nearest_class_docstring() -> None:
@@ -99,10 +106,67 @@ def test_config_options_prefer_field_metadata_and_the_nearest_class_docstring() 
         c: tuple[int, ...] = dataclasses.field(default=(1, 2), metadata={"help": "from metadata"})
         d: bool | None = None
 
-    options = {o.name: o for o in catalog.config_options(Child)}
+    options = {o.name: o for o in option_reading.config_options(Child)}
     assert options["a"].help == "child help of a." and options["b"].help == "base help of b."
     assert (options["c"].default, options["c"].help) == ("[1, 2]", "from metadata")
     assert (options["d"].default, options["d"].help) == ("null", "")
+
+
+def test_registrations_are_read_from_literals_constants_and_their_sums() -> None:
+    source = (
+        'PAPER = "Someone et al., 2024"\n'
+        'WITH = " + more"\n'
+        '@register("method", "a", summary="A" + WITH, paper=PAPER)\n'
+        "class A: ...\n"
+        'B = registry.register("model", "b", summary=f"B{WITH}", input_shape=[1, 8], params=1_000,'
+        " default_split=0)(object)\n"
+        'other.register("model", "c")\n'  # not the registry's: ignored
+        'register("partitioner", "d")(print)\n'
+    )
+    assert declared.registrations(source) == [
+        ("method", "a", {"summary": "A + more", "paper": "Someone et al., 2024"}),
+        ("model", "b", {"summary": "B + more", "input_shape": (1, 8), "params": 1000, "default_split": 0}),
+        ("partitioner", "d", {}),
+    ]
+    with pytest.raises(declared.Unreadable, match="<source>:2: register"):
+        declared.registrations('import x\nregister("method", "a", summary=x.TEXT, paper="p")\n')
+    with pytest.raises(declared.Unreadable, match="literals"):
+        declared.registrations("register(KIND, 'a')\n")
+
+
+def test_wrong_or_missing_metadata_keywords_are_refused_naming_the_valid_ones() -> None:
+    with pytest.raises(registry.RegistryError, match="unknown sumary; a method takes summary, paper"):
+        registry.register("method", "x", sumary="s", paper="p")
+    with pytest.raises(registry.RegistryError, match="missing paper"):
+        registry.register("method", "x", summary="s")
+
+
+def test_a_plugin_lists_its_metadata_or_else_its_docstring(tmp_path: Path) -> None:
+    from fedaug import plugins
+    from tests.plugin_fixtures import isolated_plugins
+
+    plugin = tmp_path / "meta_plugin.py"
+    plugin.write_text(
+        "import fedaug\n"
+        "from fedaug.methods.fedavg import FedAvg\n\n"
+        '@fedaug.register_model("p_net", summary="a tiny net", input_shape=(4,), params=5, default_split=0)\n'
+        "def p_net(*, num_classes, input_shape):\n"
+        '    """Not this line."""\n\n'
+        '@fedaug.register_method("p_avg")\n'
+        "class PAvg(FedAvg):\n"
+        '    """FedAvg again.\n\n    More text.\n    """\n'
+        '    name = "p_avg"\n'
+    )
+    with isolated_plugins():
+        plugins.import_plugin(str(plugin))
+        models = {line.split()[0]: line for line in listing.summary_lines("model")}
+        assert re.fullmatch(r"p_net +\[4\] +5 +0 +a tiny net", models["p_net"])
+        assert (
+            listing.description("method", "p_avg")
+            == f"FedAvg again ({plugins.origin(registry.get('method', 'p_avg'))})"
+        )
+        assert "p_avg" in listing.names("method") and "p_net" in listing.names("model")
+    assert "p_avg" not in listing.names("method") and registry.meta("model", "mlp") is not None
 
 
 # --- fedaug list ------------------------------------------------------------------------------------------

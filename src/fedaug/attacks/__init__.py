@@ -12,7 +12,8 @@ An attack module registers a class under the ``attack`` registry kind::
         @staticmethod
         def run(args: argparse.Namespace) -> int: ...   # exit code
 
-and is imported below so that registering happens when the registry loads the kind.
+in a module of this package: the registry imports every module here when it loads the kind
+(:func:`fedaug.registry._ensure_loaded`).
 """
 
 from __future__ import annotations
@@ -31,12 +32,3 @@ class AttackCommand(Protocol):
 
     @staticmethod
     def run(args: argparse.Namespace) -> int: ...
-
-
-# Attack modules (imported for their @register side effect); keep one line per module.
-from fedaug.attacks import aggregate as aggregate  # noqa: E402
-from fedaug.attacks import context as context  # noqa: E402
-from fedaug.attacks import frontier as frontier  # noqa: E402
-from fedaug.attacks import invert as invert  # noqa: E402
-from fedaug.attacks import invert_frontier as invert_frontier  # noqa: E402
-from fedaug.attacks import reconstruct as reconstruct  # noqa: E402

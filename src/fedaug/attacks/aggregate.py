@@ -343,7 +343,7 @@ def summary_markdown(reports: Reports, sources: Sequence[Path], figures: Sequenc
     return "\n".join(lines) + "\n"
 
 
-@register("attack", "summary")
+@register("attack", "summary", paper="reads reconstruct / context outputs of several seeds")
 class Summary:
     """``fedaug attack summary DIR ... --out DIR``: the multi-seed tables of attack outputs."""
 

@@ -366,7 +366,7 @@ def markdown(report: dict[str, Any], sizes: list[int]) -> str:
     return "\n".join(lines) + "\n"
 
 
-@register("attack", "context")
+@register("attack", "context", paper="Xia et al., KDD 2024, Sec. 4.4")
 class Context:
     """``fedaug attack context TARGET ...`` (see the module docstring)."""
 

@@ -339,7 +339,7 @@ def run_frontier(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
-@register("attack", "frontier")
+@register("attack", "frontier", paper="reads reconstruct / context outputs; Xia et al., KDD 2024, Sec. 4.4")
 class Frontier:
     """``fedaug attack frontier SETTING=RUNS ... --attacks DIR ...`` (see the module docstring)."""
 

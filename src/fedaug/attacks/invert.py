@@ -396,7 +396,7 @@ def choices(value: str, valid: tuple[str, ...], flag: str) -> list[str]:
     return names
 
 
-@register("attack", "invert")
+@register("attack", "invert", paper="Geiping et al., NeurIPS 2020; Fed-AugMix, Sec. V")
 class Invert:
     """Inverting Gradients against FedAvg and Fed-AugMix client updates (MSE, PSNR, SSIM, example grids)."""
 

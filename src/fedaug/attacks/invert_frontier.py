@@ -320,7 +320,9 @@ def run_invert_frontier(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
-@register("attack", "invert-frontier")
+@register(
+    "attack", "invert-frontier", paper="reads invert outputs and Fed-AugMix runs; Fed-AugMix, Figs. 4-5"
+)
 class InvertFrontier:
     """``fedaug attack invert-frontier RUNS... --invert DIR... --out DIR`` (see the module docstring)."""
 

@@ -344,7 +344,7 @@ def markdown(report: dict[str, Any], targets: list[Target], rows: list[Row]) -> 
     return "\n".join(lines) + "\n"
 
 
-@register("attack", "reconstruct")
+@register("attack", "reconstruct", paper="Xia et al., KDD 2024, Sec. 4.4")
 class Reconstruct:
     """``fedaug attack reconstruct TARGET ...`` (see the module docstring)."""
 

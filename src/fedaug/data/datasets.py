@@ -130,7 +130,3 @@ def load_dataset(
         )
     info_once(logger, "loaded %s", dataset.summary())
     return dataset
-
-
-# Importing the sources registers every built-in loader (the registry imports this module lazily).
-from fedaug.data import sources  # noqa: E402, F401

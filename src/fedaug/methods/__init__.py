@@ -1,20 +1,6 @@
-"""Federated methods; importing this package registers the built-in ones."""
+"""Federated methods, one module (or subpackage) each.
 
-from fedaug.methods import (  # noqa: F401
-    fedaugmix,
-    fedavg,
-    fedbr,
-    feddata,
-    feddecorr,
-    fedgen,
-    fedlc,
-    fedmix,
-    fedntd,
-    fedprox,
-    fedrs,
-    moon,
-    qffl,
-)
-from fedaug.methods.ccvr import method as ccvr  # noqa: F401
-from fedaug.methods.fedzda import method as fedzda  # noqa: F401
-from fedaug.methods.flea import method as flea  # noqa: F401
+The registry imports every module under this package the first time a method is asked for
+(:func:`fedaug.registry._ensure_loaded`), which registers the built-in ones: a new method's module needs no
+line here.
+"""

@@ -27,7 +27,7 @@ separately; models without batch norm (LeNet-5) are unaffected.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -36,16 +36,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fedaug.api import ClientContext, MethodConfig, Payload, RunContext
+from fedaug.api import ClientContext, Method, MethodConfig, Payload, RunContext
 from fedaug.augment import AugMix
 from fedaug.errors import IncompatibleModelError
 from fedaug.methods.fedavg import FedAvg
-from fedaug.methods.feddecorr import FedDecorr, FedDecorrConfig
-from fedaug.methods.fedlc import FedLC, FedLCConfig
-from fedaug.methods.fedntd import FedNTD, FedNTDConfig
-from fedaug.methods.fedprox import FedProx, FedProxConfig
-from fedaug.methods.fedrs import FedRS, FedRSConfig
-from fedaug.methods.moon import MOON, MOONConfig
+from fedaug.methods.feddecorr import FedDecorr
+from fedaug.methods.fedlc import FedLC
+from fedaug.methods.fedntd import FedNTD
+from fedaug.methods.fedprox import FedProx
+from fedaug.methods.fedrs import FedRS
+from fedaug.methods.moon import MOON
 from fedaug.methods.parts.checks import check_nonnegative
 from fedaug.methods.parts.losses import jensen_shannon
 from fedaug.models.base import SplitModel
@@ -59,6 +59,12 @@ from fedaug.training.loop import (
     as_batchable,
 )
 from fedaug.training.objective import hook_code
+
+AUGMIX_PAPER = "Fed-AugMix paper; AugMix: Hendrycks et al., ICLR 2020"
+"""The papers every ``*augmix`` method follows (what ``fedaug list methods`` cites)."""
+
+WITH_AUGMIX = " + Fed-AugMix's AugMix views and Jensen-Shannon loss"
+"""What an AugMix variant adds to its base method, in ``fedaug list methods``."""
 
 
 @dataclass(frozen=True)
@@ -216,8 +222,8 @@ class AugMixJSMethod(FedAvg):
 
     ``loss_fn`` wraps the next class's loss (``super()``) with :func:`js_consistency_loss`, and
     ``batch_transform`` adds the two AugMix views; aggregation, client state and everything else stay the base
-    method's. A variant is ``class <Base>AugMix(AugMixJSMethod, <Base>)`` (:class:`FedProxAugMix`, ...);
-    :class:`FedAugMix` is the one on FedAvg.
+    method's. A variant is ``class <Base>AugMix(AugMixJSMethod, <Base>)``, made by :func:`augmix_variant`
+    (``FedProxAugMix``, ...); :class:`FedAugMix` is the one on FedAvg.
     """
 
     config: AugMixJSConfig
@@ -239,7 +245,12 @@ class FedAugMixConfig(AugMixJSConfig):
     """Fed-AugMix on FedAvg: the AugMix/JS options only (see :class:`AugMixJSConfig`)."""
 
 
-@register("method", "fedaugmix")
+@register(
+    "method",
+    "fedaugmix",
+    summary="FedAvg + two AugMix views per image and a Jensen-Shannon consistency loss",
+    paper=AUGMIX_PAPER,
+)
 class FedAugMix(AugMixJSMethod):
     """FedAvg with AugMix views and the JS consistency loss (Fed-AugMix, the paper's main variant).
 
@@ -255,93 +266,66 @@ class FedAugMix(AugMixJSMethod):
 # The paper composes Fed-AugMix with FedAvg and FedProx (Table III). Deviation from paper: it is also offered
 # on the other loss-based methods (their losses only change the objective on the original batch, so the JS
 # term adds to them unchanged); methods that change the batch or the data themselves (FedMix, FedBR, FedData,
-# FLea, FedGen, CCVR) or the server's model (Fed-ZDAS, q-FFL) are left out. Each variant is
-# ``(AugMixJSMethod, <Base>)`` with the config ``(AugMixJSConfig, <Base>Config)``: the base's options, then
-# the AugMix ones, each checked as in its own class.
+# FLea, FedGen, CCVR) or the server's model (Fed-ZDAS, q-FFL) are left out.
 
 
-@dataclass(frozen=True)
-class FedProxAugMixConfig(AugMixJSConfig, FedProxConfig):
-    """Fed-AugMix on FedProx: FedProxConfig's options plus AugMixJSConfig's."""
+def augmix_variant(
+    base: type[Method], register_as: Callable[[type[AugMixJSMethod]], type[AugMixJSMethod]]
+) -> tuple[type[AugMixJSMethod], type[AugMixJSConfig]]:
+    """Fed-AugMix on the loss-based method ``base``: its method class and config class, registered.
+
+    The method is ``class <Base>AugMix(AugMixJSMethod, <Base>)`` named ``<base>_augmix``; its config
+    ``class <Base>AugMixConfig(AugMixJSConfig, <Base>Config)``: the base's options, then the AugMix ones, each
+    checked as in its own class. Both are made as module-level classes of this module (the caller binds them
+    to their names), so they pickle and read as if written out. ``register_as`` is the variant's
+    ``register("method", "<base>_augmix", summary=..., paper=...)``, written at the call site so that
+    ``fedaug list`` reads it from the source (:mod:`fedaug.cli.declared`).
+    """
+    prefix, base_config = base.__name__, base.config_cls
+    config_name, method_name = f"{prefix}AugMixConfig", f"{prefix}AugMix"
+    config: type[AugMixJSConfig] = dataclass(frozen=True)(
+        type(
+            config_name,
+            (AugMixJSConfig, base_config),
+            {
+                "__doc__": f"Fed-AugMix on {prefix}: {base_config.__name__}'s options plus AugMixJSConfig's.",
+                "__module__": __name__,
+                "__qualname__": config_name,
+            },
+        )
+    )
+    method = type(
+        method_name,
+        (AugMixJSMethod, base),
+        {
+            "__doc__": f"{prefix} with AugMix views and the JS consistency loss on top of its own loss.",
+            "__module__": __name__,
+            "__qualname__": method_name,
+            "name": f"{base.name}_augmix",
+            "config_cls": config,
+        },
+    )
+    return register_as(method), config
 
 
-@register("method", "fedprox_augmix")
-class FedProxAugMix(AugMixJSMethod, FedProx):
-    """FedProx with AugMix views and the JS consistency loss on top of its own loss."""
-
-    name = "fedprox_augmix"
-    config_cls = FedProxAugMixConfig
-    config: FedProxAugMixConfig
-
-
-@dataclass(frozen=True)
-class FedDecorrAugMixConfig(AugMixJSConfig, FedDecorrConfig):
-    """Fed-AugMix on FedDecorr: FedDecorrConfig's options plus AugMixJSConfig's."""
-
-
-@register("method", "feddecorr_augmix")
-class FedDecorrAugMix(AugMixJSMethod, FedDecorr):
-    """FedDecorr with AugMix views and the JS consistency loss on top of its own loss."""
-
-    name = "feddecorr_augmix"
-    config_cls = FedDecorrAugMixConfig
-    config: FedDecorrAugMixConfig
-
-
-@dataclass(frozen=True)
-class FedLCAugMixConfig(AugMixJSConfig, FedLCConfig):
-    """Fed-AugMix on FedLC: FedLCConfig's options plus AugMixJSConfig's."""
-
-
-@register("method", "fedlc_augmix")
-class FedLCAugMix(AugMixJSMethod, FedLC):
-    """FedLC with AugMix views and the JS consistency loss on top of its own loss."""
-
-    name = "fedlc_augmix"
-    config_cls = FedLCAugMixConfig
-    config: FedLCAugMixConfig
-
-
-@dataclass(frozen=True)
-class FedNTDAugMixConfig(AugMixJSConfig, FedNTDConfig):
-    """Fed-AugMix on FedNTD: FedNTDConfig's options plus AugMixJSConfig's."""
-
-
-@register("method", "fedntd_augmix")
-class FedNTDAugMix(AugMixJSMethod, FedNTD):
-    """FedNTD with AugMix views and the JS consistency loss on top of its own loss."""
-
-    name = "fedntd_augmix"
-    config_cls = FedNTDAugMixConfig
-    config: FedNTDAugMixConfig
-
-
-@dataclass(frozen=True)
-class FedRSAugMixConfig(AugMixJSConfig, FedRSConfig):
-    """Fed-AugMix on FedRS: FedRSConfig's options plus AugMixJSConfig's."""
-
-
-@register("method", "fedrs_augmix")
-class FedRSAugMix(AugMixJSMethod, FedRS):
-    """FedRS with AugMix views and the JS consistency loss on top of its own loss."""
-
-    name = "fedrs_augmix"
-    config_cls = FedRSAugMixConfig
-    config: FedRSAugMixConfig
-
-
-@dataclass(frozen=True)
-class MOONAugMixConfig(AugMixJSConfig, MOONConfig):
-    """Fed-AugMix on MOON: MOONConfig's options plus AugMixJSConfig's."""
-
-
-@register("method", "moon_augmix")
-class MOONAugMix(AugMixJSMethod, MOON):
-    """MOON with AugMix views and the JS consistency loss on top of its own loss."""
-
-    name = "moon_augmix"
-    config_cls = MOONAugMixConfig
-    config: MOONAugMixConfig
+FedProxAugMix, FedProxAugMixConfig = augmix_variant(
+    FedProx, register("method", "fedprox_augmix", summary="FedProx" + WITH_AUGMIX, paper=AUGMIX_PAPER)
+)
+FedDecorrAugMix, FedDecorrAugMixConfig = augmix_variant(
+    FedDecorr, register("method", "feddecorr_augmix", summary="FedDecorr" + WITH_AUGMIX, paper=AUGMIX_PAPER)
+)
+FedLCAugMix, FedLCAugMixConfig = augmix_variant(
+    FedLC, register("method", "fedlc_augmix", summary="FedLC" + WITH_AUGMIX, paper=AUGMIX_PAPER)
+)
+FedNTDAugMix, FedNTDAugMixConfig = augmix_variant(
+    FedNTD, register("method", "fedntd_augmix", summary="FedNTD" + WITH_AUGMIX, paper=AUGMIX_PAPER)
+)
+FedRSAugMix, FedRSAugMixConfig = augmix_variant(
+    FedRS, register("method", "fedrs_augmix", summary="FedRS" + WITH_AUGMIX, paper=AUGMIX_PAPER)
+)
+MOONAugMix, MOONAugMixConfig = augmix_variant(
+    MOON, register("method", "moon_augmix", summary="MOON" + WITH_AUGMIX, paper=AUGMIX_PAPER)
+)
 
 
 LOSS_BASED_AUGMIX: tuple[type[AugMixJSMethod], ...] = (

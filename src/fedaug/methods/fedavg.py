@@ -29,7 +29,12 @@ class FedAvgConfig(MethodConfig):
     """FedAvg has no hyper-parameters of its own (optimiser settings live in the train config)."""
 
 
-@register("method", "fedavg")
+@register(
+    "method",
+    "fedavg",
+    summary="local cross-entropy training; the server averages the weights by local data size",
+    paper="McMahan et al., AISTATS 2017",
+)
 class FedAvg(HookedClient):
     """Federated averaging.
 

@@ -86,7 +86,12 @@ class FedBRConfig(MethodConfig):
         check_nonnegative(self, ("contrastive_mu", "uniform_lambda", "temperature"))
 
 
-@register("method", "fedbr")
+@register(
+    "method",
+    "fedbr",
+    summary="FedAvg + shared label-free sample averages and a min-max local bias reduction",
+    paper="Guo et al., ICML 2023",
+)
 class FedBR(FedAvg):
     """FedAvg plus FedBR's two bias-reduction terms on shared pseudo-data (module docstring).
 

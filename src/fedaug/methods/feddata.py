@@ -61,7 +61,12 @@ class FedDataConfig(MethodConfig):
         check_in_range(self, ("share_fraction",), 0, 1)
 
 
-@register("method", "feddata")
+@register(
+    "method",
+    "feddata",
+    summary="every client shares 10% of its raw data once; all train on local + shared data (an upper bound)",
+    paper="Zhao et al., arXiv 2018",
+)
 class FedData(FedAvg):
     """FedData (the FLea papers' upper-bound baseline).
 

@@ -40,7 +40,12 @@ class FedDecorrConfig(MethodConfig):
         check_nonnegative(self, ("decorr_beta",))
 
 
-@register("method", "feddecorr")
+@register(
+    "method",
+    "feddecorr",
+    summary="FedAvg + a decorrelation penalty on the penultimate features",
+    paper="Shi et al., ICLR 2023",
+)
 class FedDecorr(FedAvg):
     """FedAvg with a decorrelation penalty on the penultimate features.
 

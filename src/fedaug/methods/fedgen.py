@@ -201,7 +201,12 @@ class GeneratorMetrics:
         return cls(extra.get("metrics", {}))  # a state without it logs nothing
 
 
-@register("method", "fedgen")
+@register(
+    "method",
+    "fedgen",
+    summary="FedAvg + a server-trained conditional generator whose samples augment local training",
+    paper="Zhu et al., ICML 2021",
+)
 class FedGen(FedAvg):
     """FedAvg, then a server-trained conditional generator whose samples augment local training.
 

@@ -44,7 +44,12 @@ class FedLCConfig(MethodConfig):
         check_nonnegative(self, ("calibration_tau",))
 
 
-@register("method", "fedlc")
+@register(
+    "method",
+    "fedlc",
+    summary="FedAvg with logits calibrated by the client's class counts",
+    paper="Zhang et al., ICML 2022",
+)
 class FedLC(FedAvg):
     """FedAvg with logit calibration by the client's label distribution.
 

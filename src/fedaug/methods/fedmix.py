@@ -96,7 +96,12 @@ class FedMixConfig(MethodConfig):
             check_in_range(self, ("mix_weight",), 0, 1)
 
 
-@register("method", "fedmix")
+@register(
+    "method",
+    "fedmix",
+    summary="FedAvg + shared averages of sample groups, mixed into every local batch",
+    paper="Yoon et al., ICLR 2021",
+)
 class FedMix(FedAvg):
     """FedMix (NaiveMix by default, the approximate FedMix loss with ``mode: mafl``).
 

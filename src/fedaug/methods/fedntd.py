@@ -43,7 +43,9 @@ class FedNTDConfig(MethodConfig):
         check_positive(self, ("ntd_tau",))
 
 
-@register("method", "fedntd")
+@register(
+    "method", "fedntd", summary="FedAvg + not-true-class distillation", paper="Lee et al., NeurIPS 2022"
+)
 class FedNTD(FedAvg):
     """FedAvg with not-true distillation from the global model.
 

@@ -43,7 +43,12 @@ class FedProxConfig(MethodConfig):
         check_nonnegative(self, ("proximal_mu",))
 
 
-@register("method", "fedprox")
+@register(
+    "method",
+    "fedprox",
+    summary="FedAvg + a proximal term towards the global weights",
+    paper="Li et al., MLSys 2020",
+)
 class FedProx(FedAvg):
     """FedAvg with a proximal term in the local objective.
 

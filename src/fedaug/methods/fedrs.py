@@ -46,7 +46,12 @@ class FedRSConfig(MethodConfig):
         check_in_range(self, ("restricted_alpha",), 0, 1)
 
 
-@register("method", "fedrs")
+@register(
+    "method",
+    "fedrs",
+    summary="FedAvg with a restricted softmax: logits of the client's missing classes scaled down",
+    paper="Li and Zhan, KDD 2021",
+)
 class FedRS(FedAvg):
     """FedAvg with the restricted softmax for the classes a client lacks.
 

@@ -49,7 +49,12 @@ class MOONConfig(MethodConfig):
         check_positive(self, ("contrastive_temperature",))
 
 
-@register("method", "moon")
+@register(
+    "method",
+    "moon",
+    summary="FedAvg + a model-contrastive loss (global vs the client's previous model)",
+    paper="Li et al., CVPR 2021",
+)
 class MOON(FedAvg):
     """FedAvg with the model-contrastive loss.
 

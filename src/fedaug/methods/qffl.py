@@ -143,7 +143,12 @@ def qffl_weights(q: float, lipschitz: float, loss: float, sq_distance: float) ->
     return scale, grad_term + scale
 
 
-@register("method", "qffl")
+@register(
+    "method",
+    "qffl",
+    summary="q-FFL trained with q-FedAvg: clients with high loss weigh more, for fairness",
+    paper="Li et al., ICLR 2020",
+)
 class QFFL(FedAvg):
     """q-FFL via q-FedAvg.
 

@@ -1,7 +1,7 @@
 """The models, each a :class:`~fedaug.models.base.SplitModel` with named split points.
 
-Importing this package registers every built-in model (the registry imports it lazily); nothing else runs at
-import time. Build a model by name with :func:`build_model`.
+The registry imports every module of this package the first time a model is asked for, which registers the
+built-in ones; importing the package itself registers nothing. Build a model by name with :func:`build_model`.
 
 ==================== ========================== =================== ==========================
 name                 paper / dataset            example input       default split (activation)
@@ -28,13 +28,9 @@ from torch import nn
 
 from fedaug import registry
 from fedaug.errors import ConfigError
-from fedaug.models import audio, convnet, har, lenet, mlp, mobilenet, resnet, small_cnn
 from fedaug.models.base import FlattenPool, GlobalAvgPool, PlainModel, SplitModel
 
 __all__ = ["FlattenPool", "GlobalAvgPool", "PlainModel", "SplitModel", "as_split_model", "build_model"]
-
-# The modules above are imported for their @register side effect.
-_MODEL_MODULES = (audio, convnet, har, lenet, mlp, mobilenet, resnet, small_cnn)
 
 
 def build_model(name: str, *, num_classes: int, input_shape: tuple[int, ...], **options: Any) -> SplitModel:

@@ -59,7 +59,14 @@ class AudioNet(SplitModel):
         super().__init__(blocks, GlobalAvgPool(), nn.Linear(in_channels, num_classes))
 
 
-@register("model", "audionet")
+@register(
+    "model",
+    "audionet",
+    summary="4 conv blocks for audio spectrograms (FLea papers)",
+    input_shape=(2, 64, 344),
+    params=25_602,
+    default_split=1,
+)
 def build_audionet(*, num_classes: int, input_shape: tuple[int, ...]) -> AudioNet:
     """Builds :class:`AudioNet`.
 

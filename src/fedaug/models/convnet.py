@@ -46,7 +46,14 @@ class ConvNet(SplitModel):
         super().__init__(blocks, FlattenPool(), nn.Linear(feature_dim, num_classes))
 
 
-@register("model", "convnet")
+@register(
+    "model",
+    "convnet",
+    summary="Inverting Gradients' ConvNet (width 64)",
+    input_shape=(3, 32, 32),
+    params=2_904_970,
+    default_split=0,
+)
 def build_convnet(*, num_classes: int, input_shape: tuple[int, ...], width: int = 64) -> ConvNet:
     """Builds :class:`ConvNet`.
 

@@ -56,7 +56,15 @@ class HARNet(SplitModel):
         super().__init__(blocks, FlattenPool(), nn.Linear(feature_dim, num_classes))
 
 
-@register("model", "harnet")
+@register(
+    "model",
+    "harnet",
+    summary="4 conv blocks for inertial windows (FLea papers)",
+    input_shape=(1, 128, 3),
+    params=691_974,
+    default_split=1,
+    num_classes=6,
+)
 def build_harnet(*, num_classes: int, input_shape: tuple[int, ...]) -> HARNet:
     """Builds :class:`HARNet`.
 

@@ -49,7 +49,14 @@ class LeNet5(SplitModel):
         super().__init__(convs + fcs, FlattenPool(), nn.Linear(84, num_classes))
 
 
-@register("model", "lenet5")
+@register(
+    "model",
+    "lenet5",
+    summary="LeNet-5: 2 conv + 2 fully connected layers",
+    input_shape=(1, 28, 28),
+    params=61_706,
+    default_split=0,
+)
 def build_lenet5(*, num_classes: int, input_shape: tuple[int, ...]) -> LeNet5:
     """Builds :class:`LeNet5`.
 

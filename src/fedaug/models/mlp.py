@@ -34,7 +34,14 @@ class MLP(SplitModel):
         super().__init__(blocks, FlattenPool(), nn.Linear(width, num_classes))
 
 
-@register("model", "mlp")
+@register(
+    "model",
+    "mlp",
+    summary="flatten + hidden layers (hidden_sizes)",
+    input_shape=None,
+    params=None,
+    default_split=0,
+)
 def build_mlp(
     *, num_classes: int, input_shape: tuple[int, ...], hidden_sizes: tuple[int, ...] = (256,)
 ) -> MLP:

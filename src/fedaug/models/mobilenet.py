@@ -102,7 +102,14 @@ class MobileNetV2CIFAR(SplitModel):
         super().__init__(blocks, GlobalAvgPool(), nn.Linear(_LAST_CHANNELS, num_classes))
 
 
-@register("model", "mobilenet_v2_cifar")
+@register(
+    "model",
+    "mobilenet_v2_cifar",
+    summary="MobileNetV2 for 32x32 images (FLea papers)",
+    input_shape=(3, 32, 32),
+    params=2_296_922,
+    default_split=1,
+)
 def build_mobilenet_v2_cifar(*, num_classes: int, input_shape: tuple[int, ...]) -> MobileNetV2CIFAR:
     """Builds :class:`MobileNetV2CIFAR`.
 

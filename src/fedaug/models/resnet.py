@@ -110,7 +110,14 @@ class ResNetCIFAR(SplitModel):
         super().__init__(blocks, GlobalAvgPool(), nn.Linear(channels, num_classes))
 
 
-@register("model", "resnet18_cifar")
+@register(
+    "model",
+    "resnet18_cifar",
+    summary="ResNet-18 for 32x32 images",
+    input_shape=(3, 32, 32),
+    params=11_173_962,
+    default_split=1,
+)
 def build_resnet18_cifar(*, num_classes: int, input_shape: tuple[int, ...]) -> ResNetCIFAR:
     """Builds ResNet-18 (BasicBlock x [2, 2, 2, 2], 9 blocks) for ``(C, H, W)`` images, e.g. ``(3, 32, 32)``.
 
@@ -121,7 +128,14 @@ def build_resnet18_cifar(*, num_classes: int, input_shape: tuple[int, ...]) -> R
     return ResNetCIFAR(BasicBlock, (2, 2, 2, 2), num_classes=num_classes, in_channels=shape[0])
 
 
-@register("model", "resnet50_cifar")
+@register(
+    "model",
+    "resnet50_cifar",
+    summary="ResNet-50 (bottleneck blocks) for 32x32 images",
+    input_shape=(3, 32, 32),
+    params=23_520_842,
+    default_split=1,
+)
 def build_resnet50_cifar(*, num_classes: int, input_shape: tuple[int, ...]) -> ResNetCIFAR:
     """Builds ResNet-50 (Bottleneck x [3, 4, 6, 3], 17 blocks) for ``(C, H, W)`` images, e.g. ``(3, 32, 32)``.
 

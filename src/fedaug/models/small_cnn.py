@@ -73,7 +73,14 @@ class BNCNN(SplitModel):
         super().__init__(convs + fcs, FlattenPool(), nn.Linear(width, num_classes))
 
 
-@register("model", "bn_cnn_mnist")
+@register(
+    "model",
+    "bn_cnn_mnist",
+    summary="Fed-ZDA's MNIST CNN with BatchNorm",
+    input_shape=(1, 28, 28),
+    params=29_034,
+    default_split=0,
+)
 def build_bn_cnn_mnist(*, num_classes: int, input_shape: tuple[int, ...]) -> BNCNN:
     """Builds the Fed-ZDA MNIST/FMNIST CNN (two 5x5 convs, 16/32 channels) for ``(C, H, W)`` >= 4x4.
 
@@ -86,7 +93,14 @@ def build_bn_cnn_mnist(*, num_classes: int, input_shape: tuple[int, ...]) -> BNC
     )
 
 
-@register("model", "bn_cnn_cifar")
+@register(
+    "model",
+    "bn_cnn_cifar",
+    summary="Fed-ZDA's CIFAR-10 CNN with BatchNorm",
+    input_shape=(3, 32, 32),
+    params=90_302,
+    default_split=0,
+)
 def build_bn_cnn_cifar(*, num_classes: int, input_shape: tuple[int, ...]) -> BNCNN:
     """Builds the Fed-ZDA CIFAR-10 CNN (two 3x3 convs, 16 channels, FC 80, FC 60) for ``(C, H, W)`` >= 4x4.
 

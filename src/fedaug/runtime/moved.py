@@ -24,7 +24,7 @@ MOVED: dict[str, str] = {
     "fedaug.cli_common": "fedaug.cli.common",
     "fedaug.cli_flower": "fedaug.cli.flower",
     "fedaug.cli_zsdg": "fedaug.cli.zsdg",
-    "fedaug.catalog": "fedaug.cli.catalog",
+    "fedaug.catalog": "fedaug.cli.listing",
     "fedaug.limits": "fedaug.config.limits",
     "fedaug.presets": "fedaug.config.presets",
     "fedaug.yamlio": "fedaug.config.yamlio",

@@ -9,7 +9,7 @@ import pytest
 
 from fedaug import registry
 from fedaug.api import MethodConfig
-from fedaug.cli import catalog
+from fedaug.cli import listing
 from fedaug.config.load import build_dataclass
 from fedaug.methods.flea.method import (
     FLea,
@@ -90,7 +90,7 @@ def test_preset_refuses_a_config_that_is_more_than_other_defaults() -> None:
 
 
 def test_list_says_it_is_a_preset_and_lists_the_changed_defaults() -> None:
-    lines = catalog.detail_lines("method", "flea_official")
+    lines = listing.detail_lines("method", "flea_official")
     assert lines[0].startswith("flea_official: ")
     assert lines[1] == "a preset of flea: flea with these defaults changed"
     assert lines[2:6] == [
@@ -100,4 +100,4 @@ def test_list_says_it_is_a_preset_and_lists_the_changed_defaults() -> None:
         "  warmup = official (flea: paper)",
     ]
     assert lines[6].startswith("use: --set method=flea_official")
-    assert catalog.preset_lines("flea") == []
+    assert listing.preset_lines("flea") == []

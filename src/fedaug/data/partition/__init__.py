@@ -11,7 +11,7 @@ index array per client, using every index exactly once and no randomness but ``r
 
 from __future__ import annotations
 
-# Importing the modules registers the built-in partitioners (the registry imports this package lazily).
+# The public names; the registry imports every module of this package, which registers the partitioners.
 from fedaug.data.partition.base import Partition, local_test_split, make_partition
 from fedaug.data.partition.dirichlet import dirichlet
 from fedaug.data.partition.iid import iid

@@ -98,7 +98,7 @@ def _search(
     return None, smallest
 
 
-@register("partitioner", "dirichlet")
+@register("partitioner", "dirichlet", summary="Dir(alpha) label skew per class (NIID-Bench hetero-dir)")
 def dirichlet(
     labels: np.ndarray,
     *,

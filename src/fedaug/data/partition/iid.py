@@ -13,7 +13,7 @@ from fedaug.data.partition._common import check_common
 from fedaug.registry import register
 
 
-@register("partitioner", "iid")
+@register("partitioner", "iid", summary="shuffled equal split")
 def iid(
     labels: np.ndarray, *, num_clients: int, num_classes: int, rng: np.random.Generator
 ) -> list[np.ndarray]:

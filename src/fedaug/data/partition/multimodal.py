@@ -61,7 +61,11 @@ def mode_sizes(num_clients: int, num_modes: int, size_skew: float) -> np.ndarray
     return sizes
 
 
-@register("partitioner", "multimodal")
+@register(
+    "partitioner",
+    "multimodal",
+    summary="Fed-ZDA's multimodal non-IID: groups of clients share a class subset",
+)
 def multimodal(
     labels: np.ndarray,
     *,

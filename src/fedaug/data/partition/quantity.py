@@ -17,7 +17,11 @@ from fedaug.errors import PartitionError
 from fedaug.registry import register
 
 
-@register("partitioner", "quantity")
+@register(
+    "partitioner",
+    "quantity",
+    summary="Qua(q): every client holds q classes, each split evenly among its holders",
+)
 def quantity(
     labels: np.ndarray,
     *,

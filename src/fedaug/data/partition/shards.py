@@ -16,7 +16,11 @@ from fedaug.registry import register
 from fedaug.validation import check_int
 
 
-@register("partitioner", "shards")
+@register(
+    "partitioner",
+    "shards",
+    summary="sorted by label, equal shards dealt out (McMahan et al.; Fed-ZDA's unimodal)",
+)
 def shards(
     labels: np.ndarray,
     *,

@@ -46,7 +46,15 @@ def _read(ctx: LoadContext, path: str) -> tuple[dict[str, np.ndarray], str]:
         raise DatasetError(f"dataset {ctx.name!r}: cannot read {file} as .npz ({reason})") from None
 
 
-@register("dataset", "arrays")
+@register(
+    "dataset",
+    "arrays",
+    shape="yours",
+    size="yours",
+    classes="yours",
+    source="your .npz (x_train, y_train, x_test, y_test)",
+    license="yours",
+)
 def arrays(
     ctx: LoadContext,
     *,

@@ -118,7 +118,15 @@ def _jpeg(ctx: LoadContext, normalize: bool) -> tuple[dict[str, torch.Tensor], s
     return tensors, source
 
 
-@register("dataset", "cifar10")
+@register(
+    "dataset",
+    "cifar10",
+    shape="[3,32,32]",
+    size="50000 / 10000",
+    classes="10",
+    source="U. Toronto (Krizhevsky, 2009)",
+    license="research use",
+)
 def load_cifar10(
     ctx: LoadContext, *, variant: str = "official", normalize: bool = True, verify: bool = True
 ) -> Dataset:

@@ -46,7 +46,15 @@ FILE_MD5 = {
 LABEL_KINDS = ("fine", "coarse")
 
 
-@register("dataset", "cifar100")
+@register(
+    "dataset",
+    "cifar100",
+    shape="[3,32,32]",
+    size="50000 / 10000",
+    classes="100 (or 20)",
+    source="U. Toronto (Krizhevsky, 2009)",
+    license="research use",
+)
 def load_cifar100(
     ctx: LoadContext, *, labels: str = "fine", normalize: bool = True, verify: bool = True
 ) -> Dataset:

@@ -77,7 +77,15 @@ def _encode(file: Path, labels: list[str], names: list[str] | None) -> tuple[np.
     return np.array([names.index(v) for v in labels], dtype=np.int64), names
 
 
-@register("dataset", "csv")
+@register(
+    "dataset",
+    "csv",
+    shape="[features]",
+    size="yours",
+    classes="yours",
+    source="your CSV table (feature + label columns)",
+    license="yours",
+)
 def csv_table(
     ctx: LoadContext,
     *,

@@ -55,7 +55,15 @@ FASHION_CLASSES = [
 FASHION_MEAN, FASHION_STD = 0.2860, 0.3530
 
 
-@register("dataset", "fashion_mnist")
+@register(
+    "dataset",
+    "fashion_mnist",
+    shape="[1,28,28]",
+    size="60000 / 10000",
+    classes="10",
+    source="Zalando (Xiao et al., arXiv 2017)",
+    license="MIT",
+)
 def load_fashion_mnist(ctx: LoadContext, *, normalize: bool = True, verify: bool = True) -> Dataset:
     """Loads Fashion-MNIST as ``[N, 1, 28, 28]`` (see the module docstring).
 

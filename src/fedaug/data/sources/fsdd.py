@@ -167,7 +167,15 @@ def _compute(ctx: LoadContext, source: Path, config: SpectrogramConfig) -> dict[
     )
 
 
-@register("dataset", "fsdd")
+@register(
+    "dataset",
+    "fsdd",
+    shape="[2,64,63]",
+    size="2700 / 300",
+    classes="10",
+    source="Free Spoken Digit Dataset (Jackson et al., GitHub)",
+    license="CC BY-SA 4.0",
+)
 def load_fsdd(
     ctx: LoadContext,
     *,

@@ -82,7 +82,15 @@ def _check_resize(name: str, resize: list[int] | None) -> tuple[int, int] | None
     return int(resize[0]), int(resize[1])
 
 
-@register("dataset", "image_folder")
+@register(
+    "dataset",
+    "image_folder",
+    shape="[3 or 1,H,W]",
+    size="yours",
+    classes="yours",
+    source="your folder of class folders",
+    license="yours",
+)
 def image_folder(
     ctx: LoadContext,
     *,

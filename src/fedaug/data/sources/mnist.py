@@ -188,7 +188,15 @@ def idx_dataset(
     )
 
 
-@register("dataset", "mnist")
+@register(
+    "dataset",
+    "mnist",
+    shape="[1,28,28]",
+    size="60000 / 10000",
+    classes="10",
+    source="LeCun, Cortes and Burges",
+    license="CC BY-SA 3.0",
+)
 def load_mnist(ctx: LoadContext, *, normalize: bool = True, verify: bool = True) -> Dataset:
     """Loads MNIST as ``[N, 1, 28, 28]`` (see the module docstring).
 

@@ -50,7 +50,15 @@ def _samples(
     return means[labels] + noise, labels
 
 
-@register("dataset", "synthetic")
+@register(
+    "dataset",
+    "synthetic",
+    shape="any ([1,8,8])",
+    size="600 / 200",
+    classes="10 (any)",
+    source="generated Gaussian class blobs",
+    license="none (generated)",
+)
 def load_synthetic(
     ctx: LoadContext,
     *,

@@ -180,7 +180,15 @@ def _standardize_channels(
     return (x_train - mean) / std, (x_test - mean) / std, tuple(mean.tolist()), tuple(std.tolist())
 
 
-@register("dataset", "uci_har")
+@register(
+    "dataset",
+    "uci_har",
+    shape="[1,128,3] or [1,128,9]",
+    size="7352 / 2947",
+    classes="6",
+    source="UCI (Anguita et al., ESANN 2013), embedded",
+    license="CC BY 4.0, no commercial use",
+)
 def load_uci_har(ctx: LoadContext, *, channels: int = 3, normalize: bool = False) -> Dataset:
     """Loads UCI HAR inertial windows as ``[N, 1, 128, channels]`` (see the module docstring).
 

@@ -130,7 +130,12 @@ class Calibration:
         )
 
 
-@register("method", "ccvr")
+@register(
+    "method",
+    "ccvr",
+    summary="FedAvg, then the server calibrates the classifier on virtual features (pooled class Gaussians)",
+    paper="Luo et al., NeurIPS 2021",
+)
 class CCVR(FedAvg):
     """CCVR.
 

@@ -57,6 +57,9 @@ from fedaug.types import Extra, Metrics, StateDict
 
 SERVER_BATCHNORM = ("train", "frozen")
 
+ZDA_PAPER = "Hao et al., CVPR Workshops 2021"
+"""The paper both Fed-ZDA methods follow (what ``fedaug list methods`` cites)."""
+
 
 @dataclass(frozen=True)
 class ZDAConfig(MethodConfig):
@@ -142,7 +145,12 @@ class _ZDA(FedAvg):
         return self.config.start_round - 1
 
 
-@register("method", "fedzdac")
+@register(
+    "method",
+    "fedzdac",
+    summary="FedAvg + zero-shot synthetic samples (ZSDG) added at the clients, for fairness",
+    paper=ZDA_PAPER,
+)
 class FedZDAC(_ZDA):
     """Fed-ZDAC: clients train on real + ZSDG samples of every class generated from the received model.
 
@@ -239,7 +247,12 @@ class ZDASMetrics:
         return {key: value for key, value in extra.items() if key != "metrics"}
 
 
-@register("method", "fedzdas")
+@register(
+    "method",
+    "fedzdas",
+    summary="FedAvg + zero-shot synthetic samples (ZSDG) trained on at the server, for fairness",
+    paper=ZDA_PAPER,
+)
 class FedZDAS(_ZDA):
     """Fed-ZDAS: the server inverts every client model, aggregates, then trains on the balanced union.
 

@@ -91,6 +91,9 @@ from fedaug.runtime.seeding import numpy_rng, torch_generator
 from fedaug.training.loop import ClientTensors, LossFn
 from fedaug.types import Metrics
 
+FLEA_PAPER = "Xia et al., KDD 2024"
+"""The paper every FLea variant follows (what ``fedaug list methods`` cites)."""
+
 
 @dataclass(frozen=True)
 class FLeaConfig(MethodConfig):
@@ -152,7 +155,13 @@ class FLeaConfig(MethodConfig):
         check_nonnegative(self, ("distill_weight", "decor_weight", "local_ce_weight"))
 
 
-@register("method", "flea")
+@register(
+    "method",
+    "flea",
+    summary="FedAvg + a shared buffer of features mixed with local activations, distillation and "
+    "decorrelation",
+    paper=FLEA_PAPER,
+)
 class FLea(FedAvg):
     """FLea. Client: mixes local activations with the received buffer's (see module docstring).
 
@@ -368,7 +377,12 @@ class FLeaEq6Config(FLeaConfig):
     local_ce_weight: float = 0.0
 
 
-FLeaEq6 = register("method", "flea_eq6")(MethodPreset("flea_eq6", FLea, FLeaEq6Config))
+FLeaEq6 = register(
+    "method",
+    "flea_eq6",
+    summary="FLea with the KDD paper's local objective (Eq. 6) exactly as printed",
+    paper=FLEA_PAPER,
+)(MethodPreset("flea_eq6", FLea, FLeaEq6Config))
 """FLea with the KDD paper's Eq. 6 as printed (:class:`FLeaEq6Config`), the user's options on top."""
 
 
@@ -385,6 +399,11 @@ class FLeaOfficialConfig(FLeaConfig):
     warmup: str = "official"
 
 
-FLeaOfficial = register("method", "flea_official")(MethodPreset("flea_official", FLea, FLeaOfficialConfig))
+FLeaOfficial = register(
+    "method",
+    "flea_official",
+    summary="FLea with the official code's departures from the paper as defaults",
+    paper=FLEA_PAPER,
+)(MethodPreset("flea_official", FLea, FLeaOfficialConfig))
 """FLea as the authors' code runs it (``configs/methods/flea_official.yaml`` adds the optimiser): ``FLea``
 with :class:`FLeaOfficialConfig`'s defaults, the user's options on top."""
