@@ -49,12 +49,14 @@ def _plan_lines(args: argparse.Namespace) -> list[str]:
     from fedaug.sweeps.workers import usable_cores
     from tools.campaign.ledger import Ledger
     from tools.campaign.plan import grid_states, makespan, select
+    from tools.campaign.probe import given_or_measured
     from tools.campaign.spec import archive_path, read_campaign
 
     campaign = read_campaign(args.campaign).only(_names(args.only))  # a GPU plan may be made on a CPU
     kind = "cuda" if args.device.startswith("cuda") else resolve_device(args.device).type
     workers = args.workers or campaign.workers.get(kind, 0) or usable_cores()
-    states = grid_states(campaign, Ledger(campaign.studies), Path(args.runs_dir), kind, args.overrides)
+    probe = given_or_measured() if kind == "cpu" else None
+    states = grid_states(campaign, Ledger(campaign.studies, probe), Path(args.runs_dir), kind, args.overrides)
     chosen = sorted(
         select(states, args.budget, workers, max_studies=args.max_archives), key=lambda c: -(c.cost or 0.0)
     )
@@ -81,11 +83,13 @@ def cmd_campaign_status(args: argparse.Namespace) -> int:
     from fedaug.sweeps.workers import usable_cores
     from tools.campaign.ledger import Ledger
     from tools.campaign.plan import grid_states, status_lines
+    from tools.campaign.probe import given_or_measured
     from tools.campaign.spec import read_campaign
 
     campaign = read_campaign(args.campaign).only(_names(args.only))
     workers = args.workers or campaign.workers.get(args.kind, 0) or usable_cores()
-    states = grid_states(campaign, Ledger(campaign.studies), Path(args.runs_dir), args.kind)
+    probe = given_or_measured() if args.kind == "cpu" else None
+    states = grid_states(campaign, Ledger(campaign.studies, probe), Path(args.runs_dir), args.kind)
     print("\n".join(status_lines(states, workers, args.kind)))
     return 0
 
@@ -169,14 +173,18 @@ def add_campaign_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         help="per grid: runs archived / total and the time left",
         formatter_class=raw,
         epilog="examples:\n  fedaug campaign status\n"
+        "  fedaug campaign status --device cpu                   # the CPU grids, core-hours left\n"
         "  fedaug campaign status --kind cpu --only flea_fsdd_baselines",
     )
     _common(status)
     status.add_argument(
         "--kind",
+        "--device",
+        dest="kind",
         default="cuda",
         choices=("cuda", "cpu"),
-        help="device kind the time left is for (default cuda)",
+        help="device kind the time left is for, and whose grids (the file's order:) are counted "
+        "(default cuda)",
     )
     status.add_argument("--workers", type=flag_int(1), help="runs at once (default: the campaign file's)")
     status.set_defaults(func=cmd_campaign_status)

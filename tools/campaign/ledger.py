@@ -8,7 +8,8 @@ not the name, the folder, the device or the engine's settings), whatever its pat
 
 A point's cost is its rounds left times the mean round time (``timings.jsonl``'s ``round_time``) of the
 archived runs of the same dataset, model, method and client count that ran on the same device kind
-(``env.json``), measured as they ran (on a GPU: packed beside the other runs of their sweep), plus
+(``env.json``), measured as they ran (on a GPU: packed beside the other runs of their sweep) and scaled to
+this host by the hosts' probes where both were probed (:mod:`tools.campaign.probe`), plus
 :data:`RUN_START_S`; where none exists, the grid's cost table in the campaign file (seconds per run).
 """
 
@@ -30,6 +31,7 @@ from fedaug.errors import FedaugError
 from fedaug.runs.resume import finished_summary, saved_env, saved_result_config
 from fedaug.sweeps.estimate import rounds_logged
 from fedaug.sweeps.order import SweepPoint
+from tools.campaign.probe import speed_ratio
 from tools.campaign.spec import Grid
 
 logger = logging.getLogger(__name__)
@@ -72,6 +74,8 @@ class ArchivedRun:
     cost_key: tuple[Any, ...]
     kind: str | None
     round_seconds: float | None
+    probe_s: float | None = None
+    """The host's probe when it ran (``env.json``'s ``host_probe_s``; None: not probed)."""
 
 
 def read_archived(run_dir: Path) -> ArchivedRun | None:
@@ -90,14 +94,23 @@ def read_archived(run_dir: Path) -> ArchivedRun | None:
         cost_key=cost_key(flat),
         kind=device_kind(run_dir),
         round_seconds=statistics.fmean(times) if times else None,
+        probe_s=_probe_of(run_dir),
     )
+
+
+def _probe_of(run_dir: Path) -> float | None:
+    value = saved_env(run_dir).get("host_probe_s")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 class Ledger:
     """The archived runs under ``studies`` (any depth), read once."""
 
-    def __init__(self, studies: Path) -> None:
+    def __init__(self, studies: Path, probe_s: float | None = None) -> None:
+        """``probe_s``: this host's probe (``tools.campaign.probe.host_probe``); archived round times of
+        probed hosts are scaled to it (``speed_ratio``), the others taken as they are."""
         self.studies = studies
+        self.probe_s = probe_s
         self.runs = [
             run
             for path in sorted(studies.rglob("config.yaml"))
@@ -109,7 +122,8 @@ class Ledger:
             if run.finished:
                 self._done.setdefault(run.identity, run.path)
             if run.round_seconds is not None and run.kind is not None:
-                self._times[(*run.cost_key, run.kind)].append(run.round_seconds)
+                scale = speed_ratio(probe_s, run.probe_s)
+                self._times[(*run.cost_key, run.kind)].append(run.round_seconds * scale)
 
     def archived(self, point: SweepPoint) -> Path | None:
         """The finished archived run of ``point``'s identity, or None."""

@@ -56,7 +56,7 @@ def grid_states(
 ) -> list[GridState]:
     """Every grid's archived and pending points (``extra``: ``--set`` overrides for every grid)."""
     states = []
-    for grid in campaign.grids:
+    for grid in campaign.in_order(kind):
         points = grid_points(grid, runs_dir, extra)
         state = GridState(grid, len(points))
         for point in points:
@@ -104,14 +104,24 @@ def status_lines(states: Sequence[GridState], workers: int, kind: str) -> list[s
     """Per grid: runs done / total and the minutes its pending runs take on ``kind``, ``workers`` at once
     (longest first); then the whole campaign's."""
     width = max([len(s.grid.name) for s in states] + [4]) + 2
-    lines = [f"{'grid':<{width}}{'done':>9}  {kind} minutes left ({workers} at once)"]
+    lines = [f"{'grid':<{width}}{'done':>9}  {'core-h':>7}  {kind} minutes left ({workers} at once)"]
     for state in states:
         done = f"{len(state.done)}/{state.total}"
-        lines.append(f"{state.grid.name:<{width}}{done:>9}  {minutes_text(state.pending, workers)}")
+        hours = core_hours(state.pending)
+        lines.append(
+            f"{state.grid.name:<{width}}{done:>9}  {hours:>7}  {minutes_text(state.pending, workers)}"
+        )
     done = f"{sum(len(s.done) for s in states)}/{sum(s.total for s in states)}"
     known = [p for s in states for p in s.pending if p.cost is not None]
-    lines.append(f"{'all':<{width}}{done:>9}  {minutes_text(known, workers)}")
+    lines.append(f"{'all':<{width}}{done:>9}  {core_hours(known):>7}  {minutes_text(known, workers)}")
     return lines
+
+
+def core_hours(pending: Sequence[Pending]) -> str:
+    """The hours of one core (or one GPU slot) the estimated runs of ``pending`` take, one after another:
+    what a CPU grid costs whatever the number of workers (``?``: none has an estimate)."""
+    known = [p.cost for p in pending if p.cost is not None]
+    return f"{sum(known) / 3600:.1f}" if known or not pending else "?"
 
 
 def minutes_text(pending: Sequence[Pending], workers: int) -> str:

@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import math
+import os
 import signal
 import subprocess
 import tarfile
@@ -45,6 +46,7 @@ from fedaug.sweeps.workers import usable_cores
 from tools.campaign import MAX_STUDIES
 from tools.campaign.ledger import Ledger
 from tools.campaign.plan import GridState, Pending, grid_states, makespan, select
+from tools.campaign.probe import PROBE_ENV, given_or_measured
 from tools.campaign.spec import Campaign, archive_path
 
 logger = logging.getLogger(__name__)
@@ -216,7 +218,10 @@ def run_campaign(
     kind = resolve_device(device).type
     at_once = workers or campaign.workers.get(kind, 0) or usable_cores()
     extra = [f"engine.device={device}", f"data.data_dir={data_dir}", *overrides]
-    states = grid_states(campaign, Ledger(campaign.studies), runs_dir, kind, extra)
+    probe = (
+        given_or_measured() if kind == "cpu" else None
+    )  # a GPU's runs do not wait on the host's arithmetic
+    states = grid_states(campaign, Ledger(campaign.studies, probe), runs_dir, kind, extra)
     out.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(out / LOG_NAME, mode="w")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
@@ -225,11 +230,20 @@ def run_campaign(
     for log in loggers:
         log.addHandler(handler)
         log.setLevel(min(log.getEffectiveLevel(), logging.INFO))  # the log has the INFO lines in any case
+    saved_probe = os.environ.get(PROBE_ENV)
+    if probe is not None:
+        os.environ[PROBE_ENV] = f"{probe:.6g}"  # each run's env.json records it (and so do its workers')
+        logger.info("host probe: %.4f s a reference step (tools/campaign/probe.py)", probe)
     try:
-        return _run(
+        summary = _run(
             campaign, states, budget, start, kind, at_once, out, runs_dir, data_dir, device, max_archives
         )
+        return {**summary, "host_probe_s": probe}
     finally:
+        if saved_probe is None:
+            os.environ.pop(PROBE_ENV, None)
+        else:
+            os.environ[PROBE_ENV] = saved_probe
         for log, level in zip(loggers, levels, strict=True):
             log.removeHandler(handler)
             log.setLevel(level)

@@ -7,6 +7,7 @@ study's report::
 
     studies: .                     # where archived runs are looked for (default: the file's folder)
     workers: {cuda: 16, cpu: 0}    # runs at once per device kind (0: one per usable core)
+    order: {cpu: [flea_table1_har]}   # per device kind, the grids that run there (default: all, in order)
     grids:
       - name: flea_table1_har
         preset: flea_table1_har
@@ -90,6 +91,16 @@ class Campaign:
     studies: Path
     workers: Mapping[str, int]
     grids: tuple[Grid, ...]
+    order: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Per device kind, the grids that run there, in priority order (a kind not named: every grid, in the
+    file's order): the CPU works through CPU-sized grids, the GPU through the file."""
+
+    def in_order(self, kind: str) -> tuple[Grid, ...]:
+        """The grids a ``kind`` campaign works through, in its order (:attr:`order`)."""
+        if kind not in self.order:
+            return self.grids
+        chosen = {g.name: g for g in self.grids}
+        return tuple(chosen[name] for name in self.order[kind] if name in chosen)
 
     def grid(self, name: str) -> Grid:
         for grid in self.grids:
@@ -212,7 +223,23 @@ def read_campaign(path: str | Path) -> Campaign:
     if not isinstance(raw.get("studies", "."), str):
         raise ConfigError(f"campaign file {path}: studies must be a folder, got {raw['studies']!r}")
     studies = path.parent / str(raw.get("studies", "."))
-    return Campaign(path=path, studies=studies, workers=workers, grids=grids)
+    return Campaign(path=path, studies=studies, workers=workers, grids=grids, order=_order(raw, names, path))
+
+
+def _order(raw: Mapping[str, Any], names: Sequence[str], path: Path) -> dict[str, tuple[str, ...]]:
+    """The file's ``order: {cpu: [grid, ...]}``, checked: known kinds, known grids, each once."""
+    given = raw.get("order") or {}
+    if not isinstance(given, Mapping) or set(given) - set(DEVICE_KINDS):
+        raise ConfigError(f"campaign file {path}: order must map cuda / cpu to lists of grids, got {given!r}")
+    order = {}
+    for kind, listed in given.items():
+        grids = _strings(listed, f"order.{kind} of {path}")
+        unknown = [name for name in grids if name not in names]
+        if unknown or len(set(grids)) != len(grids):
+            bad = f"unknown grid(s) {', '.join(unknown)}" if unknown else "a grid listed twice"
+            raise ConfigError(f"campaign file {path}: order.{kind}: {bad}; grids: {', '.join(names)}")
+        order[kind] = grids
+    return order
 
 
 def grid_points(grid: Grid, runs_dir: Path, extra: Sequence[str] = ()) -> list[SweepPoint]:

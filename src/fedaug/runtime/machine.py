@@ -128,6 +128,7 @@ def write_env(run_dir: Path, extra: dict[str, Any] | None = None) -> None:
         "platform": platform.platform(),
         "processor": platform.processor(),
         **cpu_facts(),
+        **host_probe_fact(),
         "git_sha": git_sha(),
         **(extra or {}),
     }
@@ -142,3 +143,20 @@ def fedaug_version() -> str:
         return version("fedaug")
     except PackageNotFoundError:
         return "unknown"
+
+
+HOST_PROBE_ENV = "FEDAUG_HOST_PROBE_S"
+"""Set by the campaign (``tools/campaign/probe.py``): the seconds of its reference step on this host, which
+``env.json`` records as ``host_probe_s`` so that later estimates can scale this run's round times by host."""
+
+
+def host_probe_fact() -> dict[str, float]:
+    """``{"host_probe_s": seconds}`` from :data:`HOST_PROBE_ENV` if that is a positive number, else ``{}``."""
+    import math
+    import os
+
+    try:
+        seconds = float(os.environ.get(HOST_PROBE_ENV, ""))
+    except ValueError:
+        return {}
+    return {"host_probe_s": seconds} if math.isfinite(seconds) and seconds > 0 else {}

@@ -25,6 +25,12 @@ from tools.campaign.plan import makespan, minutes_text, select
 from tools.campaign.run import BudgetExpired, BudgetSchedule, hard_stop
 
 
+@pytest.fixture(autouse=True)
+def _given_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host probe given, so that no test spends the probe's seconds of its budget measuring one."""
+    monkeypatch.setenv("FEDAUG_HOST_PROBE_S", "0.01")
+
+
 def main(argv: Sequence[str]) -> int:
     """``fedaug ARGV`` in this process: ``fedaug campaign ...`` is the tool's own command (the installed
     ``fedaug`` runs it as ``python -m tools.campaign``, a subprocess whose output tests cannot capture)."""
@@ -89,8 +95,13 @@ def test_run_import_status_round_trip_within_the_budget_and_resumed(
 ) -> None:
     # Before: nothing archived; 3 + 1 runs of 400 s and 100 s by the cost table, one at a time.
     lines = _status(studies, tmp_path, capsys)
-    assert lines[1].split() == ["tiny", "0/3", "20.0"] and lines[2].split() == ["second", "0/1", "1.7"]
-    assert lines[3].split() == ["all", "0/4", "21.7"]
+    assert lines[1].split() == ["tiny", "0/3", "0.3", "20.0"] and lines[2].split() == [
+        "second",
+        "0/1",
+        "0.0",
+        "1.7",
+    ]
+    assert lines[3].split() == ["all", "0/4", "0.4", "21.7"]  # core-hours, then minutes one at a time
     # A budget of 1000 s holds two 400-s runs (in list order), not the third.
     assert _run(studies, tmp_path, "out1", "1000") == 0
     summary = json.loads((tmp_path / "out1" / "campaign_summary.json").read_text())
@@ -116,8 +127,8 @@ def test_run_import_status_round_trip_within_the_budget_and_resumed(
     # the last tiny run is now costed by the archived runs' round times (well under a second) and a 5-s start,
     # not by the table's 400 s
     tiny, _, total = (line.split() for line in _status(studies, tmp_path, capsys)[1:])
-    assert tiny[:2] == ["tiny", "2/3"] and 5 / 60 < float(tiny[2]) < 0.2
-    assert total[:2] == ["all", "2/4"] and 1.75 < float(total[2]) < 2.0
+    assert tiny[:2] == ["tiny", "2/3"] and 5 / 60 < float(tiny[3]) < 0.2  # [2]: core-hours
+    assert total[:2] == ["all", "2/4"] and 1.75 < float(total[3]) < 2.0
     # The next call continues the list: tiny's seed 2, then the second grid, into a second archive.
     assert _run(studies, tmp_path, "out2", "1000") == 0
     summary = json.loads((tmp_path / "out2" / "campaign_summary.json").read_text())

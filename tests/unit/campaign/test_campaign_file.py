@@ -39,14 +39,34 @@ def test_every_grid_expands_to_distinct_valid_points(
             assert config.partition.name in registry.available("partitioner"), point.run_dir
 
 
-def test_every_point_has_a_cuda_estimate_and_cifar10_is_the_labelled_jpeg_copy(
+def test_every_point_has_an_estimate_where_it_runs_and_cifar10_is_the_labelled_jpeg_copy(
     campaign: Campaign, points: dict[str, list[SweepPoint]]
 ) -> None:
+    for kind in ("cuda", "cpu"):
+        for grid in campaign.in_order(kind):
+            for point in points[grid.name]:
+                assert grid.table_cost(kind, point.config.method.name) is not None, (kind, point.run_dir)
     for grid in campaign.grids:
         for point in points[grid.name]:
-            assert grid.table_cost("cuda", point.config.method.name) is not None, point.run_dir
             if point.config.data.name == "cifar10":  # only the JPEG copy exists offline (stand_ins.py)
                 assert point.config.data.options.get("variant") == "jpeg_lossy", point.run_dir
+
+
+def test_the_cpu_works_through_cpu_sized_grids_in_the_issues_order(campaign: Campaign) -> None:
+    """Issue #65: (a) FLea on CIFAR-10 with a stand-in model, its pilot first; (b) Fed-ZDA's CIFAR-10 rows;
+    (c) the tuned baselines; (d) the rest of UCI-HAR. MobileNetV2 and ResNet-50 stay for a GPU."""
+    cpu = [grid.name for grid in campaign.in_order("cpu")]
+    assert cpu[:6] == [
+        "flea_cifar10_standin_pilot",
+        "flea_cifar10_standin",
+        "flea_cifar10_standin_baselines",
+        "fedzda_tables_cifar10",
+        "fedzda_tables_cifar10_zda",
+        "flea_har_tuning",
+    ]
+    cuda = [grid.name for grid in campaign.in_order("cuda")]
+    assert not {name for name in cpu if "standin" in name or "tuning" in name} & set(cuda)
+    assert not [n for n in cpu if "k500" in n or "k1000" in n or "fedaugmix" in n or "scarcity" in n]
 
 
 def test_fed_zda_cifar10_rows_are_the_papers_grid(points: dict[str, list[SweepPoint]]) -> None:
