@@ -25,6 +25,7 @@ import sys
 
 from tools.results import campaign as results_campaign
 from tools.results import flea as results_flea
+from tools.results import methods_flea as results_methods_flea
 from tools.results import others as results_others
 from tools.results import privacy as results_privacy
 from tools.results import privacy_augmix as results_privacy_augmix
@@ -53,6 +54,7 @@ FRAGMENT_MODULES = (
     results_campaign,
     *(results_studies, results_studies_bench, results_studies_fedzda, results_studies_fedzda_json),
     results_studies_flea,
+    results_methods_flea,
 )
 """Imported for their registered fragments (in this order in the registry)."""
 
