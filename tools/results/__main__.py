@@ -27,6 +27,7 @@ from tools.results import campaign as results_campaign
 from tools.results import flea as results_flea
 from tools.results import methods_flea as results_methods_flea
 from tools.results import others as results_others
+from tools.results import prose as results_prose
 from tools.results import privacy as results_privacy
 from tools.results import privacy_augmix as results_privacy_augmix
 from tools.results import readme as results_readme
@@ -55,6 +56,7 @@ FRAGMENT_MODULES = (
     *(results_studies, results_studies_bench, results_studies_fedzda, results_studies_fedzda_json),
     results_studies_flea,
     results_methods_flea,
+    results_prose,
 )
 """Imported for their registered fragments (in this order in the registry)."""
 
