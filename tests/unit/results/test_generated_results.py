@@ -4,9 +4,8 @@ archived runs: a number typed by hand, or an archive changed without regeneratin
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import logging
-import sys
 from types import ModuleType
 
 import pytest
@@ -16,15 +15,8 @@ from tests.conftest import REPO_ROOT
 
 
 def _generator() -> ModuleType:
-    """``tools/results/__main__.py``; it imports its siblings as a script does (``studies/`` on the path)."""
-    studies = str(REPO_ROOT / "studies")
-    if studies not in sys.path:
-        sys.path.append(studies)  # last: its study folders must not shadow other imports
-    spec = importlib.util.spec_from_file_location("studies_results", REPO_ROOT / "studies" / "results.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """``tools/results/__main__.py`` (the package ``tools.results`` since the layout move)."""
+    return importlib.import_module("tools.results.__main__")
 
 
 @pytest.fixture(scope="module")
