@@ -27,8 +27,10 @@ def minutes_range(runs: Sequence[Run]) -> str:
     return f"{lo} min" if lo == hi else f"{lo}-{hi} min"
 
 
-def timed(runs: Sequence[Run]) -> int:
-    return sum(run_minutes(r) is not None for r in runs)
+def timed(runs: Sequence[Run]) -> str:
+    """``N runs`` (``1 run``): how many of ``runs`` logged round times."""
+    count = sum(run_minutes(r) is not None for r in runs)
+    return f"{count} run" if count == 1 else f"{count} runs"
 
 
 def fedavg_and_others(archive: Archive, study: str, others: str) -> str:
@@ -36,14 +38,19 @@ def fedavg_and_others(archive: Archive, study: str, others: str) -> str:
     fedavg = [r for r in runs if label(r) == "fedavg"]
     rest = [r for r in runs if label(r) != "fedavg"]
     return (
-        f"FedAvg {minutes_range(fedavg)} a run ({timed(fedavg)} runs), {others} {minutes_range(rest)} "
-        f"({timed(rest)} runs): the rounds' logged times summed, each run's `timings.jsonl.gz`\n"
+        f"FedAvg {minutes_range(fedavg)} a run ({timed(fedavg)}), {others} {minutes_range(rest)} "
+        f"({timed(rest)}): the rounds' logged times summed, each run's `timings.jsonl.gz`\n"
     )
 
 
 @fragment("objective-run-times")
 def objective_run_times(archive: Archive) -> str:
     return fedavg_and_others(archive, "flea_objective_har/runs", "the FLea variants")
+
+
+@fragment("hparams-run-times")
+def hparams_run_times(archive: Archive) -> str:
+    return fedavg_and_others(archive, "flea_hparams_har/runs", "the FLea runs")
 
 
 @fragment("k150-run-times")
