@@ -1,5 +1,5 @@
-"""Generated numbers for the sentences of the study READMEs (issue #64): run times from the archived
-timings. A run's time is its logged round times summed (each run's ``timings.jsonl.gz``, the reader
+"""Generated numbers and claims for the sentences of the study READMEs (issue #64): run times from the
+archived timings, and comparisons whose verbs follow docs/results.md's wording rules. A run's time is its logged round times summed (each run's ``timings.jsonl.gz``, the reader
 :func:`fedaug.engine.checkpoint.logged_round_times`), so start-up and evaluation outside the rounds are not
 in it."""
 
@@ -9,7 +9,21 @@ from collections.abc import Sequence
 
 from fedaug.engine.checkpoint import logged_round_times
 from fedaug.results.store import Run
-from tools.results.common import Archive, fragment, label
+from tools.results.common import (
+    BEST,
+    HAR_SPLITS,
+    LAST10,
+    UCI_CPU,
+    Archive,
+    fragment,
+    gain_cell,
+    har,
+    label,
+    listing,
+    try_gain,
+)
+from tools.results.fragments import seeds_text
+from tools.results.methods_flea import every, verb
 
 
 def run_minutes(run: Run) -> float | None:
@@ -56,3 +70,48 @@ def hparams_run_times(archive: Archive) -> str:
 @fragment("k150-run-times")
 def k150_run_times(archive: Archive) -> str:
     return fedavg_and_others(archive, "flea_k150_har/runs", "the other runs (FLea, FedMix)")
+
+
+# --- verbal claims, each verb chosen by the wording rules of docs/results.md -------------------------------
+
+STATISTICS = {"last-10 mean": LAST10, "best round": BEST}
+
+
+def compared(
+    archive: Archive, studies: Sequence[str], names: tuple[str, str], rows: tuple[str, str], splits: Sequence[str]
+) -> str:
+    """Per statistic, a method against a baseline (``names`` in words, ``rows`` their report rows) on each
+    UCI-HAR K = 75 split of ``splits``: the verb by :func:`verb`, the paired gain (mean ± sample std, seeds
+    0-2) and "in every seed" where :func:`in_every_seed` holds."""
+    parts = []
+    for what, metric in STATISTICS.items():
+        cells = []
+        for split in splits:
+            runs = [archive.runs(studies, row, har(split)) for row in rows]
+            gain = try_gain(runs[0], runs[1], metric)
+            if gain is not None:
+                seeds = f"; above zero in every seed, {seeds_text(gain.values)}" if every(gain) else ""
+                cells.append(f"{verb(gain)} {names[1]} on {split} ({gain_cell(gain)}{seeds})")
+        parts.append(f"by the {what}, {names[0]} " + listing(cells))
+    return "; ".join(parts)
+
+
+@fragment("objective-claims")
+def objective_claims(archive: Archive) -> str:
+    """The objective study's two comparisons that its bullets draw on: Eq. 6 and the chosen ``flea`` against
+    FedAvg, and the chosen ``flea`` against the authors' full code, paired by seed."""
+    study, splits = ("flea_objective_har/runs",), ("Qua(2)", "Dir(0.1)")
+    pairs = (
+        (("`flea_eq6` (Eq. 6 as printed)", "FedAvg"), ("flea_eq6", "fedavg")),
+        (("the chosen `flea`", "FedAvg"), ("flea", "fedavg")),
+        (("the chosen `flea`", "the authors' full code (`flea_official`)"), ("flea", "flea_official")),
+    )
+    claims = [compared(archive, study, names, rows, splits) for names, rows in pairs]
+    return "".join(f"- {text[0].upper()}{text[1:]}.\n" for text in claims)
+
+
+@fragment("table1-claims")
+def table1_claims(archive: Archive) -> str:
+    """``flea`` against FedAvg at K = 75 on the CPU, every split, paired by seed."""
+    text = compared(archive, UCI_CPU, ("`flea`", "FedAvg"), ("flea", "fedavg"), HAR_SPLITS)
+    return text[0].upper() + text[1:] + ".\n"
