@@ -5,6 +5,7 @@ benchmark studies' blocks are in ``results_studies_*.py``."""
 from __future__ import annotations
 
 import json
+import math
 import statistics
 
 from fedaug.cli.analyze import feature_table
@@ -224,4 +225,9 @@ def fedaugmix_cost(archive: Archive) -> str:
 def feature_analysis(archive: Archive) -> str:
     """``fedaug analyze features``'s table of ``features.json``."""
     result = json.loads((STUDIES / "feature_analysis_har" / "features.json").read_text())
-    return feature_table(result) + "\n\n(local DB: mean ± std over the round's clients)\n"
+    for row in result["groups"]:  # the JSON's std is over the clients with n in the denominator
+        n = row["clients"]
+        for key in ("local_db_train", "local_db_test"):
+            row[key]["std"] = row[key]["std"] * math.sqrt(n / (n - 1)) if n > 1 else 0.0
+    note = "(local DB: mean ± sample std over the round's clients; `features.json` holds the population std)"
+    return feature_table(result) + f"\n\n{note}\n"
