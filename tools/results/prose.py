@@ -12,6 +12,7 @@ from fedaug.results.store import Run
 from tools.results.common import (
     BEST,
     HAR_SPLITS,
+    K150_SPLITS,
     LAST10,
     UCI_CPU,
     Archive,
@@ -20,9 +21,10 @@ from tools.results.common import (
     har,
     label,
     listing,
+    stat,
     try_gain,
 )
-from tools.results.fragments import seeds_text
+from tools.results.fragments import reproduces, seeds_text
 from tools.results.methods_flea import every, verb
 
 
@@ -115,3 +117,51 @@ def table1_claims(archive: Archive) -> str:
     """``flea`` against FedAvg at K = 75 on the CPU, every split, paired by seed."""
     text = compared(archive, UCI_CPU, ("`flea`", "FedAvg"), ("flea", "fedavg"), HAR_SPLITS)
     return text[0].upper() + text[1:] + ".\n"
+
+
+def short(split: str) -> str:
+    """A split's name without commas, for lists."""
+    return "the authors' two-halves Dir(0.1)" if "two halves" in split else split
+
+
+def against_paper(archive: Archive, studies: Sequence[str], row: str, settings: dict[str, str]) -> str:
+    """Which settings ``row``'s best accuracy reproduces the paper's on (:func:`reproduces`), and on which it
+    does not, with the side ours is on."""
+    same, other = [], []
+    for split, setting in settings.items():
+        runs = archive.runs(studies, row, setting)
+        ours, paper = stat(runs, BEST), archive.paper("best_acc", row, runs)
+        if ours is None or paper is None or reproduces(ours, paper.mean) is None:
+            continue
+        if reproduces(ours, paper.mean):
+            same.append(short(split))
+        else:
+            other.append(f"{short(split)} (ours {'higher' if ours.mean > paper.mean else 'lower'})")
+    return (f"reproduces the paper's on {listing(same)}" if same else "reproduces the paper's nowhere") + (
+        f" and does not on {listing(other)}" if other else ""
+    )
+
+
+@fragment("k150-paper-claims")
+def k150_paper_claims(archive: Archive) -> str:
+    """K = 150, best accuracy (the paper's statistic), seeds 0-2: FedAvg and ``flea`` against the paper's
+    columns, and the paired gain against the paper's gain, by the rule of "reproduces"."""
+    gains_same, gains_other = [], []
+    for split, setting in K150_SPLITS.items():
+        runs, base = archive.runs(UCI_CPU, "flea", setting), archive.runs(UCI_CPU, "fedavg", setting)
+        gain = try_gain(runs, base, BEST)
+        papers = [archive.paper("best_acc", m, r) for m, r in (("flea", runs), ("fedavg", base))]
+        if gain is None or papers[0] is None or papers[1] is None:
+            continue
+        paper_gain = papers[0].mean - papers[1].mean
+        fits = reproduces(gain.stat, paper_gain)
+        side = "higher" if gain.stat.mean > paper_gain else "lower"
+        (gains_same if fits else gains_other).append(short(split) if fits else f"{short(split)} (ours {side})")
+    return (
+        "By best accuracy over seeds 0-2 (the paper's statistic; a number reproduces when the paper's lies in our "
+        f"mean ± 2 sample std): our FedAvg {against_paper(archive, UCI_CPU, 'fedavg', K150_SPLITS)}; "
+        f"`flea` {against_paper(archive, UCI_CPU, 'flea', K150_SPLITS)}; the paired gain of `flea` over FedAvg "
+        + (f"reproduces the paper's gain on {listing(gains_same)}" if gains_same else "reproduces the paper's gain nowhere")
+        + (f" and does not on {listing(gains_other)}" if gains_other else "")
+        + ".\n"
+    )
