@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fedaug.engine.checkpoint import logged_round_times
-from fedaug.results.store import Run
+from fedaug.results.store import Run, setting_label
 from tools.results.common import (
     BEST,
     HAR_SPLITS,
@@ -165,3 +165,31 @@ def k150_paper_claims(archive: Archive) -> str:
         + (f" and does not on {listing(gains_other)}" if gains_other else "")
         + ".\n"
     )
+
+
+def listed_minutes(archive: Archive, study: str, rows: Sequence[str], settings: Sequence[str], seeds: Sequence[int]) -> str:
+    """``Run times: lo-hi min (N runs) ...`` of the runs of ``rows`` in ``settings`` and ``seeds`` archived
+    in ``study``."""
+    runs = [
+        r
+        for r in archive.study(study)
+        if label(r) in rows and setting_label(r.config) in settings and r.seed in seeds
+    ]
+    return f"Run times: {minutes_range(runs)} a run ({timed(runs)}; the rounds' logged times summed).\n"
+
+
+@fragment("baselines-times-fedgen")
+def baselines_times_fedgen(archive: Archive) -> str:
+    return listed_minutes(archive, "baselines_har/runs", ("fedgen",), (har("Qua(2)"),), (1, 2))
+
+
+@fragment("baselines-times-fedmix")
+def baselines_times_fedmix(archive: Archive) -> str:
+    return listed_minutes(archive, "baselines_har/runs", ("fedmix",), (har("Dir(0.1)"),), (1, 2))
+
+
+@fragment("baselines-times-fedavg-fedrs")
+def baselines_times_fedavg_fedrs(archive: Archive) -> str:
+    fedavg = listed_minutes(archive, "baselines_har/runs", ("fedavg",), (har("Dir(0.3)"), har("Dir(0.1)")), (1, 2))
+    fedrs = listed_minutes(archive, "baselines_har/runs", ("fedrs",), tuple(har(s) for s in HAR_SPLITS), (1, 2))
+    return "FedAvg: " + fedavg[0].lower() + fedavg[1:] + "FedRS: " + fedrs[0].lower() + fedrs[1:]

@@ -132,7 +132,9 @@ def baselines_fedmix_flea(archive: Archive) -> str:
 
 @fragment("baselines-fedavg-fedrs")
 def baselines_fedavg_fedrs(archive: Archive) -> str:
-    rows = {f"FedAvg, {s}": (BASELINES, "fedavg", har(s)) for s in ("Dir(0.3)", "Dir(0.1)")}
+    # FedAvg's canonical run per seed over every UCI-HAR CPU archive (seed 0: the AMD EPYC runs of
+    # flea_table1_har/cpu_dir03 and flea_objective_har, not this study's unrecorded-CPU run)
+    rows = {f"FedAvg, {s}": (UCI_CPU, "fedavg", har(s)) for s in ("Dir(0.3)", "Dir(0.1)")}
     rows |= {f"FedRS, {s}": (BASELINES, "fedrs", har(s)) for s in ("Qua(2)", "Dir(0.3)", "Dir(0.1)")}
     return runs_table(archive, rows, (0, 1, 2))
 
