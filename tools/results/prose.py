@@ -69,6 +69,18 @@ def hparams_run_times(archive: Archive) -> str:
     return fedavg_and_others(archive, "flea_hparams_har/runs", "the FLea runs")
 
 
+@fragment("fsdd-run-times")
+def fsdd_run_times(archive: Archive) -> str:
+    runs = archive.study("flea_fsdd/runs")
+    parts = {
+        "FedAvg": [r for r in runs if label(r) == "fedavg"],
+        "`flea`": [r for r in runs if label(r) == "flea"],
+        "the other baselines": [r for r in runs if label(r) not in ("fedavg", "flea")],
+    }
+    cells = [f"{name} {minutes_range(group)} a run ({timed(group)})" for name, group in parts.items()]
+    return ", ".join(cells) + ": the rounds' logged times summed, each run's `timings.jsonl.gz`\n"
+
+
 @fragment("k150-run-times")
 def k150_run_times(archive: Archive) -> str:
     return fedavg_and_others(archive, "flea_k150_har/runs", "the other runs (FLea, FedMix)")
