@@ -67,7 +67,7 @@ ALLOWED = {
     "products and powers of settings": r"\b\d+ x \d+\b|\b[\d.]+\^\d+",
     "sensor readings of a setting": r"\b\d+(?:\.\d+)? g\b",
     "an option's default, the value a paper or code uses, an example value": (
-        r"(?:default|defaults|code|papers?|script uses|e\.g\.)[:,]?\s[\d.]+\b"
+        r"(?:default|defaults|script uses|e\.g\.),?\s[\d.]+\b|(?:code|papers?):\s[\d.]+\b"
     ),
     "search grids and intervals written as sets": r"\{[\d.,\s]+\}|\[[\d.]+,\s?[\d.]+\]",
     "licences": r"CC BY(?:-[A-Z]+)* \d\.\d",
@@ -85,7 +85,7 @@ ALLOWED = {
     "named coefficients and thresholds": r"\b(?:coefficient|fixed at)\s[\d.]+|\b[\d.]+ threshold\b",
     "the -1 sentinel of an option": r"(?<![\w.])-1\b(?!\.\d)",
     "a paper's published number, quoted as the paper's": (
-        r"(?:the paper's|the papers'|paper:|the paper reports|the paper has|\(paper)\s(?:\w+\s){0,2}"
+        r"(?i:the paper's|the papers'|paper:|the paper reports|the paper has|\(paper)\s(?:\w+\s){0,2}"
         r"[+−-]?\d+(?:\.\d+)?\s?%?(?:\s?±\s?[\d.]+)?"
     ),
     "a paper's numbers with its table or figure cited": (
@@ -172,6 +172,10 @@ def test_the_scan_catches_a_typed_accuracy_and_passes_a_setting() -> None:
         "`lr=0.01 12.5`, issue #64 on an H100, 2026-11-22.\n"
     )
     assert typed_numbers(fake) == [(1, "73.84"), (1, "± 1.20"), (1, "+4.98"), (1, "42 min"), (1, "1.56x")]
+    quoted = "The paper's 66.57 ± 0.45 (its Table 1: FedAvg 66.99), default 0.01, `lr_decay: 0.98`.\n"
+    assert typed_numbers(quoted) == []
+    ours = "ours 69.53 against the paper's 66.57; a 12% gain; the default `flea` 69.93; seeds 0-2 gain +8.57.\n"
+    assert [number for _, number in typed_numbers(ours)] == ["69.53", "12%", "69.93", "+8.57"]
 
 
 def test_the_documents_exist() -> None:
