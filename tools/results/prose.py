@@ -5,6 +5,7 @@ in it."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from fedaug.engine.checkpoint import logged_round_times
@@ -14,6 +15,7 @@ from tools.results.common import (
     HAR_SPLITS,
     K150_SPLITS,
     LAST10,
+    STUDIES,
     UCI_CPU,
     Archive,
     fragment,
@@ -205,3 +207,51 @@ def baselines_times_fedavg_fedrs(archive: Archive) -> str:
     fedavg = listed_minutes(archive, "baselines_har/runs", ("fedavg",), (har("Dir(0.3)"), har("Dir(0.1)")), (1, 2))
     fedrs = listed_minutes(archive, "baselines_har/runs", ("fedrs",), tuple(har(s) for s in HAR_SPLITS), (1, 2))
     return "FedAvg: " + fedavg[0].lower() + fedavg[1:] + "FedRS: " + fedrs[0].lower() + fedrs[1:]
+
+
+# --- GPU grids: sweep time from the archived sweep log, per-run round times from the timings --------------
+
+
+def run_seconds(run: Run) -> float | None:
+    minutes = run_minutes(run)
+    return None if minutes is None else 60 * minutes
+
+
+def seconds_range(runs: Sequence[Run]) -> str:
+    values = [s for s in (run_seconds(r) for r in runs) if s is not None]
+    if not values:
+        return "-"
+    lo, hi = round(min(values)), round(max(values))
+    return f"{lo} s" if lo == hi else f"{lo}-{hi} s"
+
+
+def grid_times(archive: Archive, folder: str) -> str:
+    """A GPU grid of ``flea_table1_har``: the sweep commands' times (``sweep.log``'s ``sweep exit``
+    lines) and each method's summed round times per run."""
+    log = (STUDIES / "flea_table1_har" / folder / "sweep.log").read_text()
+    exits = [int(s) for s in re.findall(r"sweep exit \d+ after (\d+) s", log)]
+    runs = archive.study(f"flea_table1_har/{folder}/runs")
+    commands = "one command" if len(exits) == 1 else f"{len(exits)} commands"
+    per = ", ".join(
+        f"{name} {seconds_range([r for r in runs if label(r) == row])}" for name, row in (("FedAvg", "fedavg"), ("FLea", "flea"))
+    )
+    return (
+        f"{len(runs)} finished runs archived; {sum(exits)} s of sweep time over {commands} (`{folder}/sweep.log`); "
+        f"per run, its rounds' logged times summed: {per}.\n"
+    )
+
+
+@fragment("table1-h100-grid2-times")
+def table1_h100_grid2_times(archive: Archive) -> str:
+    return grid_times(archive, "h100_one_call")
+
+
+@fragment("table1-h100-grid1-times")
+def table1_h100_grid1_times(archive: Archive) -> str:
+    return grid_times(archive, "h100")
+
+
+@fragment("table1-h200-times")
+def table1_h200_times(archive: Archive) -> str:
+    """The H200 call: it stopped at its limit, so the sweep time is the limit's and only finished runs count."""
+    return grid_times(archive, "h200")
