@@ -133,7 +133,6 @@ PENDING = {
     "studies/flea_k150_har/README.md": 3,
     "studies/privacy/README.md": 141,
     "studies/speed/README.md": 295,
-    "studies/uci_har_k75/README.md": 46,
     "studies/uci_har_qua2_k75/README.md": 85,
 }
 """The documents not yet cleaned (issue #64 is open for them), each with how many typed numbers it still
