@@ -128,7 +128,6 @@ PENDING = {
     "docs/guide/speed.md": 55,
     "docs/methods/flea.md": 6,
     "studies/baselines_har/README.md": 41,
-    "studies/fedaugmix/README.md": 33,
     "studies/fedzda/README.md": 183,
     "studies/flea_k150_har/README.md": 3,
     "studies/privacy/README.md": 141,

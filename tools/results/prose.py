@@ -5,6 +5,7 @@ in it."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 
@@ -26,7 +27,7 @@ from tools.results.common import (
     stat,
     try_gain,
 )
-from tools.results.fragments import reproduces, seeds_text
+from tools.results.fragments import Gain, reproduces, seeds_text
 from tools.results.methods_flea import every, verb
 
 
@@ -255,3 +256,40 @@ def table1_h100_grid1_times(archive: Archive) -> str:
 def table1_h200_times(archive: Archive) -> str:
     """The H200 call: it stopped at its limit, so the sweep time is the limit's and only finished runs count."""
     return grid_times(archive, "h200")
+
+
+# --- Fed-AugMix on MNIST: paired gains from accuracy.json, verbs by the rules ------------------------------
+
+AUGMIX_PAIRS = (("FedAvg", "fedavg", "fedaugmix"), ("FedProx", "fedprox", "fedprox_augmix"))
+
+
+@fragment("fedaugmix-gain-claims")
+def fedaugmix_gain_claims(archive: Archive) -> str:
+    """Fed-AugMix's gain over its base, paired by seed (``accuracy.json``, both runs of a seed on one
+    machine), by best and last-10; "reproduces" against the paper's gain on its statistic (best); and the
+    round-time ratio per seed (median round times)."""
+    runs = [r for r in json.loads((STUDIES / "fedaugmix" / "accuracy.json").read_text()) if r["finished"]]
+    by = {(r["method"], r["seed"]): r for r in runs}
+    sentences: list[str] = []
+    ratios: list[str] = []
+    for name, base, method in AUGMIX_PAIRS:
+        seeds = sorted(s for m, s in by if m == method and (base, s) in by)
+        parts = []
+        for key, what in (("best_acc", "best"), ("last10_acc", "last-10 mean")):
+            gain = Gain({s: by[method, s][key] - by[base, s][key] for s in seeds}, ())
+            parts.append(f"by the {what} {verb(gain)} {name} ({gain_cell(gain)}{every(gain)})")
+            if key == "best_acc":
+                paper = by[method, seeds[0]]["paper"] - by[base, seeds[0]]["paper"]
+                fits = reproduces(gain.stat, paper)
+                claim = "no claim" if fits is None else "reproduces" if fits else "does not reproduce"
+                parts[-1] += f", which {claim} the paper's gain of {paper:+.2f}"
+        sentences.append(f"{name} + Fed-AugMix " + "; ".join(parts))
+        cost = []
+        for key, what in (("round_s_median", "round"), ("train_s_median", "client training")):
+            ratio = [by[method, s][key] / by[base, s][key] for s in seeds]
+            cost.append(f"{what} {min(ratio):.1f}-{max(ratio):.1f}x")
+        ratios.append(f"over {name}: " + ", ".join(cost))
+    return (
+        "Paired by seed (" + seeds_text(seeds) + "): " + ". ".join(sentences) + ". "
+        "Fed-AugMix's cost per seed (medians per run, `accuracy.json`), " + "; ".join(ratios) + ".\n"
+    )
