@@ -30,7 +30,8 @@ DOCUMENTS = sorted(
 
 GENERATED = re.compile(r"<!-- results:(?P<name>[\w.-]+) -->\n.*?<!-- /results:(?P=name) -->", re.DOTALL)
 FENCE = re.compile(r"^[ \t]*```.*?^[ \t]*```", re.MULTILINE | re.DOTALL)
-INLINE_CODE = re.compile(r"`[^`\n]*`")
+INLINE_CODE = re.compile(r"`(?:[^`\n]|\n(?![ \t]*\n))+`")
+"""A code span, which may wrap onto the next lines of its paragraph."""
 COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 LINK_TARGET = re.compile(r"\]\([^)\s]*\)")
 
@@ -90,7 +91,7 @@ ALLOWED = {
     ),
     "a paper's numbers with its table or figure cited": (
         r"\((?:its|the paper's|the papers'|KDD|ICLR) (?:Table|Fig\.|Figure) \d+:[^)]*(?:\)|$)"
-        r"|[Tt]he paper's (?:Table|Figure) \d+ has [^.;]*"
+        r"|[Tt]he paper's (?:Table|Figure) \d+ has (?:[^.;]|\.\d)*"
     ),
 }
 """The patterns a number may sit in without being a result, each named by what it lets through."""
@@ -127,7 +128,7 @@ PENDING = {
     "docs/guide/privacy-attacks.md": 25,
     "docs/guide/speed.md": 55,
     "docs/methods/flea.md": 6,
-    "studies/baselines_har/README.md": 41,
+    "studies/baselines_har/README.md": 36,
     "studies/fedzda/README.md": 183,
     "studies/flea_k150_har/README.md": 3,
     "studies/privacy/README.md": 141,
