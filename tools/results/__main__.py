@@ -47,7 +47,7 @@ STUDY_READMES = (
 """The studies whose README holds generated blocks (``results_studies*.py``, ``results_privacy*.py``)."""
 DOCUMENTS = (
     *("README.md", "docs/results.md", "docs/methods/flea.md", "docs/methods/fedaugmix.md"),
-    *("docs/guide/gpu.md", "docs/guide/privacy-attacks.md", "docs/methods/fedzda.md"),
+    *("docs/guide/gpu.md", "docs/guide/privacy-attacks.md", "docs/guide/speed.md", "docs/methods/fedzda.md"),
     *(f"studies/{name}/README.md" for name in STUDY_READMES),
 )
 FRAGMENT_MODULES = (

@@ -5,9 +5,11 @@ in it."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from collections.abc import Sequence
+from types import ModuleType
 
 from fedaug.engine.checkpoint import logged_round_times
 from fedaug.results.store import Run, setting_label
@@ -293,3 +295,50 @@ def fedaugmix_gain_claims(archive: Archive) -> str:
         "Paired by seed (" + seeds_text(seeds) + "): " + ". ".join(sentences) + ". "
         "Fed-AugMix's cost per seed (medians per run, `accuracy.json`), " + "; ".join(ratios) + ".\n"
     )
+
+
+# --- docs/guide/speed.md: threads on a shared machine (studies/speed/busy_core.py's result files) ----------
+
+
+def _busy_core() -> ModuleType:
+    """``studies/speed/busy_core.py``, whose ``table`` prints a result file as the guide's table."""
+    spec = importlib.util.spec_from_file_location("busy_core", STUDIES / "speed" / "busy_core.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _busy_result(name: str) -> dict:
+    return json.loads((STUDIES / "speed" / f"busy_core_{name}.json").read_text())
+
+
+def _busy_ratios(result: dict) -> list[float]:
+    rows, old, new = result["rows"], result["old_default"], result["new_default"]
+    ratios = []
+    for busy in (False, True):
+        for repeat in sorted({r["repeat"] for r in rows}):
+            pick = {r["threads"]: r["s_per_round"] for r in rows if r["repeat"] == repeat and r["busy"] == busy}
+            if pick.get(old) and pick.get(new):
+                ratios.append(pick[old] / pick[new])
+    return ratios
+
+
+@fragment("speed-busy-core-smoke")
+def speed_busy_core_smoke(archive: Archive) -> str:
+    return _busy_core().table(_busy_result("smoke")) + "\n"
+
+
+@fragment("speed-busy-core-default")
+def speed_busy_core_default(archive: Archive) -> str:
+    return _busy_core().table(_busy_result("default")) + "\n"
+
+
+@fragment("speed-busy-core-claim")
+def speed_busy_core_claim(archive: Archive) -> str:
+    parts = []
+    for name, what in (("smoke", "the smoke preset"), ("default", "the default preset")):
+        ratios = _busy_ratios(_busy_result(name))
+        every = "in every pair" if all(r > 1 for r in ratios) else f"in {sum(r > 1 for r in ratios)} of {len(ratios)} pairs"
+        parts.append(f"{min(ratios):.1f}-{max(ratios):.1f}x slower per round on {what} ({every})")
+    return "The old default was " + " and ".join(parts) + ".\n"
