@@ -126,7 +126,6 @@ def typed_numbers(text: str) -> list[tuple[int, str]]:
 PENDING = {
     "docs/guide/gpu.md": 148,
     "docs/guide/privacy-attacks.md": 1,
-    "docs/guide/speed.md": 22,
     "docs/methods/flea.md": 6,
     "studies/baselines_har/README.md": 36,
     "studies/fedzda/README.md": 183,
