@@ -29,7 +29,7 @@ from tools.results.common import (
     stat,
     try_gain,
 )
-from tools.results.fragments import Gain, reproduces, seeds_text
+from tools.results.fragments import Gain, markdown_table, reproduces, seeds_text
 from tools.results.methods_flea import every, verb
 
 
@@ -342,3 +342,50 @@ def speed_busy_core_claim(archive: Archive) -> str:
         every = "in every pair" if all(r > 1 for r in ratios) else f"in {sum(r > 1 for r in ratios)} of {len(ratios)} pairs"
         parts.append(f"{min(ratios):.1f}-{max(ratios):.1f}x slower per round on {what} ({every})")
     return "The old default was " + " and ".join(parts) + ".\n"
+
+
+# --- docs/guide/gpu.md: the H100 measurements (benchmarks/results/*.json) ---------------------------------
+
+BENCH = STUDIES.parent / "benchmarks" / "results"
+
+
+def _bench(name: str) -> dict:
+    return json.loads((BENCH / name).read_text())
+
+
+@fragment("gpu-h100-modes")
+def gpu_h100_modes(archive: Archive) -> str:
+    """Seconds a round of the default preset on the H100 by mode (the 5-round probe, the 100-round runs with
+    graphs, 10 rounds with the default settings), and how far the modes' best accuracies after the probe's
+    rounds lie apart."""
+    probe = _bench("gpu_h100_probe_5rounds.json")
+    modes = {m: {r["mode"]: r for r in rows} for m, rows in probe["methods"].items()}
+    full = {r["method"]: r for r in _bench("device_runs_h100_graphs.json")["runs"]}
+    auto = {r["method"]: r for r in _bench("device_runs_h100_default_10rounds.json")["runs"]}
+    methods = ("fedavg", "flea")
+    n = probe["rounds"]
+    rows = [
+        [f"eager (`engine.cuda_graphs: false`), median s a round ({n} rounds)", *(f"{modes[m]['sequential']['median_round_s']:.2f}" for m in methods)],
+        [f"batched clients, median s a round ({n} rounds)", *(f"{modes[m]['batched']['median_round_s']:.2f}" for m in methods)],
+        [f"graphs, median s a round ({n} rounds)", *(f"{modes[m]['graphs']['median_round_s']:.2f}" for m in methods)],
+        [
+            f"graphs, a whole {full['fedavg']['rounds']}-round run: median / mean s a round",
+            *(f"{full[m]['median_round_s']:.2f} / {full[m]['mean_round_s']:.3f}" for m in methods),
+        ],
+        [f"graphs, a whole {full['fedavg']['rounds']}-round run, wall time", *(f"{full[m]['wall_s']:.1f} s" for m in methods)],
+        [
+            f"the default settings (`auto`), median s a round ({auto['fedavg']['rounds']} rounds)",
+            *(f"{auto[m]['median_round_s']:.2f}" for m in methods),
+        ],
+    ]
+    table = markdown_table(["", "FedAvg", "FLea"], rows)
+    spread = max(
+        max(r["best_acc"] for r in modes[m].values()) - min(r["best_acc"] for r in modes[m].values()) for m in methods
+    )
+    rounds_sum = {m: full[m]["mean_round_s"] * full[m]["rounds"] for m in methods}
+    return (
+        table
+        + f"\nThe best accuracy after {n} rounds differs by at most {100 * spread:.2f} points between the three modes. "
+        f"FedAvg's wall time is that of the first run in a fresh process: its rounds sum to {rounds_sum['fedavg']:.1f} s; "
+        f"FLea, run next in the same process, spent {full['flea']['wall_s']:.1f} s for {rounds_sum['flea']:.2f} s of rounds.\n"
+    )
