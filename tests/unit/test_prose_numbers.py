@@ -49,7 +49,9 @@ RESULT = re.compile(
 ALLOWED = {
     "partition settings": r"(?:Dir|Qua|Shards|multimodal)\(\s*[\d.]+(?:,\s*\w+)?\)|alpha\s*=\s*[\d.]+",
     "config keys and values": r"[\w.]+\s?(?:=|<=|>=|<|>)\s?\[?[\d.eE+-]+%?(?:,\s*[\d.eE+-]+)*\]?",
-    "lambda weights": r"(?:lambda|λ)\d?\s?(?:=\s?)?[\d.]+(?:\s?->\s?[\d.]+)?|(?:weight|weights)\s[\d.]+\s?->\s?[\d.]+",
+    "lambda weights": (
+        r"(?:lambda|λ)\d?\s?(?:=\s?)?[\d.]+(?:\s?->\s?[\d.]+)?|(?:weight|weights)\s[\d.]+\s?->\s?[\d.]+"
+    ),
     "schedules written as a -> b": r"\b\d+(?:\.\d+)?\s?->\s?\d+(?:\.\d+)?\b",
     "table, figure, equation and section numbers": (
         r"(?:Tables?|Figs?\.|Figures?|Eqs?\.|Equations?|Sections?|Sec\.|§|Appendix|Algorithm)\s?"
@@ -64,7 +66,9 @@ ALLOWED = {
     "fractions that are settings": (
         r"\b\d+ ?% (?:of (?:them|the clients|clients|each client's data|its|the data|a|\d+)|per round)"
     ),
-    "thresholds": r"[<>]\s?\d+%|\b90 ?% (?:accuracy|context detection|detection)|(?:samples for|reached)\s90 ?%",
+    "thresholds": (
+        r"[<>]\s?\d+%|\b90 ?% (?:accuracy|context detection|detection)|(?:samples for|reached)\s90 ?%"
+    ),
     "products and powers of settings": r"\b\d+ x \d+\b|\b[\d.]+\^\d+",
     "sensor readings of a setting": r"\b\d+(?:\.\d+)? g\b",
     "an option's default, the value a paper or code uses, an example value": (
@@ -171,7 +175,9 @@ def test_the_scan_catches_a_typed_accuracy_and_passes_a_setting() -> None:
     ]
     quoted = "The paper's 66.57 ± 0.45 (its Table 1: FedAvg 66.99), default 0.01, `lr_decay: 0.98`.\n"
     assert typed_numbers(quoted) == []
-    ours = "ours 69.53 against the paper's 66.57; a 12% gain; the default `flea` 69.93; seeds 0-2 gain +8.57.\n"
+    ours = (
+        "ours 69.53 against the paper's 66.57; a 12% gain; the default `flea` 69.93; seeds 0-2 gain +8.57.\n"
+    )
     assert [number for _, number in typed_numbers(ours)] == ["69.53", "12%", "69.93", "+8.57"]
 
 

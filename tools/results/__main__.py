@@ -27,9 +27,9 @@ from tools.results import campaign as results_campaign
 from tools.results import flea as results_flea
 from tools.results import methods_flea as results_methods_flea
 from tools.results import others as results_others
-from tools.results import prose as results_prose
 from tools.results import privacy as results_privacy
 from tools.results import privacy_augmix as results_privacy_augmix
+from tools.results import prose as results_prose
 from tools.results import readme as results_readme
 from tools.results import studies as results_studies
 from tools.results import studies_bench as results_studies_bench

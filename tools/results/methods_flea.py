@@ -51,14 +51,16 @@ def flea_default_gains(archive: Archive) -> str:
         if row == "fedavg":
             continue
         gains[name] = {
-            s: try_gain(archive.runs(OBJECTIVE, row, har(s)), archive.runs(OBJECTIVE, "fedavg", har(s)), LAST10)
+            s: try_gain(
+                archive.runs(OBJECTIVE, row, har(s)), archive.runs(OBJECTIVE, "fedavg", har(s)), LAST10
+            )
             for s in SPLITS
         }
     header = ["objective", *(f"{s} (seeds {' / '.join('012')})" for s in SPLITS)]
     table = markdown_table(header, [[name, *(per_seed(g[s]) for s in SPLITS)] for name, g in gains.items()])
     sentences = []
     for s in SPLITS:
-        ranked = [(n, g[s]) for n, g in gains.items() if g[s] is not None]
+        ranked = [(n, gain) for n, g in gains.items() if (gain := g[s]) is not None]
         top, gain = max(ranked, key=lambda item: item[1].stat.mean)
         short = top.split(" (")[0]
         sentences.append(f"on {s} {short} has the largest mean gain and {verb(gain)} FedAvg{every(gain)}")
@@ -74,14 +76,19 @@ def flea_beyond(archive: Archive) -> str:
     gain = try_gain(archive.runs(UCI_CPU, "flea", dir03), archive.runs(UCI_CPU, "fedavg", dir03), LAST10)
     if gain is not None:
         parts.append(
-            f"on Dir(0.3) with K = 75 (`studies/flea_table1_har/cpu_dir03`) `flea` {verb(gain)} FedAvg by the "
+            "on Dir(0.3) with K = 75 (`studies/flea_table1_har/cpu_dir03`) "
+            f"`flea` {verb(gain)} FedAvg by the "
             f"last-10 mean ({fmt(gain.stat, sign=True)}, {seeds_text(gain.values)}){every(gain)}"
         )
     k150 = []
     for split, setting in K150_SPLITS.items():
-        gain = try_gain(archive.runs(UCI_CPU, "flea", setting), archive.runs(UCI_CPU, "fedavg", setting), LAST10)
+        gain = try_gain(
+            archive.runs(UCI_CPU, "flea", setting), archive.runs(UCI_CPU, "fedavg", setting), LAST10
+        )
         if gain is not None:
-            k150.append(f"{verb(gain)} FedAvg on {split} ({fmt(gain.stat, sign=True)}, {seeds_text(gain.values)})")
+            k150.append(
+                f"{verb(gain)} FedAvg on {split} ({fmt(gain.stat, sign=True)}, {seeds_text(gain.values)})"
+            )
     if k150:
         parts.append("with K = 150 (`studies/flea_k150_har`) it " + listing(k150))
     text = "Beyond that study, by the last-10 mean paired by seed (CPU): " + "; ".join(parts) + ".\n"
@@ -93,5 +100,9 @@ def flea_beyond(archive: Archive) -> str:
         if gain is not None:
             fedmix.append(f"K = {clients}: FedMix {verb(gain)} `flea` ({gain_cell(gain)}){every(gain)}")
     if fedmix:
-        text += "Against FedMix on UCI-HAR Dir(0.1), by the last-10 mean paired by seed: " + "; ".join(fedmix) + ".\n"
+        text += (
+            "Against FedMix on UCI-HAR Dir(0.1), by the last-10 mean paired by seed: "
+            + "; ".join(fedmix)
+            + ".\n"
+        )
     return text

@@ -1,5 +1,7 @@
-"""Generated numbers and claims for the sentences of the study READMEs (issue #64): run times from the
-archived timings, and comparisons whose verbs follow docs/results.md's wording rules. A run's time is its logged round times summed (each run's ``timings.jsonl.gz``, the reader
+"""Generated numbers and claims for the sentences of the study READMEs and guides (issue #64): run times
+from the archived timings, comparisons whose verbs follow docs/results.md's wording rules, and tables of
+committed benchmark JSON. A run's time is its logged round times summed (each run's ``timings.jsonl.gz``, the
+reader
 :func:`fedaug.engine.checkpoint.logged_round_times`), so start-up and evaluation outside the rounds are not
 in it."""
 
@@ -97,7 +99,11 @@ STATISTICS = {"last-10 mean": LAST10, "best round": BEST}
 
 
 def compared(
-    archive: Archive, studies: Sequence[str], names: tuple[str, str], rows: tuple[str, str], splits: Sequence[str]
+    archive: Archive,
+    studies: Sequence[str],
+    names: tuple[str, str],
+    rows: tuple[str, str],
+    splits: Sequence[str],
 ) -> str:
     """Per statistic, a method against a baseline (``names`` in words, ``rows`` their report rows) on each
     UCI-HAR K = 75 split of ``splits``: the verb by :func:`verb`, the paired gain (mean ± sample std, seeds
@@ -163,7 +169,8 @@ def against_paper(archive: Archive, studies: Sequence[str], row: str, settings: 
 def k150_paper_claims(archive: Archive) -> str:
     """K = 150, best accuracy (the paper's statistic), seeds 0-2: FedAvg and ``flea`` against the paper's
     columns, and the paired gain against the paper's gain, by the rule of "reproduces"."""
-    gains_same, gains_other = [], []
+    gains_same: list[str] = []
+    gains_other: list[str] = []
     for split, setting in K150_SPLITS.items():
         runs, base = archive.runs(UCI_CPU, "flea", setting), archive.runs(UCI_CPU, "fedavg", setting)
         gain = try_gain(runs, base, BEST)
@@ -173,18 +180,28 @@ def k150_paper_claims(archive: Archive) -> str:
         paper_gain = papers[0].mean - papers[1].mean
         fits = reproduces(gain.stat, paper_gain)
         side = "higher" if gain.stat.mean > paper_gain else "lower"
-        (gains_same if fits else gains_other).append(short(split) if fits else f"{short(split)} (ours {side})")
+        (gains_same if fits else gains_other).append(
+            short(split) if fits else f"{short(split)} (ours {side})"
+        )
     return (
-        "By best accuracy over seeds 0-2 (the paper's statistic; a number reproduces when the paper's lies in our "
-        f"mean ± 2 sample std): our FedAvg {against_paper(archive, UCI_CPU, 'fedavg', K150_SPLITS)}; "
-        f"`flea` {against_paper(archive, UCI_CPU, 'flea', K150_SPLITS)}; the paired gain of `flea` over FedAvg "
-        + (f"reproduces the paper's gain on {listing(gains_same)}" if gains_same else "reproduces the paper's gain nowhere")
+        "By best accuracy over seeds 0-2 (the paper's statistic; a number reproduces when the paper's lies "
+        "in our mean ± 2 sample std)"
+        f": our FedAvg {against_paper(archive, UCI_CPU, 'fedavg', K150_SPLITS)}; "
+        f"`flea` {against_paper(archive, UCI_CPU, 'flea', K150_SPLITS)}; "
+        "the paired gain of `flea` over FedAvg "
+        + (
+            f"reproduces the paper's gain on {listing(gains_same)}"
+            if gains_same
+            else "reproduces the paper's gain nowhere"
+        )
         + (f" and does not on {listing(gains_other)}" if gains_other else "")
         + ".\n"
     )
 
 
-def listed_minutes(archive: Archive, study: str, rows: Sequence[str], settings: Sequence[str], seeds: Sequence[int]) -> str:
+def listed_minutes(
+    archive: Archive, study: str, rows: Sequence[str], settings: Sequence[str], seeds: Sequence[int]
+) -> str:
     """``Run times: lo-hi min (N runs) ...`` of the runs of ``rows`` in ``settings`` and ``seeds`` archived
     in ``study``."""
     runs = [
@@ -207,8 +224,12 @@ def baselines_times_fedmix(archive: Archive) -> str:
 
 @fragment("baselines-times-fedavg-fedrs")
 def baselines_times_fedavg_fedrs(archive: Archive) -> str:
-    fedavg = listed_minutes(archive, "baselines_har/runs", ("fedavg",), (har("Dir(0.3)"), har("Dir(0.1)")), (1, 2))
-    fedrs = listed_minutes(archive, "baselines_har/runs", ("fedrs",), tuple(har(s) for s in HAR_SPLITS), (1, 2))
+    fedavg = listed_minutes(
+        archive, "baselines_har/runs", ("fedavg",), (har("Dir(0.3)"), har("Dir(0.1)")), (1, 2)
+    )
+    fedrs = listed_minutes(
+        archive, "baselines_har/runs", ("fedrs",), tuple(har(s) for s in HAR_SPLITS), (1, 2)
+    )
     return "FedAvg: " + fedavg[0].lower() + fedavg[1:] + "FedRS: " + fedrs[0].lower() + fedrs[1:]
 
 
@@ -236,10 +257,12 @@ def grid_times(archive: Archive, folder: str) -> str:
     runs = archive.study(f"flea_table1_har/{folder}/runs")
     commands = "one command" if len(exits) == 1 else f"{len(exits)} commands"
     per = ", ".join(
-        f"{name} {seconds_range([r for r in runs if label(r) == row])}" for name, row in (("FedAvg", "fedavg"), ("FLea", "flea"))
+        f"{name} {seconds_range([r for r in runs if label(r) == row])}"
+        for name, row in (("FedAvg", "fedavg"), ("FLea", "flea"))
     )
     return (
-        f"{len(runs)} finished runs archived; {sum(exits)} s of sweep time over {commands} (`{folder}/sweep.log`); "
+        f"{len(runs)} finished runs archived; {sum(exits)} s of sweep time over {commands} "
+        f"(`{folder}/sweep.log`); "
         f"per run, its rounds' logged times summed: {per}.\n"
     )
 
@@ -256,7 +279,7 @@ def table1_h100_grid1_times(archive: Archive) -> str:
 
 @fragment("table1-h200-times")
 def table1_h200_times(archive: Archive) -> str:
-    """The H200 call: it stopped at its limit, so the sweep time is the limit's and only finished runs count."""
+    """The H200 call: it stopped at its limit, so the sweep time is the limit's; only finished runs count."""
     return grid_times(archive, "h200")
 
 
@@ -318,7 +341,9 @@ def _busy_ratios(result: dict) -> list[float]:
     ratios = []
     for busy in (False, True):
         for repeat in sorted({r["repeat"] for r in rows}):
-            pick = {r["threads"]: r["s_per_round"] for r in rows if r["repeat"] == repeat and r["busy"] == busy}
+            pick = {
+                r["threads"]: r["s_per_round"] for r in rows if r["repeat"] == repeat and r["busy"] == busy
+            }
             if pick.get(old) and pick.get(new):
                 ratios.append(pick[old] / pick[new])
     return ratios
@@ -339,7 +364,11 @@ def speed_busy_core_claim(archive: Archive) -> str:
     parts = []
     for name, what in (("smoke", "the smoke preset"), ("default", "the default preset")):
         ratios = _busy_ratios(_busy_result(name))
-        every = "in every pair" if all(r > 1 for r in ratios) else f"in {sum(r > 1 for r in ratios)} of {len(ratios)} pairs"
+        every = (
+            "in every pair"
+            if all(r > 1 for r in ratios)
+            else f"in {sum(r > 1 for r in ratios)} of {len(ratios)} pairs"
+        )
         parts.append(f"{min(ratios):.1f}-{max(ratios):.1f}x slower per round on {what} ({every})")
     return "The old default was " + " and ".join(parts) + ".\n"
 
@@ -365,14 +394,26 @@ def gpu_h100_modes(archive: Archive) -> str:
     methods = ("fedavg", "flea")
     n = probe["rounds"]
     rows = [
-        [f"eager (`engine.cuda_graphs: false`), median s a round ({n} rounds)", *(f"{modes[m]['sequential']['median_round_s']:.2f}" for m in methods)],
-        [f"batched clients, median s a round ({n} rounds)", *(f"{modes[m]['batched']['median_round_s']:.2f}" for m in methods)],
-        [f"graphs, median s a round ({n} rounds)", *(f"{modes[m]['graphs']['median_round_s']:.2f}" for m in methods)],
+        [
+            f"eager (`engine.cuda_graphs: false`), median s a round ({n} rounds)",
+            *(f"{modes[m]['sequential']['median_round_s']:.2f}" for m in methods),
+        ],
+        [
+            f"batched clients, median s a round ({n} rounds)",
+            *(f"{modes[m]['batched']['median_round_s']:.2f}" for m in methods),
+        ],
+        [
+            f"graphs, median s a round ({n} rounds)",
+            *(f"{modes[m]['graphs']['median_round_s']:.2f}" for m in methods),
+        ],
         [
             f"graphs, a whole {full['fedavg']['rounds']}-round run: median / mean s a round",
             *(f"{full[m]['median_round_s']:.2f} / {full[m]['mean_round_s']:.3f}" for m in methods),
         ],
-        [f"graphs, a whole {full['fedavg']['rounds']}-round run, wall time", *(f"{full[m]['wall_s']:.1f} s" for m in methods)],
+        [
+            f"graphs, a whole {full['fedavg']['rounds']}-round run, wall time",
+            *(f"{full[m]['wall_s']:.1f} s" for m in methods),
+        ],
         [
             f"the default settings (`auto`), median s a round ({auto['fedavg']['rounds']} rounds)",
             *(f"{auto[m]['median_round_s']:.2f}" for m in methods),
@@ -380,12 +421,14 @@ def gpu_h100_modes(archive: Archive) -> str:
     ]
     table = markdown_table(["", "FedAvg", "FLea"], rows)
     spread = max(
-        max(r["best_acc"] for r in modes[m].values()) - min(r["best_acc"] for r in modes[m].values()) for m in methods
+        max(r["best_acc"] for r in modes[m].values()) - min(r["best_acc"] for r in modes[m].values())
+        for m in methods
     )
     rounds_sum = {m: full[m]["mean_round_s"] * full[m]["rounds"] for m in methods}
     return (
         table
-        + f"\nThe best accuracy after {n} rounds differs by at most {100 * spread:.2f} points between the three modes. "
-        f"FedAvg's wall time is that of the first run in a fresh process: its rounds sum to {rounds_sum['fedavg']:.1f} s; "
-        f"FLea, run next in the same process, spent {full['flea']['wall_s']:.1f} s for {rounds_sum['flea']:.2f} s of rounds.\n"
+        + f"\nThe best accuracy after {n} rounds differs by at most {100 * spread:.2f} points between the "
+        "three modes. FedAvg's wall time is that of the first run in a fresh process: its rounds sum to "
+        f"{rounds_sum['fedavg']:.1f} s; FLea, run next in the same process, spent "
+        f"{full['flea']['wall_s']:.1f} s for {rounds_sum['flea']:.2f} s of rounds.\n"
     )
