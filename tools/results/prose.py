@@ -17,11 +17,14 @@ from fedaug.engine.checkpoint import logged_round_times
 from fedaug.results.store import Run, setting_label
 from tools.results.common import (
     BEST,
+    FINAL,
     HAR_SPLITS,
     K150_SPLITS,
     LAST10,
     STUDIES,
     UCI_CPU,
+    ZDA,
+    ZDA_CELLS,
     Archive,
     fragment,
     gain_cell,
@@ -431,4 +434,36 @@ def gpu_h100_modes(archive: Archive) -> str:
         "three modes. FedAvg's wall time is that of the first run in a fresh process: its rounds sum to "
         f"{rounds_sum['fedavg']:.1f} s; FLea, run next in the same process, spent "
         f"{full['flea']['wall_s']:.1f} s for {rounds_sum['flea']:.2f} s of rounds.\n"
+    )
+
+
+# --- studies/fedzda: the Fed-ZDA gains against the paper's, by the rule of "reproduces" -------------------
+
+
+@fragment("fedzda-reproduce-claims")
+def fedzda_reproduce_claims(archive: Archive) -> str:
+    """Per cell and method, the final-round gain over FedAvg paired by seed (the paper's statistic) against
+    the paper's gain (its Tables 1-2): reproduces or not, and which side ours is on."""
+    same, other = [], []
+    for name, setting in ZDA_CELLS.items():
+        base = archive.runs((*ZDA, "fedzda/cpu_drift/runs"), "fedavg", setting)
+        for row, short_name in (("fedzdac", "Fed-ZDAC"), ("fedzdas", "Fed-ZDAS")):
+            runs = archive.runs(ZDA, row, setting)
+            gain = try_gain(runs, base, FINAL)
+            papers = [archive.paper("global_acc", m, runs) for m in (row, "fedavg")]
+            if gain is None or papers[0] is None or papers[1] is None:
+                continue
+            paper = papers[0].mean - papers[1].mean
+            fits = reproduces(gain.stat, paper)
+            if fits:
+                same.append(f"{short_name} on {name}")
+            elif fits is not None:
+                side = "higher" if gain.stat.mean > paper else "lower"
+                other.append(f"{short_name} on {name} (ours {side})")
+    return (
+        "By the final round's global accuracy (the paper's statistic), the gain over FedAvg paired by seed "
+        "(seeds 0-2) reproduces the paper's gain (the paper's within our mean ± 2 sample std) for "
+        + listing(same)
+        + (f", and does not for {listing(other)}" if other else "")
+        + ".\n"
     )
