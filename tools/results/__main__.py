@@ -25,9 +25,11 @@ import sys
 
 from tools.results import campaign as results_campaign
 from tools.results import flea as results_flea
+from tools.results import methods_flea as results_methods_flea
 from tools.results import others as results_others
 from tools.results import privacy as results_privacy
 from tools.results import privacy_augmix as results_privacy_augmix
+from tools.results import prose as results_prose
 from tools.results import readme as results_readme
 from tools.results import studies as results_studies
 from tools.results import studies_bench as results_studies_bench
@@ -45,7 +47,7 @@ STUDY_READMES = (
 """The studies whose README holds generated blocks (``results_studies*.py``, ``results_privacy*.py``)."""
 DOCUMENTS = (
     *("README.md", "docs/results.md", "docs/methods/flea.md", "docs/methods/fedaugmix.md"),
-    "docs/guide/gpu.md",
+    *("docs/guide/gpu.md", "docs/guide/privacy-attacks.md", "docs/guide/speed.md", "docs/methods/fedzda.md"),
     *(f"studies/{name}/README.md" for name in STUDY_READMES),
 )
 FRAGMENT_MODULES = (
@@ -53,6 +55,8 @@ FRAGMENT_MODULES = (
     results_campaign,
     *(results_studies, results_studies_bench, results_studies_fedzda, results_studies_fedzda_json),
     results_studies_flea,
+    results_methods_flea,
+    results_prose,
 )
 """Imported for their registered fragments (in this order in the registry)."""
 

@@ -66,7 +66,10 @@ def runs_table(
 def _gain(
     archive: Archive, spec: RowSpec, base: RowSpec, metric: Metric, seeds: Sequence[int]
 ) -> Gain | None:
-    return try_gain(on(archive, spec, seeds), on(archive, base, seeds), metric)
+    """The paired gain over ``seeds``; every archived baseline run is offered, so that a seed pairs with the
+    baseline's run on the method's CPU model where one is archived (docs/results.md)."""
+    baseline = [run for run in archive.runs(*base) if run.seed in seeds]
+    return try_gain(on(archive, spec, seeds), baseline, metric)
 
 
 def pair_table(

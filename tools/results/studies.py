@@ -5,6 +5,7 @@ benchmark studies' blocks are in ``results_studies_*.py``."""
 from __future__ import annotations
 
 import json
+import math
 import statistics
 
 from fedaug.cli.analyze import feature_table
@@ -16,6 +17,7 @@ from tools.results.common import (
     LAST10,
     ROOT,
     STUDIES,
+    UCI_CPU,
     Archive,
     fragment,
     har,
@@ -115,7 +117,10 @@ def baselines_qua2_seeds012(archive: Archive) -> str:
 
 @fragment("baselines-fedgen-qua2")
 def baselines_fedgen(archive: Archive) -> str:
-    return pair_table(archive, ("FedGen", "FedAvg"), _qua2("fedgen"), _qua2("fedavg"), (0, 1, 2))
+    """FedAvg's column is its canonical run per seed over every UCI-HAR CPU archive (seed 0: the AMD EPYC run
+    of ``flea_objective_har``); FedGen's gain pairs each seed with FedAvg's run on FedGen's CPU model."""
+    fedavg = (UCI_CPU, "fedavg", har("Qua(2)"))
+    return pair_table(archive, ("FedGen", "FedAvg"), _qua2("fedgen"), fedavg, (0, 1, 2))
 
 
 @fragment("baselines-fedmix-flea-dir01")
@@ -127,7 +132,9 @@ def baselines_fedmix_flea(archive: Archive) -> str:
 
 @fragment("baselines-fedavg-fedrs")
 def baselines_fedavg_fedrs(archive: Archive) -> str:
-    rows = {f"FedAvg, {s}": (BASELINES, "fedavg", har(s)) for s in ("Dir(0.3)", "Dir(0.1)")}
+    # FedAvg's canonical run per seed over every UCI-HAR CPU archive (seed 0: the AMD EPYC runs of
+    # flea_table1_har/cpu_dir03 and flea_objective_har, not this study's unrecorded-CPU run)
+    rows = {f"FedAvg, {s}": (UCI_CPU, "fedavg", har(s)) for s in ("Dir(0.3)", "Dir(0.1)")}
     rows |= {f"FedRS, {s}": (BASELINES, "fedrs", har(s)) for s in ("Qua(2)", "Dir(0.3)", "Dir(0.1)")}
     return runs_table(archive, rows, (0, 1, 2))
 
@@ -220,4 +227,9 @@ def fedaugmix_cost(archive: Archive) -> str:
 def feature_analysis(archive: Archive) -> str:
     """``fedaug analyze features``'s table of ``features.json``."""
     result = json.loads((STUDIES / "feature_analysis_har" / "features.json").read_text())
-    return feature_table(result) + "\n\n(local DB: mean ± std over the round's clients)\n"
+    for row in result["groups"]:  # the JSON's std is over the clients with n in the denominator
+        n = row["clients"]
+        for key in ("local_db_train", "local_db_test"):
+            row[key]["std"] = row[key]["std"] * math.sqrt(n / (n - 1)) if n > 1 else 0.0
+    note = "(local DB: mean ± sample std over the round's clients; `features.json` holds the population std)"
+    return feature_table(result) + f"\n\n{note}\n"

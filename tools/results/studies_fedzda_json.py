@@ -74,7 +74,7 @@ def fedzda_partition_seed(archive: Archive) -> str:
     header += [
         f"global % mean r{window}-100",
         f"class var mean r{window}-100",
-        f"sd of global % over r{window}-100",
+        f"sample std of global % over r{window}-100",
     ]
     return markdown_table(header, rows)
 

@@ -3,7 +3,7 @@
 Reads archived runs (``fedaug archive``): the preset's seeds 0 and 1 (each draws its own partition) and
 seeds 1 and 2 with ``partition.seed: 0`` (seed 0's partition, other training randomness). Prints, per
 run, the final round's global accuracy and class variance, their means over rounds 80-100 and the standard
-deviation of the global accuracy over those rounds (its round-to-round swing), then mean ± std over the
+sample standard deviation of the global accuracy over those rounds (its round-to-round swing), then mean ± std over the
 three runs that share partition 0 (seed 0, and seeds 1 and 2 with the partition fixed). Writes
 ``compare.json`` beside this file.
 
@@ -41,7 +41,7 @@ def numbers(run_dir: Path) -> dict[str, float]:
         "final_class_var": 1e4 * last["test/class_acc_var"],
         "window_acc": statistics.fmean(accs),
         "window_class_var": statistics.fmean(1e4 * r["test/class_acc_var"] for r in window),
-        "window_acc_sd_over_rounds": statistics.pstdev(accs),
+        "window_acc_sd_over_rounds": statistics.stdev(accs),  # the sample std, as everywhere (docs/results.md)
     }
 
 
