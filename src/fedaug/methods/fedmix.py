@@ -81,10 +81,11 @@ class FedMixConfig(MethodConfig):
         mix_weight: a fixed local weight l instead of Beta draws (1 = local only, i.e. FedAvg). Yoon et al.'s
             MAFL uses a fixed small weight on the averages, lam = 1 - l in 0.05-0.2.
         mix_per_sample: draw l per sample instead of once per batch (official FLea code: once per batch).
-        share_dp: differential privacy for the shared averages (:class:`~fedaug.privacy.gaussian.
-            ShareDPConfig`; off by default): every input clipped to ``clip`` before averaging (so one sample
-            moves its group's average by at most ``clip / mean_group_size``), noise of std
-            ``noise_multiplier * clip / mean_group_size`` on each average; each sample is released once.
+        share_dp: differential privacy for the shared averages, off by default (``epsilon``, ``delta``,
+            ``clip``, ``noise_multiplier``, ``releases``; :mod:`fedaug.privacy.gaussian`): every input
+            clipped to ``clip`` before averaging (so one sample moves its group's average by at most
+            ``clip / mean_group_size``), noise of std ``noise_multiplier * clip / mean_group_size`` on each
+            average; each sample is released once.
     """
 
     mode: str = "naive"

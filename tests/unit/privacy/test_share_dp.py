@@ -23,6 +23,7 @@ from fedaug.privacy import gaussian
 from fedaug.privacy.gaussian import ShareDPConfig, clip_rows, gaussian_noise
 from fedaug.runtime.seeding import torch_generator
 from tests.conftest import make_spec
+from tests.helpers import killed_in_round
 
 DELTA = 1e-5
 
@@ -265,3 +266,16 @@ def test_dp_off_equals_no_option_bit_for_bit(tmp_path: Path, make: Any) -> None:
         assert torch.equal(value, state_b["state"]["model_state"][key]), key
     assert share_dp.COUNTS not in state_a["state"]["extra"]
     assert "share_dp_epsilon" not in (tmp_path / "a" / "summary.json").read_text()
+
+
+def test_a_private_flea_run_resumes_identically(tmp_path: Path) -> None:
+    # the ledger rides in the checkpoint (weights-only load): an interrupted run spends what a whole one does
+    dpa()
+    config = FLeaConfig(share_fraction=0.5, share_dp=ShareDPConfig(noise_multiplier=3.0, epsilon=8.0))
+    Simulation(make_spec(tmp_path / "full", method=FLea(config), rounds=4)).run()
+    killed = killed_in_round(FLea, config, kill_round=3, calls_before_kill=1)
+    with pytest.raises(KeyboardInterrupt):
+        Simulation(make_spec(tmp_path / "cut", method=killed, rounds=4)).run()
+    Simulation(make_spec(tmp_path / "cut", method=FLea(config), rounds=4)).run()
+    for name in ("metrics.jsonl", "summary.json"):
+        assert (tmp_path / "cut" / name).read_text() == (tmp_path / "full" / name).read_text()

@@ -122,9 +122,10 @@ class FLeaConfig(MethodConfig):
         local_ce_weight: weight of an extra plain CE on the local batch (default and official: 1; paper: 0).
         warmup: round 1 objective: ``paper`` (CE + lambda2 L_dec) or ``official`` (3x local epochs,
             CE + 0.5 KL(global || local) + lambda2(t) L_dec towards the untrained global model).
-        share_dp: differential privacy for the shared activations (:class:`~fedaug.privacy.gaussian.
-            ShareDPConfig`; off by default): each row clipped to ``clip``, noise of std
-            ``noise_multiplier * clip``, the epsilon spent accounted per sample over its releases.
+        share_dp: differential privacy for the shared activations, off by default (``epsilon``, ``delta``,
+            ``clip``, ``noise_multiplier``, ``releases``; :mod:`fedaug.privacy.gaussian`): each row clipped
+            to ``clip``, noise of std ``noise_multiplier * clip``, the epsilon spent accounted per sample
+            over its releases.
     """
 
     split_layer: int | None = None

@@ -92,7 +92,7 @@ def receive(
     most = max((int(c.max()) for c in ledger.values() if c.numel()), default=0)
     stats.update(withheld=withheld, most_releases=float(most), epsilon=mech.spent(most))
     logger.info(
-        "share_dp: epsilon %.4g spent at delta %g after round %d (the most-released sample: %d releases)",
+        "share_dp: epsilon %.4g spent at delta %g after round %d (most releases of one sample: %d)",
         stats["epsilon"],
         mech.delta,
         round_num,
