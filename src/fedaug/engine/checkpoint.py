@@ -283,10 +283,11 @@ def check_run_checkpoint(ckpt: dict[str, Any], path: Path) -> None:
 
 
 def summarize(records: list[dict[str, Any]], *, last: int = 10) -> dict[str, Any]:
-    """Best accuracy and its round, mean of the last ``last`` rounds and the final accuracy."""
+    """Best accuracy and its round, mean of the last ``last`` rounds and the final accuracy; with
+    ``method.share_dp`` on, the epsilon its shares spent by the last round and its delta."""
     evaluated = [r for r in records if "test/acc" in r]
     if not evaluated:
-        return {"rounds": len(records)}
+        return {"rounds": len(records), **_privacy_spent(records)}
     accs = [r["test/acc"] for r in evaluated]
     best = max(range(len(accs)), key=lambda i: (accs[i], -i))
     tail = accs[-last:]
@@ -296,4 +297,16 @@ def summarize(records: list[dict[str, Any]], *, last: int = 10) -> dict[str, Any
         "best_round": evaluated[best]["round"],
         "last10_acc": sum(tail) / len(tail),
         "final_acc": accs[-1],
+        **_privacy_spent(records),
+    }
+
+
+def _privacy_spent(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """``share_dp_epsilon`` and ``share_dp_delta`` of the last round that logged them (none: nothing)."""
+    logged = [r for r in records if "share_dp/epsilon" in r]
+    if not logged:
+        return {}
+    return {
+        "share_dp_epsilon": logged[-1]["share_dp/epsilon"],
+        "share_dp_delta": logged[-1]["share_dp/delta"],
     }

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -43,10 +43,11 @@ from fedaug.api import (
 )
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.flea.buffer import BufferStream
-from fedaug.methods.parts import data_pool
+from fedaug.methods.parts import data_pool, share_dp
 from fedaug.methods.parts.checks import check_at_least, check_choice, check_in_range, check_positive
 from fedaug.methods.parts.losses import soft_cross_entropy
 from fedaug.methods.parts.payloads import SharedSamples
+from fedaug.privacy import gaussian
 from fedaug.registry import register
 from fedaug.runtime.device import host_to_device
 from fedaug.runtime.seeding import numpy_rng, torch_generator
@@ -80,6 +81,11 @@ class FedMixConfig(MethodConfig):
         mix_weight: a fixed local weight l instead of Beta draws (1 = local only, i.e. FedAvg). Yoon et al.'s
             MAFL uses a fixed small weight on the averages, lam = 1 - l in 0.05-0.2.
         mix_per_sample: draw l per sample instead of once per batch (official FLea code: once per batch).
+        share_dp: differential privacy for the shared averages, off by default (``epsilon``, ``delta``,
+            ``clip``, ``noise_multiplier``, ``releases``; :mod:`fedaug.privacy.gaussian`): every input
+            clipped to ``clip`` before averaging (so one sample moves its group's average by at most
+            ``clip / mean_group_size``), noise of std ``noise_multiplier * clip / mean_group_size`` on each
+            average; each sample is released once.
     """
 
     mode: str = "naive"
@@ -87,6 +93,7 @@ class FedMixConfig(MethodConfig):
     mix_beta: float = 2.0
     mix_weight: float | None = None
     mix_per_sample: bool = False
+    share_dp: gaussian.ShareDPConfig = field(default_factory=gaussian.ShareDPConfig)
 
     def __post_init__(self) -> None:
         check_choice("mode", self.mode, MODES)
@@ -125,9 +132,13 @@ class FedMix(FedAvg):
                 "fedmix mode=mafl with Beta-drawn weights: the Taylor approximation assumes a small weight "
                 "on the averages (Yoon et al. fix it: mix_weight 0.8-0.95)"
             )
+        self.dp = gaussian.resolve(self.config.share_dp)
+        """The shared averages' Gaussian mechanism (None: ``method.share_dp`` off)."""
 
     def init_server(self, model_state: dict[str, Tensor], run: RunContext) -> ServerState:
         extra = data_pool.empty_pool(run.input_shape, (run.num_classes,), torch.float32, device=run.device)
+        if self.dp is not None:
+            share_dp.warn_if_nothing_allowed(self.dp)
         return ServerState(round_num=0, model_state=model_state, extra=extra)
 
     def payload(self, state: ServerState, round_num: int, train: TrainSettings) -> Payload:
@@ -178,22 +189,66 @@ class FedMix(FedAvg):
         self, state: ServerState, *, round_num: int, participants: Sequence[ClientId], run: RunContext
     ) -> ShareRequest | None:
         del participants
-        return data_pool.pool_request(state, round_num, run)
+        request = data_pool.pool_request(state, round_num, run)
+        if request is not None and self.dp is not None:
+            if share_dp.exhausted(state.extra, self.dp, run.num_clients):
+                return None
+            request.extra = share_dp.request_extra(state.extra, request.client_ids)
+        return request
 
     def client_share(self, request: ShareRequest, ctx: ClientContext) -> ClientShare:
+        if self.dp is not None:
+            return self._private_share(request, ctx, self.dp)
         x_bar, y_bar = group_means(
             ctx.data.x, ctx.data.y, ctx.run.num_classes, self.config.mean_group_size, ctx.generator
         )
         shared = SharedSamples(x_bar, y_bar)
         return ClientShare(ctx.client_id, extra=shared.to_extra(), metrics={"num_shared": float(len(y_bar))})
 
+    def _private_share(
+        self, request: ShareRequest, ctx: ClientContext, dp: gaussian.GaussianShare
+    ) -> ClientShare:
+        """The averages of groups of clipped inputs plus noise of std sigma * clip / g (the per-sample bound
+        of an average), over the samples the budget still allows (each is in at most one group)."""
+        group = self.config.mean_group_size
+        order = torch.randperm(ctx.data.num_examples, generator=ctx.generator)
+        counts = share_dp.client_counts(request, ctx.client_id, ctx.data.num_examples)
+        allowed, _ = share_dp.gate(order, counts, dp)
+        count = allowed.shape[0] // group
+        used = allowed[: count * group]
+        x = gaussian.clip_rows(ctx.data.x[used].float(), dp.clip)
+        x_bar = x.view(count, group, *x.shape[1:]).mean(dim=1)
+        noise = share_dp.noise_generator(ctx, request.round_num)
+        x_bar = x_bar + gaussian.gaussian_noise(
+            tuple(x_bar.shape), dp.noise_multiplier * dp.clip / group, noise, x_bar
+        )
+        onehot = F.one_hot(ctx.data.y[used], ctx.run.num_classes).float()
+        y_bar = onehot.view(count, group, ctx.run.num_classes).mean(dim=1)
+        withheld = ctx.data.num_examples - allowed.shape[0]
+        dp_extra, dp_metrics = share_dp.share_extra(counts, used, withheld)
+        extra = {**SharedSamples(x_bar, y_bar).to_extra(), **dp_extra}
+        return ClientShare(ctx.client_id, extra=extra, metrics={"num_shared": float(count), **dp_metrics})
+
     def receive_shares(
         self, state: ServerState, shares: Sequence[ClientShare], run: RunContext
     ) -> ServerState:
-        return data_pool.receive_pool(state, shares, run)
+        new = data_pool.receive_pool(state, shares, run)
+        if self.dp is None:
+            return new
+        extra = share_dp.receive(
+            new.extra,
+            shares,
+            self.dp,
+            round_num=state.round_num,
+            num_clients=run.num_clients,
+            shares_again=False,  # FedMix shares once, before round 1
+        )
+        return ServerState(round_num=new.round_num, model_state=new.model_state, extra=extra)
 
     def round_metrics(self, state: ServerState) -> Metrics:
-        return data_pool.pool_metrics("fedmix", state.extra)
+        metrics = data_pool.pool_metrics("fedmix", state.extra)
+        metrics.update(share_dp.round_metrics(state.extra, self.dp))
+        return metrics
 
 
 def group_means(

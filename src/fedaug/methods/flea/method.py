@@ -29,8 +29,8 @@ departures (Adam re-created every step, linear lr).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -73,6 +73,7 @@ from fedaug.methods.flea.loss import (
     warmup_distill_term,
     warmup_loss,
 )
+from fedaug.methods.parts import share_dp
 from fedaug.methods.parts.checks import (
     check_at_least,
     check_choice,
@@ -84,6 +85,7 @@ from fedaug.methods.parts.losses import frozen_model
 from fedaug.methods.parts.payloads import SharedSamples
 from fedaug.methods.parts.preset import MethodPreset
 from fedaug.models.base import SplitModel
+from fedaug.privacy import gaussian
 from fedaug.privacy.dcor import DECOR_FORMS, distance_correlation_tensor, u_distance_correlation_sqr_tensor
 from fedaug.registry import register
 from fedaug.runtime.device import host_to_device
@@ -120,6 +122,10 @@ class FLeaConfig(MethodConfig):
         local_ce_weight: weight of an extra plain CE on the local batch (default and official: 1; paper: 0).
         warmup: round 1 objective: ``paper`` (CE + lambda2 L_dec) or ``official`` (3x local epochs,
             CE + 0.5 KL(global || local) + lambda2(t) L_dec towards the untrained global model).
+        share_dp: differential privacy for the shared activations, off by default (``epsilon``, ``delta``,
+            ``clip``, ``noise_multiplier``, ``releases``; :mod:`fedaug.privacy.gaussian`): each row clipped
+            to ``clip``, noise of std ``noise_multiplier * clip``, the epsilon spent accounted per sample
+            over its releases.
     """
 
     split_layer: int | None = None
@@ -139,6 +145,7 @@ class FLeaConfig(MethodConfig):
     distill_direction: str = "local_global"
     local_ce_weight: float = 1.0
     warmup: str = "paper"
+    share_dp: gaussian.ShareDPConfig = field(default_factory=gaussian.ShareDPConfig)
 
     def __post_init__(self) -> None:
         check_choice("decor_form", self.decor_form, DECOR_FORMS)
@@ -153,6 +160,8 @@ class FLeaConfig(MethodConfig):
         check_in_range(self, ("share_fraction",), 0, 1)
         check_at_least(self, ("buffer_rounds",), 1)
         check_nonnegative(self, ("distill_weight", "decor_weight", "local_ce_weight"))
+        if isinstance(self.share_dp, Mapping):  # built from a plain mapping (Python callers)
+            object.__setattr__(self, "share_dp", gaussian.ShareDPConfig(**self.share_dp))
 
 
 @register(
@@ -178,6 +187,12 @@ class FLea(FedAvg):
     is launch-bound, separate on a CPU, where one pass per part measured faster
     (``benchmarks/flea_head_passes.py``)."""
 
+    def __init__(self, config: FLeaConfig | None = None) -> None:
+        super().__init__(config)
+        self.dp = gaussian.resolve(self.config.share_dp)
+        """The shared activations' Gaussian mechanism (None: ``method.share_dp`` off); resolved here, when
+        the method is built before the run, so a missing accountant fails before any file is written."""
+
     def layer(self, model: SplitModel) -> int:
         """The split layer for ``model`` (raises IncompatibleModelError naming the valid layers)."""
         layer = model.default_split if self.config.split_layer is None else self.config.split_layer
@@ -197,6 +212,8 @@ class FLea(FedAvg):
 
     def init_server(self, model_state: dict[str, Tensor], run: RunContext) -> ServerState:
         extra = FLeaServerState.empty(run.num_clients, run.device).to_extra()
+        if self.dp is not None:
+            share_dp.warn_if_nothing_allowed(self.dp)
         return ServerState(round_num=0, model_state=model_state, extra=extra)
 
     def payload(self, state: ServerState, round_num: int, train: TrainSettings) -> Payload:
@@ -280,7 +297,14 @@ class FLea(FedAvg):
     ) -> ShareRequest | None:
         if round_num == 0 or not participants or self.config.share_fraction == 0:
             return None
-        return ShareRequest(round_num=round_num, client_ids=list(participants), model_state=state.model_state)
+        request = ShareRequest(
+            round_num=round_num, client_ids=list(participants), model_state=state.model_state
+        )
+        if self.dp is not None:
+            if share_dp.exhausted(state.extra, self.dp, run.num_clients):
+                return None  # the budget has stopped the sharing (receive_shares said so)
+            request.extra = share_dp.request_extra(state.extra, request.client_ids)
+        return request
 
     def client_share(self, request: ShareRequest, ctx: ClientContext) -> ClientShare:
         model = frozen_model(ctx, "share", request.model_state)
@@ -289,16 +313,27 @@ class FLea(FedAvg):
         idx = share_indices(
             ctx.data.num_examples, self.config.share_fraction, ctx.generator, fixed_seed, ctx.client_id
         )
+        dp = self.dp
+        if dp is not None:  # the budget's gate, then clipping and noise on what leaves the client
+            counts = share_dp.client_counts(request, ctx.client_id, ctx.data.num_examples)
+            idx, withheld = share_dp.gate(idx, counts, dp)
         x, y = ctx.data.x[idx], ctx.data.y[idx]
         with torch.no_grad():
             features = model.encode(x, layer).contiguous()
+        dp_metrics: Metrics = {}
+        if dp is not None:
+            noise = share_dp.noise_generator(ctx, request.round_num)
+            features = share_dp.privatise(features, dp.clip, dp.noise_multiplier * dp.clip, noise)
+            dp_extra, dp_metrics = share_dp.share_extra(counts, idx, withheld)
         extra = SharedSamples(features, y).to_extra()
+        if dp is not None:
+            extra.update(dp_extra)
         # The dCor of what is shared rides along as tensors: the server reads every client's at once.
         if len(idx) >= 2:
             extra["dcor"] = distance_correlation_tensor(x, features).reshape(1)
         if len(idx) > 3:
             extra["dcor_u"] = u_distance_correlation_sqr_tensor(x, features).reshape(1)
-        return ClientShare(ctx.client_id, extra=extra, metrics={"num_shared": float(len(idx))})
+        return ClientShare(ctx.client_id, extra=extra, metrics={"num_shared": float(len(idx)), **dp_metrics})
 
     def receive_shares(
         self, state: ServerState, shares: Sequence[ClientShare], run: RunContext
@@ -306,6 +341,14 @@ class FLea(FedAvg):
         # The buffer lives on the run's device, as it has since init_server (a resumed one: map_location);
         # the clients' features and labels are computed there, so moving them costs nothing.
         device = run.device
+        dp = self.dp
+        if dp is not None and not any(SharedSamples.from_extra(s.extra).y.numel() for s in shares):
+            # the budget withheld every drawn sample: the buffer keeps what was shared before (reusing
+            # released rows costs no privacy), as when the budget has stopped the sharing
+            extra = share_dp.receive(
+                state.extra, shares, dp, round_num=state.round_num, num_clients=run.num_clients
+            )
+            return replace(state, extra=extra)
         old = FLeaServerState.from_extra(state.extra)
         # the entries still young enough, as indices: one read from the device (a boolean mask would be one
         # per tensor it selects from)
@@ -326,7 +369,12 @@ class FLea(FedAvg):
             rounds=torch.cat([old.rounds[keep], rounds]),
             share_stats=_share_stats(shares),
         )
-        return replace(state, extra={**state.extra, **new.to_extra()})
+        extra = {**state.extra, **new.to_extra()}
+        if dp is not None:
+            extra = share_dp.receive(
+                extra, shares, dp, round_num=state.round_num, num_clients=run.num_clients
+            )
+        return replace(state, extra=extra)
 
     def round_metrics(self, state: ServerState) -> Metrics:
         server = FLeaServerState.from_extra(state.extra)
@@ -343,6 +391,7 @@ class FLea(FedAvg):
             "flea/decor_weight": self.decor_weight_at(state.round_num),
         }
         metrics.update({f"flea/{k}": v for k, v in stats.items() if k != "bytes_per_client"})
+        metrics.update(share_dp.round_metrics(state.extra, self.dp))
         return metrics
 
 
