@@ -94,7 +94,8 @@ ALLOWED = {
         r"[+−-]?\d+(?:\.\d+)?\s?%?(?:\s?±\s?[\d.]+)?(?:\s?/\s?[+−-]?\d+(?:\.\d+)?\s?%?)*"
     ),
     "a paper's numbers with its table or figure cited": (
-        r"\((?:its|the paper's|the papers'|KDD|ICLR) (?:Tables?|Figs?\.|Figures?) \d+(?: / \d+)?:[^)]*(?:\)|$)"
+        r"\((?:its|the paper's|the papers'|KDD|ICLR) (?:Tables?|Figs?\.|Figures?) \d+(?: / \d+)?:"
+        r"[^)]*(?:\)|$)"
         r"|[Tt]he paper's (?:Table|Figure) \d+ has (?:[^.;]|\.\d)*"
     ),
 }
