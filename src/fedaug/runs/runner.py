@@ -44,6 +44,7 @@ from fedaug.runs.resume import check_existing, finished_summary, record_run
 from fedaug.runs.verify import record_identity, verify_run_dir
 from fedaug.runtime import startup
 from fedaug.runtime.device import describe_device
+from fedaug.runtime.lazy_dynamo import defer_dynamo_import
 from fedaug.runtime.machine import use_threads
 from fedaug.runtime.precision import flush_denormals
 
@@ -133,11 +134,7 @@ def run_experiment(
             return finished
     startup.mark("run_dir")
     use_threads(config.engine.num_threads)
-    # torch imports torch._dynamo (seconds on a loaded CPU) at the first optimizer a client builds
-    # (torch._compile's lazy import); importing it here charges it to the start-up, by name, not to round 1
-    import torch._dynamo  # noqa: F401
-
-    startup.mark("torch_dynamo")
+    defer_dynamo_import()  # torch.optim's first optimizer would import torch._dynamo (seconds) for nothing
     resolved = resolve_run(config, run_dir, method_fn=method_fn)  # before the run dir is made or changed
     spec = replace(resolved.spec, job=job, progress=resolved.spec.progress and not quiet)
     with RunDirLock(run_dir):  # released on any exit, by the kernel if the process is killed
