@@ -1,5 +1,6 @@
-"""``torch._dynamo`` is not imported by a CPU run (``fedaug.runtime.lazy_dynamo``): a smoke run's process never
-imports it, and the deferred optimizers step exactly as PyTorch's own, before and after anything imports it."""
+"""``torch._dynamo`` is not imported by a CPU run (``fedaug.runtime.lazy_dynamo``): a smoke run's process
+never imports it, and the deferred optimizers step exactly as PyTorch's own, before and after anything
+imports it."""
 
 from __future__ import annotations
 

@@ -6,13 +6,14 @@ first time an optimizer is built or stepped, only to tell a compiler where not t
 * ``Optimizer.add_param_group`` (every optimizer's ``__init__`` calls it), ``zero_grad``, ``state_dict`` and
   ``load_state_dict`` are wrapped by ``torch._disable_dynamo``, whose wrapper imports ``torch._dynamo`` on its
   first call to build the "disabled" function and caches it on the wrapped function as ``__dynamo_disable``;
-* each optimizer's ``step`` is wrapped by ``torch.optim.optimizer._use_grad_for_differentiable``, which imports
-  it to call ``torch._dynamo.graph_break()`` (a no-op outside a trace) around the step.
+* each optimizer's ``step`` is wrapped by ``torch.optim.optimizer._use_grad_for_differentiable``, which
+  imports it to call ``torch._dynamo.graph_break()`` (a no-op outside a trace) around the step.
 
-In a process that has not imported ``torch._dynamo`` nothing is being compiled, so the disabled function is the
-function itself and the graph breaks are no-ops. :func:`defer_dynamo_import` makes both wrappers call straight
-through while ``torch._dynamo`` is not imported, and do exactly what PyTorch's do from the first call after
-anything imports it (``torch.compile``, an export, a library), so a compile path gets what it always had.
+In a process that has not imported ``torch._dynamo`` nothing is being compiled, so the disabled function is
+the function itself and the graph breaks are no-ops. :func:`defer_dynamo_import` makes both wrappers call
+straight through while ``torch._dynamo`` is not imported, and do exactly what PyTorch's do from the first call
+after anything imports it (``torch.compile``, an export, a library), so a compile path gets what it always
+had.
 fedaug itself never compiles (CUDA graphs record eager steps; ``torch.use_deterministic_algorithms``, which
 imports it too, is called only to change the setting: :func:`fedaug.runtime.device.set_deterministic`).
 """
@@ -45,7 +46,7 @@ class _UntilDynamo:
             return self.fn(*args, **kwargs)
         import torch._dynamo
 
-        disabled = torch._dynamo.disable(self.fn, self.recursive, wrapping=False)
+        disabled = torch._dynamo.disable(self.fn, self.recursive, wrapping=False)  # type: ignore[no-untyped-call]
         setattr(self.fn, _CACHE, disabled)  # torch's own cache from now on (a string: no name mangling)
         return disabled(*args, **kwargs)
 
@@ -75,8 +76,9 @@ def _probe(*args: Any, **kwargs: Any) -> None:
 
 
 def _disable_dynamo_wrapped(owner: type) -> Iterator[tuple[Callable[..., Any], bool]]:
-    """The functions that ``owner``'s ``torch._disable_dynamo`` wrappers wrap, with their ``recursive`` flags."""
-    code = torch._disable_dynamo(_probe).__code__
+    """The functions that ``owner``'s ``torch._disable_dynamo`` wrappers wrap, with their ``recursive``
+    flags."""
+    code = torch._disable_dynamo(_probe).__code__  # type: ignore[attr-defined]
     for attr in vars(owner).values():
         if getattr(attr, "__code__", None) is not code or not attr.__closure__:
             continue
