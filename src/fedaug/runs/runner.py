@@ -41,6 +41,7 @@ from fedaug.runs.resolve import (
     resolve_run,
 )
 from fedaug.runs.resume import check_existing, finished_summary, record_run
+from fedaug.runs.tracking import check_trackers, open_trackers
 from fedaug.runs.verify import record_identity, verify_run_dir
 from fedaug.runtime import startup
 from fedaug.runtime.device import describe_device
@@ -124,6 +125,7 @@ def run_experiment(
     run_dir = run_dir_for(config)
     check_run_dir_path(run_dir)
     check_unlocked(run_dir)  # another process runs it: refused before any data is loaded
+    check_trackers(config)  # tracking asks for a package that is not installed: refused before training
     method_fn = _method_once(config)
     if not fresh:
         check_existing(run_dir, config, method_fn)
@@ -173,9 +175,17 @@ def _run_locked(
         ", local steps as CUDA graphs" if resolved.spec.cuda_graphs else "",
     )
     start_from_fedavg(resolved)
+    trackers = open_trackers(config, run_dir)  # tracking: [tensorboard]; none by default
+    spec = replace(resolved.spec, observers=(*resolved.spec.observers, *trackers))
     startup.mark("record")
-    with flush_denormals(resolved.settings.flush_denormals):
-        summary = engine(resolved.spec).run()
+    try:
+        with flush_denormals(resolved.settings.flush_denormals):
+            summary = engine(spec).run()
+    finally:  # a stopped run's events are on disk for its resume to continue
+        for tracker in trackers:
+            close = getattr(tracker, "close", None)
+            if close is not None:
+                close()
     write_json(run_dir / "summary.json", summary)
     return summary
 
