@@ -13,10 +13,11 @@ A run with ``--set 'tracking=[tensorboard]'`` also writes TensorBoard event file
 A resumed run continues the same curves: its writer opens a new event file with ``purge_step`` at the last
 checkpointed round c, so TensorBoard drops whatever the stopped process wrote from round c on (a round it
 logged after its checkpoint, which the resume trains again), and the new file writes round c again from
-``metrics.jsonl`` and ``timings.jsonl``, then c + 1 on: each round's step once. Events are flushed every
-round. The engine only calls the :class:`~fedaug.engine.simulation.RoundObserver` protocol; TensorBoard's
-writer (``torch.utils.tensorboard``, which needs the ``tensorboard`` package) is imported when a run asks
-for it.
+``metrics.jsonl`` and ``timings.jsonl``, then c + 1 on: each round's step once. A run resumed with
+``tracking`` it did not have before writes its earlier rounds first, from the same logs. Events are flushed
+every round. The engine only calls the :class:`~fedaug.engine.simulation.RoundObserver` protocol;
+TensorBoard's writer (``torch.utils.tensorboard``, which needs the ``tensorboard`` package) is imported when
+a run asks for it.
 """
 
 from __future__ import annotations
@@ -95,27 +96,31 @@ class TensorBoardTracker:
         from torch.utils.tensorboard import SummaryWriter
 
         resumed = first_round > 1
-        purge = first_round - 1 if resumed else None
+        written_before = self.log_dir.is_dir() and any(self.log_dir.iterdir())
+        purge = first_round - 1 if resumed and written_before else None
         self.writer = SummaryWriter(str(self.log_dir), purge_step=purge)
-        if resumed and records:  # the last checkpointed round again: the stopped process's copy is purged
-            last = records[-1]
-            self.round(last, self._timing(int(last["round"])))
+        if resumed and records:
+            # the last checkpointed round again (the stopped process's copy is purged), or every round before
+            # the resume when tracking is new to this run (it changes no result, so a resume may turn it on)
+            timings = self._timings()
+            for record in records[-1:] if written_before else records:
+                self.round(record, timings.get(int(record["round"]), {}))
 
-    def _timing(self, round_num: int) -> dict[str, Any]:
-        """Round ``round_num``'s ``timings.jsonl`` line ({} if it has none yet)."""
-        path = self.log_dir.parent / "timings.jsonl"
+    def _timings(self) -> dict[int, dict[str, Any]]:
+        """The run's ``timings.jsonl`` lines by round (a last line cut short by a kill left out)."""
         try:
-            lines = path.read_text().splitlines()
+            lines = (self.log_dir.parent / "timings.jsonl").read_text().splitlines()
         except OSError:
             return {}
+        found = {}
         for line in lines:
             try:
                 entry = json.loads(line)
-            except json.JSONDecodeError:  # a last line cut short by a kill
+            except json.JSONDecodeError:
                 continue
-            if isinstance(entry, dict) and entry.get("round") == round_num:
-                return entry
-        return {}
+            if isinstance(entry, dict) and isinstance(entry.get("round"), int):
+                found[entry["round"]] = entry
+        return found
 
     def round(self, record: dict[str, Any], timing: dict[str, Any]) -> None:
         step = int(record["round"])
