@@ -1,7 +1,8 @@
-"""``tracking: [tensorboard]`` (``fedaug.runs.tracking``): a smoke run stopped after round 2 and resumed is
-read back by TensorBoard's own event reader with each round's scalars once, equal to ``metrics.jsonl`` and
-``timings.jsonl``, the summary and the resolved config as hyper-parameters; without ``tracking`` nothing is
-written and the tracker's libraries are not imported."""
+"""``tracking: [tensorboard, mlflow]`` (``fedaug.runs.tracking``): a smoke run stopped after round 2 and
+resumed is read back by TensorBoard's own event reader and MLflow's client with each round's scalars once,
+equal to ``metrics.jsonl`` and ``timings.jsonl``, the summary and the resolved config as hyper-parameters
+(also when tracking starts at the resume); without ``tracking`` nothing is written and the trackers'
+libraries are not imported."""
 
 from __future__ import annotations
 
@@ -26,6 +27,50 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def _stop_after_round_2_and_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: list[str], then: list[str]
+) -> Path:
+    """``first`` stopped by a Ctrl-C after round 2's log lines, ``then`` resumed to round 3; the run dir."""
+    real_report = Simulation._report
+
+    def stop_after_round_2(self: Simulation, bar: Any, record: dict[str, Any], *rest: Any) -> None:
+        real_report(self, bar, record, *rest)
+        if record["round"] == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Simulation, "_report", stop_after_round_2)
+    assert main(first) == 130  # stopped: rounds 1-2 checkpointed
+    monkeypatch.setattr(Simulation, "_report", real_report)
+    assert main(then) == 0  # resumed after round 2
+    (run_dir,) = {p.parent for p in tmp_path.rglob("metrics.jsonl")}
+    return run_dir
+
+
+@pytest.mark.parametrize("tracked_before", [True, False], ids=["tracked-throughout", "tracking-from-resume"])
+def test_a_stopped_and_resumed_run_is_read_once_per_round_by_mlflows_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tracked_before: bool
+) -> None:
+    pytest.importorskip("mlflow")
+    pytest.importorskip("sqlalchemy")
+    from mlflow.tracking import MlflowClient
+
+    command = ["run", SMOKE, "--out-dir", str(tmp_path), *ARGS, "--set", "tracking=[mlflow]"]
+    run_dir = _stop_after_round_2_and_resume(
+        tmp_path, monkeypatch, command if tracked_before else command[:-2], command
+    )
+    client = MlflowClient(f"sqlite:///{run_dir / 'mlflow' / 'mlflow.db'}")
+    run = client.get_run((run_dir / "mlflow" / "run_id").read_text().strip())
+    assert run.info.status == "FINISHED"
+    metrics, timings = _lines(run_dir / "metrics.jsonl"), _lines(run_dir / "timings.jsonl")
+    for key, log, field in (("test/acc", metrics, "test/acc"), ("time/round_time", timings, "round_time")):
+        history = sorted(client.get_metric_history(run.info.run_id, key), key=lambda m: m.step)
+        assert [m.step for m in history] == [1, 2, 3]  # no round twice, none missing
+        assert [m.value for m in history] == pytest.approx([r[field] for r in log], rel=1e-6)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert run.data.metrics["summary/best_acc"] == pytest.approx(summary["best_acc"], rel=1e-6)
+    assert run.data.params["train.rounds"] == "3" and run.data.params["method.name"] == "fedavg"
+
+
 @pytest.mark.parametrize("tracked_before", [True, False], ids=["tracked-throughout", "tracking-from-resume"])
 def test_a_stopped_and_resumed_run_writes_each_round_once_for_tensorboards_reader(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tracked_before: bool
@@ -35,18 +80,7 @@ def test_a_stopped_and_resumed_run_writes_each_round_once_for_tensorboards_reade
 
     command = ["run", SMOKE, "--out-dir", str(tmp_path), *ARGS, "--set", "tracking=[tensorboard]"]
     first = command if tracked_before else command[:-2]
-    real_report = Simulation._report
-
-    def stop_after_round_2(self: Simulation, bar: Any, record: dict[str, Any], *rest: Any) -> None:
-        real_report(self, bar, record, *rest)
-        if record["round"] == 2:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(Simulation, "_report", stop_after_round_2)
-    assert main(first) == 130  # stopped: rounds 1-2 checkpointed (and in the event file, if tracked)
-    monkeypatch.setattr(Simulation, "_report", real_report)
-    assert main(command) == 0  # resumed after round 2
-    (run_dir,) = {p.parent for p in tmp_path.rglob("metrics.jsonl")}
+    run_dir = _stop_after_round_2_and_resume(tmp_path, monkeypatch, first, command)
     event_files = sorted((run_dir / "tensorboard").iterdir())
     assert len(event_files) == (2 if tracked_before else 1)  # one per process that tracked
     reader = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0, "tensors": 0})

@@ -265,7 +265,7 @@ class EngineConfig:
         check_choice("engine.batched_clients", self.batched_clients, BATCHED_CLIENTS_MODES)
 
 
-TRACKERS = ("tensorboard",)
+TRACKERS = ("tensorboard", "mlflow")
 """The values of ``tracking``: the experiment trackers a run can write for (:mod:`fedaug.runs.tracking`)."""
 
 
@@ -277,8 +277,8 @@ class ExperimentConfig:
     (the default preset compares FedAvg and FLea). The ``method`` section's options apply to the method of the
     same name; the others run with their defaults. ``plugins`` lists modules or ``.py`` files of the user's
     own datasets, models and methods, imported wherever the config is resolved (:mod:`fedaug.plugins`).
-    ``tracking`` (optional, e.g. ``[tensorboard]``) also writes each round's scalars, the config and the
-    summary for an experiment tracker under the run dir (:mod:`fedaug.runs.tracking`; ``pip install
+    ``tracking`` (optional, e.g. ``[tensorboard, mlflow]``) also writes each round's scalars, the config and
+    the summary for experiment trackers under the run dir (:mod:`fedaug.runs.tracking`; ``pip install
     'fedaug[tracking]'``); it changes no result.
     """
 

@@ -1,4 +1,4 @@
-"""Runs to watch in an experiment tracker: ``tracking: [tensorboard]`` (``pip install 'fedaug[tracking]'``).
+"""Runs to watch in experiment trackers: ``tracking: [tensorboard, mlflow]`` (``fedaug[tracking]``).
 
 A run with ``--set 'tracking=[tensorboard]'`` also writes TensorBoard event files to ``RUN_DIR/tensorboard/``
 (``tensorboard --logdir runs`` shows every run under ``runs/``, one per run dir):
@@ -10,10 +10,17 @@ A run with ``--set 'tracking=[tensorboard]'`` also writes TensorBoard event file
   hyper-parameters (every key, flattened: ``train.lr``, ``method.name``, ...) with the summary's numbers as
   their metrics, and as text (``config``, the run's ``config.yaml``).
 
-A resumed run continues the same curves: its writer opens a new event file with ``purge_step`` at the last
-checkpointed round c, so TensorBoard drops whatever the stopped process wrote from round c on (a round it
-logged after its checkpoint, which the resume trains again), and the new file writes round c again from
-``metrics.jsonl`` and ``timings.jsonl``, then c + 1 on: each round's step once. A run resumed with
+``mlflow`` keeps one MLflow run per run dir in a local store, ``RUN_DIR/mlflow/mlflow.db`` (SQLite: MLflow 3
+refuses its file store by default; ``mlflow ui --backend-store-uri sqlite:///RUN_DIR/mlflow/mlflow.db``), the
+experiment named by the config's ``name``: the same per-round metrics (step = round), the resolved config as
+params, the summary as ``summary/<key>`` metrics, ``config.yaml`` as an artifact, and the run FINISHED (KILLED
+while stopped). Its resume reopens the same MLflow run (``RUN_DIR/mlflow/run_id``) and logs only the rounds
+the store lacks, so no step is logged twice.
+
+A resumed run continues the same TensorBoard curves: its writer opens a new event file with ``purge_step`` at
+the last checkpointed round c, so TensorBoard drops what the stopped process wrote from round c on, and
+writes round c again from ``metrics.jsonl`` and ``timings.jsonl`` (a process stopped between c's checkpoint
+and its events wrote none), then c + 1 on: each round's step once. A run resumed with
 ``tracking`` it did not have before writes its earlier rounds first, from the same logs. Events are flushed
 every round. The engine only calls the :class:`~fedaug.engine.simulation.RoundObserver` protocol;
 TensorBoard's writer (``torch.utils.tensorboard``, which needs the ``tensorboard`` package) is imported when
@@ -39,6 +46,10 @@ TENSORBOARD_DIR = "tensorboard"
 """The event files' folder inside a run dir."""
 
 
+MLFLOW_DIR = "mlflow"
+"""The MLflow store's folder inside a run dir (``mlflow.db``, ``artifacts/``, ``run_id``)."""
+
+
 def open_trackers(config: ExperimentConfig, run_dir: Path) -> tuple[RoundObserver, ...]:
     """The round observers ``config.tracking`` asks for (none by default).
 
@@ -49,6 +60,8 @@ def open_trackers(config: ExperimentConfig, run_dir: Path) -> tuple[RoundObserve
     for name in dict.fromkeys(config.tracking):
         if name == "tensorboard":
             trackers.append(TensorBoardTracker(config, run_dir / TENSORBOARD_DIR))
+        elif name == "mlflow":
+            trackers.append(MLflowTracker(config, run_dir / MLFLOW_DIR))
     return tuple(trackers)
 
 
@@ -57,11 +70,12 @@ def check_trackers(config: ExperimentConfig) -> None:
     before the run starts, so no round is trained without its curves)."""
     import importlib.util
 
-    if "tensorboard" in config.tracking and importlib.util.find_spec("tensorboard") is None:
-        raise ConfigError(
-            "tracking: tensorboard needs the tensorboard package: pip install 'fedaug[tracking]' "
-            "(or leave tracking out)"
-        )
+    for name, package in (("tensorboard", "tensorboard"), ("mlflow", "mlflow")):
+        if name in config.tracking and importlib.util.find_spec(package) is None:
+            raise ConfigError(
+                f"tracking: {name} needs the {package} package: pip install 'fedaug[tracking]' "
+                "(or leave it out of tracking)"
+            )
 
 
 def scalars(record: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
@@ -84,6 +98,23 @@ def hyper_parameters(config: ExperimentConfig) -> dict[str, str | float | int | 
     }
 
 
+def _timings(path: Path) -> dict[int, dict[str, Any]]:
+    """A run's ``timings.jsonl`` lines by round (a last line cut short by a kill left out; {} if none)."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return {}
+    found = {}
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("round"), int):
+            found[entry["round"]] = entry
+    return found
+
+
 class TensorBoardTracker:
     """TensorBoard event files of one run (module docstring)."""
 
@@ -102,25 +133,9 @@ class TensorBoardTracker:
         if resumed and records:
             # the last checkpointed round again (the stopped process's copy is purged), or every round before
             # the resume when tracking is new to this run (it changes no result, so a resume may turn it on)
-            timings = self._timings()
+            timings = _timings(self.log_dir.parent / "timings.jsonl")
             for record in records[-1:] if written_before else records:
                 self.round(record, timings.get(int(record["round"]), {}))
-
-    def _timings(self) -> dict[int, dict[str, Any]]:
-        """The run's ``timings.jsonl`` lines by round (a last line cut short by a kill left out)."""
-        try:
-            lines = (self.log_dir.parent / "timings.jsonl").read_text().splitlines()
-        except OSError:
-            return {}
-        found = {}
-        for line in lines:
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(entry, dict) and isinstance(entry.get("round"), int):
-                found[entry["round"]] = entry
-        return found
 
     def round(self, record: dict[str, Any], timing: dict[str, Any]) -> None:
         step = int(record["round"])
@@ -146,3 +161,80 @@ class TensorBoardTracker:
         if self.writer is not None:
             self.writer.close()
             self.writer = None
+
+
+class MLflowTracker:
+    """One MLflow run per run dir, in a local SQLite store under it (module docstring)."""
+
+    def __init__(self, config: ExperimentConfig, store_dir: Path) -> None:
+        self.config = config
+        self.store_dir = store_dir
+        self.client: Any = None
+        self.run_id: str | None = None
+        self.finished = False
+
+    def start(self, first_round: int, records: list[dict[str, Any]]) -> None:
+        import logging
+
+        for name in ("mlflow", "alembic"):  # their database set-up logs INFO lines of no use to a user
+            logging.getLogger(name).setLevel(logging.WARNING)
+        from mlflow.tracking import MlflowClient
+
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        self.client = MlflowClient(f"sqlite:///{self.store_dir / 'mlflow.db'}")
+        id_file = self.store_dir / "run_id"
+        if id_file.is_file():  # a resume: the same MLflow run, running again
+            self.run_id = id_file.read_text().strip()
+            self.client.update_run(self.run_id, status="RUNNING")
+        else:
+            experiment = self.client.get_experiment_by_name(self.config.name)
+            experiment_id = (
+                experiment.experiment_id
+                if experiment is not None
+                else self.client.create_experiment(
+                    self.config.name, artifact_location=(self.store_dir / "artifacts").as_uri()
+                )
+            )
+            run = self.client.create_run(experiment_id, run_name=self.store_dir.parent.name)
+            self.run_id = run.info.run_id
+            self._log_params()
+            id_file.write_text(f"{self.run_id}\n")
+        logged = self.client.get_metric_history(self.run_id, "time/round_time")
+        last_logged = max((m.step for m in logged), default=0)
+        timings = _timings(self.store_dir.parent / "timings.jsonl")
+        for record in records:  # the rounds before this process that the store does not have yet
+            if int(record["round"]) > last_logged:
+                self.round(record, timings.get(int(record["round"]), {}))
+
+    def _log_params(self) -> None:
+        from mlflow.entities import Param
+
+        params = [Param(key, str(value)[:6000]) for key, value in hyper_parameters(self.config).items()]
+        for at in range(0, len(params), 100):  # MLflow takes at most 100 params per batch
+            self.client.log_batch(self.run_id, params=params[at : at + 100])
+
+    def _log(self, values: dict[str, float], step: int) -> None:
+        import time
+
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        metrics = [Metric(key, value, now, step) for key, value in values.items()]
+        for at in range(0, len(metrics), 1000):
+            self.client.log_batch(self.run_id, metrics=metrics[at : at + 1000])
+
+    def round(self, record: dict[str, Any], timing: dict[str, Any]) -> None:
+        timing = {k: v for k, v in timing.items() if k != "startup"}
+        self._log({**scalars(record), **scalars(timing, "time/")}, int(record["round"]))
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        self._log(scalars(summary, "summary/"), self.config.train.rounds)
+        self.client.log_text(self.run_id, dump_yaml(self.config), "config.yaml")
+        self.client.set_terminated(self.run_id, status="FINISHED")
+        self.finished = True
+
+    def close(self) -> None:
+        """Marks a run that stopped early KILLED (its resume sets it RUNNING again)."""
+        if self.client is not None and self.run_id is not None and not self.finished:
+            self.client.set_terminated(self.run_id, status="KILLED")
+        self.client = None
