@@ -65,6 +65,9 @@ ERRORS = [
     (["sweep", "smoke", "--shard", "2/2"], "--shard must be i/n with 0 <= i < n"),
     (["sweep", "smoke", "--workers", "0"], "--workers must be in 1..1024, got 0"),
     (["sweep", "smoke", "--workers", "2", "--heartbeat", "-1"], "--heartbeat must be a finite number >= 0"),
+    (["sweep", "no_such_sweep.yaml"], "config file 'no_such_sweep.yaml' does not exist"),
+    (["sweep", "smoke", "--set", "seed"], "override 'seed' must look like key.path=value"),
+    (["flower", "simulate", "smoke", "--set", "seed"], "override 'seed' must look like key.path=value"),
 ]
 
 

@@ -48,6 +48,9 @@ def _load_flower(args: argparse.Namespace) -> ExperimentConfig:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from fedaug.cli.common import preflight_config
+
+    preflight_config(args)  # an unreadable file or a malformed --set: refused before Flower and torch
     require("flwr", "ray")
     from fedaug.flower.logs import quiet_flower
     from fedaug.runtime import startup

@@ -154,6 +154,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     heartbeat = HEARTBEAT_SECONDS if args.heartbeat is None else args.heartbeat
     check_sweep_options(args.workers, heartbeat, args.order)  # with --dry-run too; before torch is imported
     shard = parse_shard(args.shard) if args.shard else None
+    from fedaug.config.tree import preflight
+
+    preflight([args.config], [*shared_overrides(args), *args.overrides])  # the sweep file and its --set
     from fedaug.runs.runner import check_run_dir_path
     from fedaug.runtime.device import DeviceError, resolve_device
     from fedaug.sweeps.cluster import run_commands, shard_points
