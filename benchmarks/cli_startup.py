@@ -16,9 +16,17 @@ all of them alike.
   median of
   each phase). Both trees run with one thread on the same data.
 
+* ``--smoke``: a whole ``fedaug run smoke`` (one round of one client epoch, one thread) beside
+  ``python -c "import torch"``, alternating: per command the wall-clock median and minimum, and for the run
+  its time outside the round, its start-up breakdown (:mod:`fedaug.runtime.startup`: ``total_s`` plus the
+  interpreter's own ``python_s``) and the medians' ratios to importing torch (what is left above 1 is
+  fedaug's own start-up); one more run in a probe interpreter says whether ``torch._dynamo`` was imported
+  (it must not be: :mod:`fedaug.runtime.lazy_dynamo`) -> ``benchmarks/results/cli_startup_smoke.json``.
+
 Usage::
 
     python benchmarks/cli_startup.py                 # 7 repeats -> benchmarks/results/cli_startup.json
+    python benchmarks/cli_startup.py --smoke --repeats 5   # -> benchmarks/results/cli_startup_smoke.json
     python benchmarks/cli_startup.py --repeats 15 --out /tmp/cli.json
     python benchmarks/cli_startup.py --run --before main --out benchmarks/results/cold_start_cpu.json
 """
@@ -114,6 +122,95 @@ def one_run(case: str, src: Path, out_dir: Path, data_dir: str) -> dict[str, Any
     return {"wall_s": wall, "outside_rounds_s": wall - rounds, "startup": startup}
 
 
+DYNAMO_PROBE = """
+import json, sys
+from fedaug.cli.main import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "dynamo": sorted(m for m in sys.modules if m.startswith("torch._dynamo"))}))
+"""
+"""``--smoke``: a run in an interpreter that reports the ``torch._dynamo`` modules it imported."""
+
+
+def smoke_vs_torch(args: argparse.Namespace) -> dict[str, Any]:
+    """``fedaug run smoke`` (:data:`RUN_CASES`) of this checkout (and, with ``--before REV``, of that
+    revision's ``src``) beside ``python -c "import torch"``, in turns whose order alternates."""
+    before_commit = git("rev-parse", args.before) if args.before else None
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {"after": SRC}
+        if args.before:
+            trees = {"before": extract_src(args.before, Path(tmp)), **trees}
+        torch_s: list[float] = []
+        runs: dict[str, list[dict[str, Any]]] = {tree: [] for tree in trees}
+        for repeat in range(args.repeats + 1):  # the first pass warms the page cache and is dropped
+            turns = ["import torch", *trees]
+            for what in turns if repeat % 2 == 0 else reversed(turns):
+                if what == "import torch":
+                    seconds = wall_time(COMMANDS["import torch"])
+                    if repeat:
+                        torch_s.append(seconds)
+                    continue
+                row = one_run("smoke", trees[what], Path(tmp) / f"smoke{repeat}_{what}", args.data_dir)
+                if repeat:
+                    runs[what].append(row)
+                    print(
+                        f"{what}: smoke wall {row['wall_s']:.2f} s, "
+                        f"start-up {row['startup']['total_s']:.2f} s"
+                    )
+        probes = {tree: dynamo_probe(src, Path(tmp) / f"probe_{tree}") for tree, src in trees.items()}
+    torch_median = statistics.median(torch_s)
+    summary: dict[str, Any] = {"import torch": stats(torch_s)}
+    for tree, rows in runs.items():
+        breakdowns = [r["startup"] for r in rows]
+        starts = [b["total_s"] + (b["python_s"] or 0.0) for b in breakdowns]
+        phases = dict.fromkeys(p for b in breakdowns for p in b["phases"])
+        summary[f"fedaug run smoke ({tree})"] = entry = {
+            "wall_s": stats([r["wall_s"] for r in rows]),
+            "outside_rounds_s": stats([r["outside_rounds_s"] for r in rows]),
+            "startup_with_python_s": stats(starts),
+            "startup_phase_median_s": {
+                p: round(statistics.median(b["phases"].get(p, 0.0) for b in breakdowns), 4) for p in phases
+            },
+            "wall_over_import_torch": round(statistics.median(r["wall_s"] for r in rows) / torch_median, 3),
+            "startup_over_import_torch": round(statistics.median(starts) / torch_median, 3),
+            "torch_dynamo_imported": probes[tree],
+        }
+        print(
+            f"{tree}: start-up {statistics.median(starts):.2f} s = {entry['startup_over_import_torch']}x "
+            f"import torch ({torch_median:.2f} s); torch._dynamo imported: {bool(probes[tree])}"
+        )
+    return {
+        "what": "fresh `fedaug run smoke` commands (1 round, 1 thread) and `python -c 'import torch'`, in "
+        "alternating order, one warm-up pass; start-up = the run's recorded start-up plus the interpreter's "
+        "own start",
+        "args": " ".join(RUN_CASES["smoke"]),
+        "before": args.before,
+        "before_commit": before_commit,
+        "after_commit": git("rev-parse", "HEAD")
+        + (" + uncommitted changes" if git("status", "--porcelain", "src") else ""),
+        "commands": summary,
+    }
+
+
+def dynamo_probe(src: Path, out_dir: Path) -> list[str]:
+    """The ``torch._dynamo`` modules a smoke run of ``src`` imports (:data:`DYNAMO_PROBE`)."""
+    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
+    argv = ["run", *RUN_CASES["smoke"], "--out-dir", str(out_dir)]
+    done = subprocess.run(
+        [sys.executable, "-c", DYNAMO_PROBE, *argv], env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"cli_startup.py: the dynamo probe failed:\n{done.stderr}")
+    modules: list[str] = json.loads(done.stdout.strip().splitlines()[-1])["dynamo"]
+    return modules
+
+
+def extract_src(revision: str, into: Path) -> Path:
+    """``revision``'s ``src/`` extracted under ``into``."""
+    archive = subprocess.run(["git", "archive", revision, "src"], cwd=REPO, check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into / "src"
+
+
 def git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=REPO, check=True, capture_output=True, text=True).stdout.strip()
 
@@ -123,11 +220,7 @@ def run_commands(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         trees = {"after": SRC}
         if before_commit:
-            archive = subprocess.run(
-                ["git", "archive", args.before, "src"], cwd=REPO, check=True, capture_output=True
-            )
-            subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-            trees = {"before": Path(tmp) / "src", **trees}
+            trees = {"before": extract_src(args.before, Path(tmp)), **trees}
         rows: dict[str, dict[str, list[dict[str, Any]]]] = {c: {t: [] for t in trees} for c in RUN_CASES}
         for repeat in range(args.repeats + 1):  # the first pass warms the page cache and is dropped
             order = list(trees) if repeat % 2 == 0 else list(reversed(trees))
@@ -177,7 +270,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=7, help="runs of each command (default 7)")
     parser.add_argument("--run", action="store_true", help="time whole `fedaug run` commands (RUN_CASES)")
-    parser.add_argument("--before", help="with --run: a git revision whose src/ is timed beside this one's")
+    parser.add_argument(
+        "--before", help="with --run or --smoke: a git revision whose src/ is timed beside this one's"
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="a whole `fedaug run smoke` beside `python -c 'import torch'`"
+    )
     parser.add_argument(
         "--data-dir",
         default=os.environ.get("FEDAUG_DATA") or str(REPO.parent / "shared" / "data"),
@@ -185,14 +283,18 @@ def main() -> None:
     )
     parser.add_argument("--out", help="JSON file (default benchmarks/results/cli_startup.json without --run)")
     args = parser.parse_args()
+    default_out = REPO / "benchmarks" / "results" / "cli_startup.json"
     if args.run:
         if args.out is None:
             parser.error("--run needs --out (e.g. benchmarks/results/cold_start_cpu.json)")
         report = run_commands(args)
+    elif args.smoke:
+        report = smoke_vs_torch(args)
+        default_out = default_out.with_name("cli_startup_smoke.json")
     else:
         report = help_commands(args)
     report = {**report, "repeats": args.repeats, "machine": machine_facts(torch.device("cpu"))}
-    write_report(args.out or REPO / "benchmarks" / "results" / "cli_startup.json", report)
+    write_report(args.out or default_out, report)
 
 
 if __name__ == "__main__":

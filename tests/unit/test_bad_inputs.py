@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedaug.cli import main as cli
+import fedaug.cli.main as cli  # the module (the package also has a function main)
 from fedaug.cli.main import main
 from fedaug.config.identity import run_dir_for
 from fedaug.config.load import load_config, load_run_config

@@ -1,4 +1,5 @@
-"""The CLI answers without importing torch: ``--help``, ``--version``, ``list``, argument errors (issue 57).
+"""The CLI answers without importing torch: ``--help``, ``--version``, ``list``, argument errors (issue 57), a
+config file that cannot be read, a ``--set`` that cannot be parsed and bad sweep flags (issue 69).
 
 The cases run the CLI in one fresh interpreter whose import system refuses ``torch``: a module that imports it
 at the CLI's import time, or a command that needs it for what it prints, fails there.
@@ -57,6 +58,16 @@ ERRORS = [
     (["run", "--bogus"], "unrecognized arguments: --bogus"),
     (["list", "bogus"], "invalid choice: 'bogus'"),
     (["nope"], "invalid choice: 'nope'"),
+    # config and sweep-flag errors: refused before the command imports torch (issue 69)
+    (["run", "smoke", "--set", "train.rounds"], "override 'train.rounds' must look like key.path=value"),
+    (["run", "smoke", "--set", "=3"], "override '=3' has an empty key"),
+    (["run", "no_such_config.yaml"], "config file 'no_such_config.yaml' does not exist"),
+    (["sweep", "smoke", "--shard", "2/2"], "--shard must be i/n with 0 <= i < n"),
+    (["sweep", "smoke", "--workers", "0"], "--workers must be in 1..1024, got 0"),
+    (["sweep", "smoke", "--workers", "2", "--heartbeat", "-1"], "--heartbeat must be a finite number >= 0"),
+    (["sweep", "no_such_sweep.yaml"], "config file 'no_such_sweep.yaml' does not exist"),
+    (["sweep", "smoke", "--set", "seed"], "override 'seed' must look like key.path=value"),
+    (["flower", "simulate", "smoke", "--set", "seed"], "override 'seed' must look like key.path=value"),
 ]
 
 

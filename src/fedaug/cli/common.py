@@ -115,6 +115,22 @@ def load_config(args: argparse.Namespace, *, tag: str = "") -> ExperimentConfig:
     own (:func:`fedaug.config.load.load_run_config`), ``tag`` is appended to its name."""
     from fedaug.config.load import load_run_config
 
+    paths, overrides = config_layers(args)
+    config = load_run_config(paths, overrides, smoke=args.smoke, tag=tag)
+    return with_plugins(config, getattr(args, "plugins", []))
+
+
+def preflight_config(args: argparse.Namespace) -> None:
+    """Refuses a config file that cannot be read or a ``--set`` that cannot be parsed before torch is
+    imported (:func:`fedaug.config.tree.preflight`); :func:`load_config` checks the rest."""
+    from fedaug.config.tree import preflight
+
+    preflight(*config_layers(args))
+
+
+def config_layers(args: argparse.Namespace) -> tuple[list[str | Path], list[str]]:
+    """The command line's config files (the default preset when none) and overrides, in the order they
+    apply."""
     overrides = shared_overrides(args)
     if args.seed is not None:
         overrides.append(f"seed={args.seed}")
@@ -125,8 +141,7 @@ def load_config(args: argparse.Namespace, *, tag: str = "") -> ExperimentConfig:
     overrides += args.overrides
     if names:  # --method wins over the preset's and --set's comparison list
         overrides.append(f"compare=[{', '.join(names) if len(names) > 1 else ''}]")
-    config = load_run_config(args.configs or default_presets(), overrides, smoke=args.smoke, tag=tag)
-    return with_plugins(config, getattr(args, "plugins", []))
+    return list(args.configs or default_presets()), overrides
 
 
 def check_method_flag(value: str | None) -> None:

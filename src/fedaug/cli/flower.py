@@ -48,11 +48,20 @@ def _load_flower(args: argparse.Namespace) -> ExperimentConfig:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from fedaug.cli.common import preflight_config
+
+    preflight_config(args)  # an unreadable file or a malformed --set: refused before Flower and torch
     require("flwr", "ray")
+    from fedaug.flower.logs import quiet_flower
+    from fedaug.runtime import startup
+
+    quiet_flower(args.verbose)  # before Flower's modules are imported: alembic logs as they are
     from fedaug.cli.common import plot_job
     from fedaug.config.identity import run_dir_for
     from fedaug.flower.simulation import simulate
     from fedaug.runs.runner import comparison_configs, comparison_table
+
+    startup.mark("flower_imports")
 
     configs = comparison_configs(_load_flower(args))
     summaries = simulate(

@@ -38,6 +38,7 @@ from fedaug.cli.common import (
     add_plugin_args,
     load_config,
     plot_job,
+    preflight_config,
     shared_overrides,
     with_plugins,
 )
@@ -54,6 +55,7 @@ logger = logging.getLogger("fedaug")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    preflight_config(args)  # an unreadable file or a malformed --set: refused before torch is imported
     from fedaug.runs.resolve import reusing_data
 
     with reusing_data():  # a comparison's data and partition: loaded once, for its checks and its runs
@@ -147,15 +149,21 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from fedaug.runs.runner import check_run_dir_path
-    from fedaug.runtime.device import DeviceError, resolve_device
-    from fedaug.sweeps.cluster import parse_shard, run_commands, shard_points
-    from fedaug.sweeps.estimate import dry_run_lines
-    from fedaug.sweeps.sweep import HEARTBEAT_SECONDS, check_sweep_options, expand_sweep, run_sweep
-    from fedaug.sweeps.workers import cpu_oversubscription, gpu_underuse
+    from fedaug.sweeps.options import HEARTBEAT_SECONDS, check_sweep_options, parse_shard
 
     heartbeat = HEARTBEAT_SECONDS if args.heartbeat is None else args.heartbeat
-    check_sweep_options(args.workers, heartbeat, args.order)  # with --dry-run too
+    check_sweep_options(args.workers, heartbeat, args.order)  # with --dry-run too; before torch is imported
+    shard = parse_shard(args.shard) if args.shard else None
+    from fedaug.config.tree import preflight
+
+    preflight([args.config], [*shared_overrides(args), *args.overrides])  # the sweep file and its --set
+    from fedaug.runs.runner import check_run_dir_path
+    from fedaug.runtime.device import DeviceError, resolve_device
+    from fedaug.sweeps.cluster import run_commands, shard_points
+    from fedaug.sweeps.estimate import dry_run_lines
+    from fedaug.sweeps.sweep import expand_sweep, run_sweep
+    from fedaug.sweeps.workers import cpu_oversubscription, gpu_underuse
+
     spread = _sweep_devices(args)  # --device cuda:0,cuda:1: the first in the configs, spread by the pool
     overrides = shared_overrides(args)
     points = expand_sweep(args.config, [*overrides, *args.overrides], args.grid, smoke=args.smoke)
@@ -163,8 +171,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.list:
         print("\n".join(run_commands(_sweep_argv(args), len(points))))
         return 0
-    if args.shard:
-        points = shard_points(points, *parse_shard(args.shard))
+    if shard is not None:
+        points = shard_points(points, *shard)
     for point in points:
         check_run_dir_path(point.run_dir)  # an --out-dir naming a file: one error now
     devices = sorted({p.config.engine.device for p in points} | set(spread))
@@ -543,7 +551,7 @@ def out_of_memory_line(exc: Exception) -> str | None:
 
 
 def _sigterm_as_interrupt() -> contextlib.AbstractContextManager[None]:
-    from fedaug.sweeps.workers import sigterm_as_interrupt  # imports torch: not before the command
+    from fedaug.runtime.interrupt import sigterm_as_interrupt
 
     return sigterm_as_interrupt()
 

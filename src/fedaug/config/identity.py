@@ -9,7 +9,8 @@ A run dir is resumed, branched from, de-duplicated in a sweep and grouped into a
 *without* the keys that do not change results (:func:`result_config`): where the run dir is (``name``,
 ``out_dir``), which comparisons a run reports (``compare``), where the data files are read from
 (``data.data_dir``: ``data.name`` says which dataset), where user code is imported from (``plugins``:
-``data.name``, ``model.name`` and ``method.name`` say what it registered) and the engine's settings, which
+``data.name``, ``model.name`` and ``method.name`` say what it registered), which experiment trackers it
+writes for (``tracking``) and the engine's settings, which
 change speed, not numbers (tested by the engine's determinism tests), except ``engine.precision`` (bf16
 autocast changes the numbers) and ``engine.flush_denormals`` (subnormals become 0).
 """
@@ -24,7 +25,7 @@ from typing import Any
 from fedaug.config.schema import ExperimentConfig, MethodSpec
 from fedaug.errors import ConfigError
 
-NEUTRAL_KEYS = ("name", "out_dir", "compare", "data.data_dir", "plugins")
+NEUTRAL_KEYS = ("name", "out_dir", "compare", "data.data_dir", "plugins", "tracking")
 """Dotted config keys that never change a run's results (nor does ``engine.*``: :func:`changes_results`)."""
 
 RESULT_ENGINE_KEYS = ("engine.precision", "engine.flush_denormals")

@@ -18,77 +18,24 @@ from typing import Any, TypeVar
 
 import yaml
 
-from fedaug.config import presets
+from fedaug.config import tree as tree_module
 from fedaug.config.identity import format_suffix
 from fedaug.config.limits import check_limits
 from fedaug.config.schema import ExperimentConfig
-from fedaug.config.yamlio import parse_yaml, read_yaml_file
-from fedaug.errors import ConfigError, shorten, shown
+from fedaug.config.tree import OPEN_SECTIONS, apply_override, deep_merge
+from fedaug.errors import ConfigError, shown
 
 T = TypeVar("T")
 
-OPEN_SECTIONS = ("data", "partition", "model", "method")
-"""Sections whose extra keys are the named component's options (validated when it is built)."""
 
-
-def read_yaml(path: str | Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """Reads one YAML mapping, following ``extends:`` (relative to the file; a cycle is refused). ``path``
-    may name a packaged preset instead of a file (:func:`fedaug.config.presets.locate`).
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """:func:`fedaug.config.tree.read_yaml`, a file's ``extends:`` parent merged by :func:`merge_layer`.
 
     Raises:
         ConfigError: a missing, non-UTF-8 or malformed file (one line naming file, line and column), a file
             that is not a mapping, or an ``extends:`` cycle (naming its files).
     """
-    path = Path(path) if _chain else presets.locate(path)
-    resolved = path.resolve()
-    if resolved in _chain:
-        cycle = [*_chain[_chain.index(resolved) :], resolved]
-        raise ConfigError(f"extends: cycle between config files: {' -> '.join(map(str, cycle))}")
-    what = "config file" if not _chain else f"config file (extended by {_chain[-1]})"
-    loaded = read_yaml_file(path, what)
-    if loaded is None:  # an empty file would run the default preset's 100-round job without a word
-        raise ConfigError(
-            f"{what} {path} is empty (or only comments): give it config keys, or leave it out to run the "
-            "default preset"
-        )
-    if not isinstance(loaded, dict):
-        raise ConfigError(f"{path} must contain a mapping of config keys, got {type(loaded).__name__}")
-    parent = loaded.pop("extends", None)
-    if parent is None:
-        return loaded
-    if not isinstance(parent, str) or not parent.strip():
-        raise ConfigError(f"extends: in {path} must name a config file, got {parent!r}")
-    return merge_layer(read_yaml(path.parent / parent, (*_chain, resolved)), loaded)
-
-
-def deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
-    """``update`` merged into ``base``; nested mappings merge, everything else replaces."""
-    merged = dict(base)
-    for key, value in update.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def apply_override(tree: dict[str, Any], override: str) -> dict[str, Any]:
-    """Applies one ``key.path=value`` override to a nested dict."""
-    if "=" not in override:
-        raise ConfigError(f"override {shorten(override)!r} must look like key.path=value")
-    key, raw = override.split("=", 1)
-    parts = key.strip().split(".")
-    if not key.strip():
-        raise ConfigError(f"override {shorten(override)!r} has an empty key")
-    if not all(part.strip() for part in parts):
-        raise ConfigError(f"override {shorten(override)!r} has an empty segment in its key {key.strip()!r}")
-    value = parse_yaml(raw, f"--set {shown(override)}") if raw.strip() else ""
-    if len(parts) == 1 and parts[0] in OPEN_SECTIONS and not isinstance(value, dict):
-        parts.append("name")
-    patch: dict[str, Any] = {parts[-1]: value}
-    for part in reversed(parts[:-1]):
-        patch = {part: patch}
-    return deep_merge(tree, patch)
+    return tree_module.read_yaml(path, merge=merge_layer)
 
 
 def load_config(paths: Sequence[str | Path] = (), overrides: Sequence[str] = ()) -> ExperimentConfig:

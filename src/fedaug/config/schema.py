@@ -265,6 +265,10 @@ class EngineConfig:
         check_choice("engine.batched_clients", self.batched_clients, BATCHED_CLIENTS_MODES)
 
 
+TRACKERS = ("tensorboard", "mlflow")
+"""The values of ``tracking``: the experiment trackers a run can write for (:mod:`fedaug.runs.tracking`)."""
+
+
 @dataclass(frozen=True)
 class ExperimentConfig:
     """A whole experiment. ``out_dir/name/<dataset>-<partition>/<method>/seed<k>/`` is its run dir.
@@ -273,6 +277,9 @@ class ExperimentConfig:
     (the default preset compares FedAvg and FLea). The ``method`` section's options apply to the method of the
     same name; the others run with their defaults. ``plugins`` lists modules or ``.py`` files of the user's
     own datasets, models and methods, imported wherever the config is resolved (:mod:`fedaug.plugins`).
+    ``tracking`` (optional, e.g. ``[tensorboard, mlflow]``) also writes each round's scalars, the config and
+    the summary for experiment trackers under the run dir (:mod:`fedaug.runs.tracking`; ``pip install
+    'fedaug[tracking]'``); it changes no result.
     """
 
     name: str = "default"
@@ -286,9 +293,12 @@ class ExperimentConfig:
     engine: EngineConfig = field(default_factory=EngineConfig)
     compare: list[str] = field(default_factory=list)
     plugins: list[str] = field(default_factory=list)
+    tracking: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         check_run_name(self.name)
+        for tracker in self.tracking:
+            check_choice("tracking", tracker, TRACKERS)
         if not self.out_dir.strip() or "\0" in self.out_dir:
             raise ConfigError(f"out_dir must be a folder path, got {self.out_dir!r}")
         check_compared_method(self.method.name, self.compare)

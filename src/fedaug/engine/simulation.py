@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import torch
 from torch import Tensor
@@ -89,6 +89,23 @@ class SimulationSpec:
     # What the command runs after this run (fedaug run of several methods): the progress line ends with the
     # whole job's time left, so that the time left of its first run does not read as the job's.
     job: JobEta | None = None
+    # Who else hears of each round (an experiment tracker's writer, fedaug.runs.tracking): the engine knows
+    # only this protocol, and imports no tracking library.
+    observers: tuple[RoundObserver, ...] = ()
+
+
+class RoundObserver(Protocol):
+    """Told of a run's rounds as the engine records them (after a round's checkpoint and log lines)."""
+
+    def start(self, first_round: int, records: list[dict[str, Any]]) -> None:
+        """Before round ``first_round`` (1, or the round after a resumed run's checkpoint); ``records``: the
+        metrics of the rounds before it, as ``metrics.jsonl`` holds them."""
+
+    def round(self, record: dict[str, Any], timing: dict[str, Any]) -> None:
+        """A round recorded: its ``metrics.jsonl`` and ``timings.jsonl`` lines."""
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        """The run finished with ``summary`` (``summary.json``)."""
 
 
 class Simulation:
@@ -125,6 +142,8 @@ class Simulation:
         startup.mark("engine_init")
         cold_start = startup.take()  # this process's start-up, into its first round's timings
         first = state.round_num + 1
+        for observer in spec.observers:
+            observer.start(first, records)
         bar = tqdm(
             total=spec.run.num_rounds,
             initial=first - 1,
@@ -158,10 +177,14 @@ class Simulation:
             timing["checkpoint"] = end - tick
             timing["round_time"] = end - start
             store.append(store.timings_path, {"round": round_num, **startup_entry, **timing})
+            for observer in spec.observers:
+                observer.round(record, {"round": round_num, **timing})
             self._report(bar, record, timing, records)
         bar.close()
         summary = {**summarize(records), **fairness_summary(records)}
         write_json(store.summary_path, summary)
+        for observer in spec.observers:
+            observer.finish(summary)
         return summary
 
     def _start(self) -> tuple[ServerState, list[dict[str, Any]]]:

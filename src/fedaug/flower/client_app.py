@@ -38,6 +38,7 @@ from fedaug.engine.simulation import SimulationSpec, client_context, on_device
 from fedaug.errors import ConfigError
 from fedaug.flower.records import decode, encode
 from fedaug.models.base import SplitModel
+from fedaug.runtime.lazy_dynamo import defer_dynamo_import
 from fedaug.runtime.machine import use_threads
 from fedaug.runtime.memory_format import apply_channels_last
 from fedaug.runtime.precision import flush_denormals
@@ -84,6 +85,7 @@ def client_host(config_text: str, data_dir: str | None, device: str | None = Non
     if device:
         config = dataclasses.replace(config, engine=dataclasses.replace(config.engine, device=device))
     use_threads(config.engine.num_threads)
+    defer_dynamo_import()  # as a run does: the node's first optimizer imports no torch._dynamo
     prepared = prepare(config, Path(config.out_dir))
     host = ClientHost(
         spec=prepared.spec, method=prepared.method, flush_denormals=config.engine.flush_denormals

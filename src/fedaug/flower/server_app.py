@@ -35,6 +35,7 @@ from fedaug.engine.simulation import Simulation, SimulationSpec
 from fedaug.errors import ClientError, FedaugError
 from fedaug.flower.client_app import HEADER
 from fedaug.flower.records import decode, encode
+from fedaug.runtime import startup
 from fedaug.types import ClientId
 
 logger = logging.getLogger(__name__)
@@ -146,6 +147,7 @@ def serve(grid: Grid, configs: Sequence[ExperimentConfig], *, fresh: bool, node_
 
     _, partition = load_data_and_partition(configs[0])
     nodes = discover_nodes(grid, len(partition.train_indices), timeout=node_timeout)
+    startup.mark("supernodes")  # Flower's runtime up (a simulation: Ray started), every SuperNode registered
     summaries = []
     for config in configs:
         engine = partial(FlowerEngine, link=NodeLink(grid, config, nodes))

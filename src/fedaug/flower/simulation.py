@@ -31,6 +31,7 @@ from fedaug.config.schema import ExperimentConfig
 from fedaug.errors import ConfigError
 from fedaug.flower.client_app import app as client_app
 from fedaug.flower.server_app import make_server_app
+from fedaug.runtime import startup
 from fedaug.runtime.device import resolve_device
 from fedaug.validation import check_int, check_number
 
@@ -107,6 +108,7 @@ def simulate(
     num_clients = len(partition.train_indices)
     server_app, outcome = make_server_app(configs, fresh=fresh, node_timeout=node_timeout)
     logger.info("Flower simulation: %d SuperNodes, server on %s, %s", num_clients, device, backend)
+    startup.mark("flower_setup")  # the devices checked, the data loaded, the ServerApp made
     # Ray's coming default (it warns with a FutureWarning otherwise): it leaves CUDA_VISIBLE_DEVICES alone in
     # actors that reserve no GPU, so engine.device (auto, cuda) means the same in an actor as in this process.
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")

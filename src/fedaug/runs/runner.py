@@ -41,9 +41,11 @@ from fedaug.runs.resolve import (
     resolve_run,
 )
 from fedaug.runs.resume import check_existing, finished_summary, record_run
+from fedaug.runs.tracking import check_trackers, open_trackers
 from fedaug.runs.verify import record_identity, verify_run_dir
 from fedaug.runtime import startup
 from fedaug.runtime.device import describe_device
+from fedaug.runtime.lazy_dynamo import defer_dynamo_import
 from fedaug.runtime.machine import use_threads
 from fedaug.runtime.precision import flush_denormals
 
@@ -123,6 +125,7 @@ def run_experiment(
     run_dir = run_dir_for(config)
     check_run_dir_path(run_dir)
     check_unlocked(run_dir)  # another process runs it: refused before any data is loaded
+    check_trackers(config)  # tracking asks for a package that is not installed: refused before training
     method_fn = _method_once(config)
     if not fresh:
         check_existing(run_dir, config, method_fn)
@@ -133,11 +136,7 @@ def run_experiment(
             return finished
     startup.mark("run_dir")
     use_threads(config.engine.num_threads)
-    # torch imports torch._dynamo (seconds on a loaded CPU) at the first optimizer a client builds
-    # (torch._compile's lazy import); importing it here charges it to the start-up, by name, not to round 1
-    import torch._dynamo  # noqa: F401
-
-    startup.mark("torch_dynamo")
+    defer_dynamo_import()  # torch.optim's first optimizer would import torch._dynamo (seconds) for nothing
     resolved = resolve_run(config, run_dir, method_fn=method_fn)  # before the run dir is made or changed
     spec = replace(resolved.spec, job=job, progress=resolved.spec.progress and not quiet)
     with RunDirLock(run_dir):  # released on any exit, by the kernel if the process is killed
@@ -176,9 +175,17 @@ def _run_locked(
         ", local steps as CUDA graphs" if resolved.spec.cuda_graphs else "",
     )
     start_from_fedavg(resolved)
+    trackers = open_trackers(config, run_dir)  # tracking: [tensorboard]; none by default
+    spec = replace(resolved.spec, observers=(*resolved.spec.observers, *trackers))
     startup.mark("record")
-    with flush_denormals(resolved.settings.flush_denormals):
-        summary = engine(resolved.spec).run()
+    try:
+        with flush_denormals(resolved.settings.flush_denormals):
+            summary = engine(spec).run()
+    finally:  # a stopped run's events are on disk for its resume to continue
+        for tracker in trackers:
+            close = getattr(tracker, "close", None)
+            if close is not None:
+                close()
     write_json(run_dir / "summary.json", summary)
     return summary
 

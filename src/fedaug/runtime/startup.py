@@ -14,15 +14,18 @@ Phases (those a command does not reach are absent): ``cli`` (argument parsing, t
 ``imports`` (torch and the runner), ``config`` (YAML, overrides, checks), ``checks`` (every method of a
 comparison checked before the first runs), ``command`` (what the caller did before its first run: a sweep's
 planning, a script's own work; next to nothing for ``fedaug run``), ``run_dir`` (resume and identity
-checks), ``torch_dynamo`` (PyTorch's import of ``torch._dynamo``, which the first optimizer would trigger
-inside round 1), ``device`` (the device resolved, deterministic mode set; on a GPU the CUDA context made),
+checks), ``device`` (the device resolved, deterministic mode set; on a GPU the CUDA context made),
 ``method``, ``data`` (the dataset loaded), ``partition``, ``model`` (built once and checked against the
 method), ``record`` (the run dir's lock, ``config.yaml``, ``env.json``, a FedAvg branch), ``to_device`` (the
 data moved to the run's device), ``engine_init`` (the initial model, the method's server state, its round-0
-share) and ``other`` (between the last mark and the first round). They sum to ``total_s``, the seconds from
-``import fedaug`` to the first round. CUDA's and cuDNN's first-use set-up (kernels loaded, cuBLAS handles,
-algorithm choice) happens in the first round's own steps, so it shows as round 1 taking longer than the
-next rounds, not here.
+share) and ``other`` (between the last mark and the first round); ``fedaug flower simulate`` adds
+``flower_imports`` (Flower and Ray imported), ``flower_setup`` (devices checked, data loaded, the ServerApp
+made) and ``supernodes`` (Flower's runtime and Ray started, every SuperNode registered). They sum to
+``total_s``, the seconds from ``import fedaug`` to the first round. CUDA's and cuDNN's first-use set-up
+(kernels loaded, cuBLAS handles, algorithm choice) happens in the first round's own steps, so it shows as
+round 1 taking longer than the next rounds, not here. ``torch._dynamo``, which ``torch.optim`` would import at
+the first optimizer (1-5 s on a loaded CPU, once charged here as a phase of its own), is not imported at all
+by a run that compiles nothing (:mod:`fedaug.runtime.lazy_dynamo`).
 """
 
 from __future__ import annotations

@@ -20,24 +20,10 @@ from typing import TypeVar
 
 from fedaug.errors import ConfigError
 from fedaug.runtime.device import check_device_name
+from fedaug.sweeps.options import parse_shard as parse_shard
 from fedaug.sweeps.order import SweepPoint
 
 T = TypeVar("T")
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """``"i/n"`` -> ``(i, n)`` with ``0 <= i < n``; ConfigError naming the value otherwise."""
-    index, _, count = text.partition("/")
-    if (
-        not (index.strip().isdigit() and count.strip().isdigit())
-        or int(count) < 1
-        or int(index) >= int(count)
-    ):
-        raise ConfigError(
-            f"--shard must be i/n with 0 <= i < n (slice i of n, 0-based: SLURM's $SLURM_ARRAY_TASK_ID), "
-            f"got {text!r}"
-        )
-    return int(index), int(count)
 
 
 def shard_points(points: Sequence[T], index: int, count: int) -> list[T]:

@@ -26,6 +26,7 @@ from typing import Any
 
 from fedaug.config.schema import ExperimentConfig
 from fedaug.runs.branch import branch_source
+from fedaug.sweeps.options import ORDERS as ORDERS
 
 
 @dataclass(frozen=True)
@@ -42,9 +43,6 @@ class SweepPoint:
     run_dir: Path
     values: dict[str, Any]
 
-
-ORDERS = ("grid", "longest-first")
-"""``fedaug sweep --order`` choices."""
 
 Cost = Callable[[SweepPoint], float | None]
 """Run time left of a point, in seconds (None: unknown)."""

@@ -34,16 +34,15 @@ from typing import Any
 
 from fedaug.config.identity import format_suffix, result_config, run_dir_for
 from fedaug.config.load import (
-    OPEN_SECTIONS,
     SMOKE_OVERRIDES,
     SMOKE_TAG,
-    apply_override,
     config_from_dict,
     config_to_dict,
     merge_layer,
     read_yaml,
 )
 from fedaug.config.schema import ExperimentConfig, check_compared_method
+from fedaug.config.tree import OPEN_SECTIONS, apply_override
 from fedaug.config.yamlio import parse_yaml
 from fedaug.engine.progress import JobEta
 from fedaug.errors import ConfigError, RunLockedError, out_of_memory_sentence
@@ -52,9 +51,11 @@ from fedaug.runs.runner import run_experiment
 from fedaug.runtime.device import release_cached_memory
 from fedaug.sweeps.cluster import least_loaded, on_device
 from fedaug.sweeps.estimate import remaining_seconds, run_status, running_line, sweep_job
-from fedaug.sweeps.order import ORDERS, Schedule, SweepPoint
+from fedaug.sweeps.options import HEARTBEAT_SECONDS as HEARTBEAT_SECONDS
+from fedaug.sweeps.options import MAX_WORKERS as MAX_WORKERS
+from fedaug.sweeps.options import check_sweep_options as check_sweep_options
+from fedaug.sweeps.order import Schedule, SweepPoint
 from fedaug.sweeps.workers import exit_with_parent, sigterm_as_interrupt, terminate_workers
-from fedaug.validation import check_choice, check_int, check_number
 
 logger = logging.getLogger(__name__)
 
@@ -310,14 +311,6 @@ def execute(config: ExperimentConfig, *, quiet: bool = False, job: JobEta | None
     return Outcome(status, summary=summary, seconds=time.perf_counter() - start)
 
 
-HEARTBEAT_SECONDS = 600.0
-"""How often a sweep with several workers logs how far its running runs are (:func:`running_line`)."""
-
-
-MAX_WORKERS = 1024
-"""Cap on ``--workers``."""
-
-
 OUT_OF_MEMORY_RETRIES = 3
 """How often a multi-worker sweep puts back a run that ran out of device memory beside other runs."""
 
@@ -325,15 +318,6 @@ OUT_OF_MEMORY_RETRIES = 3
 def out_of_memory(outcome: Outcome) -> bool:
     """Whether a failed run ran out of device memory (PyTorch's error, also inside a client's error)."""
     return outcome.status == "failed" and out_of_memory_sentence(outcome.error) is not None
-
-
-def check_sweep_options(workers: int, heartbeat: float, order: str = "grid") -> None:
-    """Raises ConfigError for a ``--workers`` outside 1..MAX_WORKERS, a ``--heartbeat`` that is not a finite
-    number of seconds >= 0 or an unknown ``--order`` (checked before the sweep is read, so ``--dry-run``
-    refuses them too)."""
-    check_int("--workers", workers, 1, MAX_WORKERS)
-    check_number("--heartbeat", heartbeat, 0)
-    check_choice("--order", order, ORDERS)
 
 
 def run_sweep(

@@ -23,42 +23,22 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
-from types import FrameType
 from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
 from fedaug.runs.resume import finished_summary
 from fedaug.runtime.device import DeviceError, resolve_device
+from fedaug.runtime.interrupt import interrupt as interrupt
+from fedaug.runtime.interrupt import sigterm_as_interrupt as sigterm_as_interrupt
 
 if TYPE_CHECKING:
     from fedaug.sweeps.order import SweepPoint
 
 PARENT_POLL_SECONDS = 0.5
 """How often a worker checks that its sweep still runs."""
-
-
-def interrupt(signum: int, frame: FrameType | None) -> None:
-    """A signal handler that raises KeyboardInterrupt (so ``finally`` blocks and cleanup run)."""
-    del signum, frame
-    raise KeyboardInterrupt
-
-
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Inside: SIGTERM raises KeyboardInterrupt; the previous handler is put back after. Only the main thread
-    can set handlers: elsewhere nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def exit_with_parent(parent: int) -> None:
