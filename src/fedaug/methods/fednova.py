@@ -29,27 +29,16 @@ from dataclasses import dataclass, replace
 import torch
 
 from fedaug.api import ClientUpdate, MethodConfig, RunContext, ServerState
-from fedaug.errors import FedaugError
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.parts.aggregate import weighted_average
-from fedaug.methods.parts.server_steps import apply_step, stepped_keys
+from fedaug.methods.parts.server_steps import apply_step, local_steps, stepped_keys
 from fedaug.registry import register
 from fedaug.types import StateDict
-
-STEPS_METRIC = "train/steps"
 
 
 @dataclass(frozen=True)
 class FedNovaConfig(MethodConfig):
     """FedNova has no hyper-parameters (the step counts come from the clients' training)."""
-
-
-def local_steps(update: ClientUpdate) -> int:
-    """The number of local steps ``update``'s client took (``train/steps`` of its metrics)."""
-    steps = update.metrics.get(STEPS_METRIC)
-    if steps is None or steps < 1:
-        raise FedaugError(f"fednova needs {STEPS_METRIC} >= 1 in every client update, got {steps!r}")
-    return int(steps)
 
 
 def nova_coefficients(sizes: Sequence[int], steps: Sequence[int]) -> list[float]:

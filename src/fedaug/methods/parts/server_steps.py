@@ -13,9 +13,21 @@ from collections.abc import Callable, Iterable, Mapping
 
 import torch
 
+from fedaug.api import ClientUpdate
+from fedaug.errors import FedaugError
 from fedaug.types import StateDict
 
 STATISTIC_SUFFIXES = ("running_mean", "running_var")
+STEPS_METRIC = "train/steps"
+
+
+def local_steps(update: ClientUpdate) -> int:
+    """The number of local steps ``update``'s client took (``train/steps`` of its metrics, which
+    :func:`fedaug.training.loop.train_local` logs)."""
+    steps = update.metrics.get(STEPS_METRIC)
+    if steps is None or steps < 1:
+        raise FedaugError(f"need {STEPS_METRIC} >= 1 in every client update, got {steps!r}")
+    return int(steps)
 
 
 def stepped_keys(state: Mapping[str, torch.Tensor]) -> list[str]:
