@@ -327,6 +327,8 @@ ACROSS_ROUNDS = {  # method (as built) -> the rounds whose hooks are recorded, i
     "fedprox": (_registered("fedprox"), 1),
     "fedprox_augmix": (_registered("fedprox_augmix"), 1),
     "fedmix": (_registered("fedmix"), 1),
+    "scaffold": (_registered("scaffold"), 1),  # the corrections c - c_i come as client tensors
+    "feddyn": (_registered("feddyn"), 1),  # g_k and the broadcast weights come as client tensors
     "fedntd_augmix": (_registered("fedntd_augmix"), 1),
     "fedaugmix": (_registered("fedaugmix"), 1),  # AugMix on plain cross-entropy
     "flea, constant lambda2": (lambda: FLea(FLeaConfig(decor_schedule="constant")), 2),  # warm-up, then mix

@@ -24,7 +24,7 @@ from fedaug import registry
 ENGINE_ARGS = {
     "dataset": {"ctx"},
     "model": {"num_classes", "input_shape"},
-    "partitioner": {"labels", "num_clients", "num_classes", "rng"},
+    "partitioner": {"labels", "num_clients", "num_classes", "rng", "groups"},
 }
 """Arguments the engine passes itself, per kind: not options a user sets."""
 

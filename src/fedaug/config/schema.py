@@ -93,6 +93,11 @@ class PartitionConfig:
         if self.num_clients is not None:
             check_int("partition.num_clients", self.num_clients, 1)
         check_number("partition.local_test_fraction", self.local_test_fraction, 0, 1, high_open=True)
+        if "groups" in self.options:
+            raise ConfigError(
+                "partition.groups is not an option: the run takes the group ids from the dataset; "
+                "partition.group names which (natural partitioner)"
+            )
 
 
 @dataclass(frozen=True)

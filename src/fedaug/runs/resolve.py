@@ -29,6 +29,7 @@ from fedaug.config.load import build_dataclass
 from fedaug.config.schema import EngineConfig, ExperimentConfig
 from fedaug.data.datasets import Dataset, load_dataset
 from fedaug.data.partition import Partition, make_partition
+from fedaug.data.partition.natural import train_groups
 from fedaug.engine.batched.stacked import conv_model_note
 from fedaug.engine.sampling import clients_per_round
 from fedaug.engine.simulation import SimulationSpec
@@ -139,6 +140,7 @@ def _load_data_and_partition(config: ExperimentConfig) -> tuple[Dataset, Partiti
         mean_local_size=part.mean_local_size,
         local_test_fraction=part.local_test_fraction,
         cache_dir=cache_dir() / "partitions",
+        groups=train_groups(dataset.extras),  # the natural partitioner's group ids (subjects, speakers)
         **part.options,
     )
     startup.mark("partition")

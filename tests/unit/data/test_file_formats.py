@@ -248,8 +248,11 @@ def test_every_partitioner_splits_an_arrays_dataset(name: str, tmp_path: Path) -
         "multimodal": {"num_modes": 2, "classes_per_mode": 2},
         "quantity": {"classes_per_client": 2},
     }.get(name, {})
+    groups = {
+        "site": np.arange(data.num_train) % 5
+    }  # the natural partitioner's group ids; the others ignore them
     partition = make_partition(
-        data.y_train.numpy(), name=name, num_classes=4, seed=0, num_clients=5, **options
+        data.y_train.numpy(), name=name, num_classes=4, seed=0, num_clients=5, groups=groups, **options
     )
     indices = np.concatenate(partition.train_indices)
     assert partition.num_clients == 5 and len(set(indices.tolist())) == len(indices) <= data.num_train

@@ -179,6 +179,8 @@ FALLBACKS = {
     "fedgen": "method 'fedgen' has a loss hook that is not a BatchableLoss",
     "fedzdac": "method 'fedzdac' has a client step of its own",
     "qffl": "method 'qffl' has a client step of its own",
+    "feddyn": "method 'feddyn' has a client step of its own",
+    "scaffold": "method 'scaffold' has a client step of its own",
 }
 
 

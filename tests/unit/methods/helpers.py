@@ -131,3 +131,96 @@ def distance_to(state: StateDict, reference: StateDict) -> float:
     return sum(
         float((state[k] - reference[k]).pow(2).sum()) for k in reference if reference[k].is_floating_point()
     )
+
+
+def linear_model(dim: int = 4, num_classes: int = 3, seed: int = 0) -> SplitModel:
+    """Multinomial logistic regression as a SplitModel (a convex problem)."""
+    torch.manual_seed(seed)
+    return SplitModel([nn.Identity()], FlattenPool(), nn.Linear(dim, num_classes))
+
+
+def skewed_convex_clients(
+    per_client: int = 30, dim: int = 4, major: int = 24
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Three clients of overlapping 3-class Gaussian blobs, client k holding ``major`` samples of class k and
+    the rest split over the others: heterogeneous local optima, equal sizes."""
+    gen = torch.Generator().manual_seed(0)
+    centers = torch.randn(3, dim, generator=gen)
+    clients = []
+    for k in range(3):
+        minor = (per_client - major) // 2
+        y = torch.tensor([k] * major + [(k + 1) % 3] * minor + [(k + 2) % 3] * (per_client - major - minor))
+        x = centers[y] + torch.randn(per_client, dim, generator=gen)
+        clients.append((x, y))
+    return clients
+
+
+def federated_rounds(
+    method: Method,
+    clients: list[tuple[torch.Tensor, torch.Tensor]],
+    settings: TrainSettings,
+    rounds: int,
+    model_fn: ModelFn = linear_model,
+) -> StateDict:
+    """``rounds`` rounds of ``method`` with every client, through the method's own calls (init_server,
+    payload, client_update with kept client states, server_update); the final global weights."""
+    dim = clients[0][0].shape[1]
+    run = RunContext(
+        num_clients=len(clients),
+        num_classes=3,
+        input_shape=(dim,),
+        seed=0,
+        num_rounds=rounds,
+        client_sizes=tuple(int(y.shape[0]) for _, y in clients),
+    )
+    state = method.init_server(snapshot_state(model_fn()), run)
+    client_states: dict[int, Any] = {}
+    model = model_fn()
+    for round_num in range(1, rounds + 1):
+        message = method.payload(state, round_num, settings)
+        updates = []
+        for k, (x, y) in enumerate(clients):
+            ctx = ClientContext(
+                client_id=k,
+                round_num=round_num,
+                data=ClientData(k, x, y, 3),
+                model=model,
+                generator=torch.Generator().manual_seed(round_num * 100 + k),
+                run=run,
+                client_state=client_states.get(k),
+            )
+            update = method.client_update(message, ctx)
+            if update.client_state is not None:
+                client_states[k] = update.client_state
+            updates.append(update)
+        state = method.server_update(state, updates, run)
+    return state.model_state
+
+
+def pooled_optimum(
+    clients: list[tuple[torch.Tensor, torch.Tensor]], weight_decay: float, model_fn: ModelFn = linear_model
+) -> StateDict:
+    """The minimiser of the pooled data's mean cross-entropy plus ``weight_decay/2 ||w||^2`` (full-batch
+    L-BFGS in float64 to convergence)."""
+    model = model_fn().double()
+    x = torch.cat([c[0] for c in clients]).double()
+    y = torch.cat([c[1] for c in clients])
+    optimizer = torch.optim.LBFGS(
+        model.parameters(),
+        lr=1,
+        max_iter=500,
+        tolerance_grad=1e-12,
+        tolerance_change=1e-14,
+        line_search_fn="strong_wolfe",
+    )
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss = loss + 0.5 * weight_decay * sum(p.pow(2).sum() for p in model.parameters())
+        loss.backward()
+        return loss
+
+    for _ in range(5):
+        optimizer.step(closure)
+    return {k: v.float() for k, v in snapshot_state(model).items()}

@@ -1,7 +1,8 @@
 """Partitioners: split a training set's labels into per-client index arrays.
 
 Built-ins (registry kind ``"partitioner"``): ``iid``, ``quantity`` (Qua(q)), ``dirichlet`` (Dir(alpha),
-hetero-dir), ``shards`` (McMahan et al.) and ``multimodal`` (Fed-ZDA). Use :func:`make_partition` to get a
+hetero-dir), ``shards`` (McMahan et al.), ``multimodal`` (Fed-ZDA) and ``natural`` (one client per group id
+of the data: subjects, speakers). Use :func:`make_partition` to get a
 seeded, validated, cached :class:`Partition`; :func:`describe` and :func:`plot_heatmap` report it.
 
 Every partitioner has the signature
@@ -16,6 +17,7 @@ from fedaug.data.partition.base import Partition, local_test_split, make_partiti
 from fedaug.data.partition.dirichlet import dirichlet
 from fedaug.data.partition.iid import iid
 from fedaug.data.partition.multimodal import multimodal
+from fedaug.data.partition.natural import natural
 from fedaug.data.partition.quantity import quantity
 from fedaug.data.partition.report import describe, plot_heatmap
 from fedaug.data.partition.shards import shards
@@ -28,6 +30,7 @@ __all__ = [
     "local_test_split",
     "make_partition",
     "multimodal",
+    "natural",
     "plot_heatmap",
     "quantity",
     "shards",

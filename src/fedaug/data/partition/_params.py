@@ -13,7 +13,7 @@ import numpy as np
 from fedaug.errors import ConfigError
 
 # Arguments make_partition supplies itself; a user may not pass them as partitioner params.
-RESERVED = frozenset({"labels", "num_clients", "num_classes", "rng"})
+RESERVED = frozenset({"labels", "num_clients", "num_classes", "rng", "groups"})
 
 
 def _matches(value: Any, hint: Any) -> bool:

@@ -7,9 +7,11 @@ generator from the seed, carves an optional per-client local test split, and cac
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,6 +153,7 @@ def make_partition(
     mean_local_size: float | None = None,
     local_test_fraction: float = 0.0,
     cache_dir: Path | None = None,
+    groups: Mapping[str, np.ndarray] | None = None,
     **params: Any,
 ) -> Partition:
     """Partitions ``labels`` among clients with the registered partitioner ``name``.
@@ -168,6 +171,8 @@ def make_partition(
         local_test_fraction: Fraction in ``[0, 1)`` of each client's data held out as its local test set
             (stratified by class, see :func:`local_test_split`); 0 means no local test split.
         cache_dir: Directory for the ``.npz`` cache, or ``None`` to disable caching.
+        groups: The dataset's per-sample group ids by name (``subject``, ``speaker``), for a partitioner that
+            takes them (``natural``); they enter its cache key. Ignored by the others.
         **params: The partitioner's own parameters, e.g. ``alpha=0.3`` or ``classes_per_client=2``.
 
     Returns:
@@ -191,9 +196,13 @@ def make_partition(
         "mean_local_size": None if mean_local_size is None else float(mean_local_size),
         "local_test_fraction": float(local_test_fraction),
     }
+    takes_groups = "groups" in inspect.signature(partitioner).parameters
+    if takes_groups:
+        params = {**params, "groups": dict(groups or {})}
     path, key = None, ""
     if cache_dir is not None:
-        key = cache.cache_key(settings, labels, num_classes)
+        keyed = {**settings, "groups_sha256": groups_digest(groups)} if takes_groups else settings
+        key = cache.cache_key(keyed, labels, num_classes)
         path = cache.cache_path(Path(cache_dir), name, key)
         cached = cache.load(path, key)
         if cached is not None:
@@ -206,6 +215,16 @@ def make_partition(
     if path is not None:
         cache.save(path, key, train, test, settings)
     return Partition(train, test, num_classes, settings)
+
+
+def groups_digest(groups: Mapping[str, np.ndarray] | None) -> str:
+    """sha256 over the group ids (names in sorted order, dtypes, shapes and bytes)."""
+    hasher = hashlib.sha256()
+    for name in sorted(groups or {}):
+        array = np.ascontiguousarray(np.asarray((groups or {})[name]))
+        hasher.update(f"{name}|{array.dtype}|{array.shape}|".encode())
+        hasher.update(array.tobytes())
+    return hasher.hexdigest()
 
 
 def _draw(

@@ -12,10 +12,11 @@ Which methods: every method whose client step is :func:`fedaug.training.loop.tra
 (``HookedClient.client_update`` and its hooks: training data, kept state), when its loss is plain
 cross-entropy
 or a :class:`~fedaug.training.loop.BatchableLoss`: FedAvg, FedProx, FedDecorr, FedLC, FedNTD, FedRS, MOON,
-FedMix, FedData, CCVR, Fed-ZDAS, FLea and ``flea_official``'s objective, and every ``*_augmix`` variant, with
-or without a batch transform (applied per client before stacking: it never depends on the weights). The
-rest train one by one, and :class:`~fedaug.engine.simulation.Simulation` logs why once per run: Fed-ZDAC and
-q-FFL (a client step of their own), FedBR (its loss trains a per-client discriminator with an optimizer of
+FedMix, FedData, CCVR, Fed-ZDAS, FLea and ``flea_official``'s objective, the server-side methods (FedAvgM,
+FedAdam, FedYogi, FedAdagrad, FedNova), and every ``*_augmix`` variant, with or without a batch transform
+(applied per client before stacking: it never depends on the weights). The rest train one by one, and
+:class:`~fedaug.engine.simulation.Simulation` logs why once per run: Fed-ZDAC, q-FFL, SCAFFOLD and FedDyn (a
+client step of their own), FedBR (its loss trains a per-client discriminator with an optimizer of
 its own every step) and FedGen (its loss draws from the generator inside; both batch while they are plain
 CE), and settings the functional optimizer does not repeat (``reset_optimizer_every_step``, bf16,
 BatchNorm frozen in training, dropout). ``tests/unit/engine/test_batched_more.py`` checks this list.

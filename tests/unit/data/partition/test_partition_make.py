@@ -107,7 +107,8 @@ def test_numpy_and_int_values_accepted_for_float_and_int(labels: np.ndarray) -> 
 
 def test_unknown_partitioner(labels: np.ndarray) -> None:
     # Execute / Assert
-    with pytest.raises(RegistryError, match="valid choices: dirichlet, iid, multimodal, quantity, shards"):
+    valid = "valid choices: dirichlet, iid, multimodal, natural, quantity, shards"
+    with pytest.raises(RegistryError, match=valid):
         make_partition(labels, name="pathological", num_classes=5, seed=0, num_clients=5)
 
 
