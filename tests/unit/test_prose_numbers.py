@@ -129,7 +129,6 @@ def typed_numbers(text: str) -> list[tuple[int, str]]:
 
 
 PENDING = {
-    "docs/guide/gpu.md": 97,
     "docs/methods/flea.md": 6,
     "studies/baselines_har/README.md": 36,
     "studies/fedzda/README.md": 181,

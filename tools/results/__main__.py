@@ -25,6 +25,7 @@ import sys
 
 from tools.results import campaign as results_campaign
 from tools.results import flea as results_flea
+from tools.results import gpu_guide as results_gpu_guide
 from tools.results import methods_flea as results_methods_flea
 from tools.results import others as results_others
 from tools.results import privacy as results_privacy
@@ -57,6 +58,7 @@ FRAGMENT_MODULES = (
     results_studies_flea,
     results_methods_flea,
     results_prose,
+    results_gpu_guide,
 )
 """Imported for their registered fragments (in this order in the registry)."""
 
