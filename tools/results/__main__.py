@@ -32,6 +32,7 @@ from tools.results import privacy as results_privacy
 from tools.results import privacy_augmix as results_privacy_augmix
 from tools.results import prose as results_prose
 from tools.results import readme as results_readme
+from tools.results import speed_prose as results_speed_prose
 from tools.results import studies as results_studies
 from tools.results import studies_bench as results_studies_bench
 from tools.results import studies_fedzda as results_studies_fedzda
@@ -59,6 +60,7 @@ FRAGMENT_MODULES = (
     results_methods_flea,
     results_prose,
     results_gpu_guide,
+    results_speed_prose,
 )
 """Imported for their registered fragments (in this order in the registry)."""
 
