@@ -3,11 +3,15 @@ committed under ``benchmarks/results/`` or the study kept beside its README (the
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import re
+import sys
 from functools import cache
+from types import ModuleType
 from typing import Any
 
-from tools.results.common import ROOT, Archive, fragment
+from tools.results.common import ROOT, STUDIES, Archive, fragment
 from tools.results.fragments import markdown_table
 
 BENCH = ROOT / "benchmarks" / "results"
@@ -245,3 +249,131 @@ def speed_scaling(archive: Archive) -> str:
         f"peak RSS (FedAvg) {pair('fedavg', 'peak_rss_mib', ' MiB', 0)}; dataset tensors "
         f"{pair('fedavg', 'dataset_tensors_mib', ' MiB', 1)}.\n"
     )
+
+
+# --- the CPU rows' details of the GPU-technique table ------------------------------------------------------
+
+
+@fragment("speed-head-passes-floor")
+def speed_head_passes_floor(archive: Archive) -> str:
+    name = "engine_vs_floor_issue52_cpu_2026-11-28.json"
+    before, after = (j(name, "flea_side_by_side", side) for side in ("before", "after"))
+    fedavg = j(name, "fedavg_after")
+    return _item(
+        f"Local training **{_x(before['ratio_train'])} before, {_x(after['ratio_train'])} after** the bare "
+        "CE "
+        f"loop, the round {_x(before['ratio_round'])} and {_x(after['ratio_round'])}; FedAvg after: "
+        f"**{fedavg['ratio_train']:.3f}x** (round {fedavg['ratio_round']:.3f}x) the floor "
+        f"(`benchmarks/results/{name}`); FLea's round in the suite above (2026-11-23): "
+        f"{_x(_case('default/flea')['ratio_round'])}.\n"
+    )
+
+
+@fragment("speed-many-run-load")
+def speed_many_run_load(archive: Archive) -> str:
+    rows = j("many_run_eval_cpu_intel_xeon_avx512_harnet.json", "cases", 0, "rows")
+    times = next(r for r in rows if r["runs"] == 16)["times_s"]["separate"]
+    return _item(
+        f"HARNet's R = 16 separate pass took {min(times):.1f} to {max(times):.0f} s across its "
+        f"{len(times)} repeats (`many_run_eval_cpu_intel_xeon_avx512_harnet.json`).\n"
+    )
+
+
+# --- the H100 section (issue #32): its targets, the grid's packing, the release of recordings ---------------
+
+TARGETS_32 = {"fedavg_wall_s": 15, "flea_wall_s": 60, "fedavg_vs_official": 8, "flea_vs_official": 13}
+"""Issue #32's targets: a 100-round run's wall time on the GPU, and its speed-up over the authors' code."""
+GRID_TARGET_S = 600
+"""Issue #32's target for the 36-run grid."""
+
+
+def _grid_timeline() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("grid_timeline", STUDIES / "speed" / "grid_timeline.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+GRID_LOG = STUDIES / "flea_table1_har" / "h100_one_call" / "sweep.log"
+
+
+@fragment("speed-h100-targets")
+def speed_h100_targets(archive: Archive) -> str:
+    """A 100-round run with graphs against issue #32's targets (``device_runs_h100_graphs.json``) and the
+    36-run grid's sweep time (its ``sweep.log``)."""
+    data = j("device_runs_h100_graphs.json")
+    runs = {r["method"]: r for r in data["runs"]}
+    official = {m: 100 * data["official_code_h200"][m]["round_s"] for m in runs}
+    rounds = {m: runs[m]["mean_round_s"] * runs[m]["rounds"] for m in runs}
+    wall = {m: runs[m]["wall_s"] for m in runs}
+    exits = [int(s) for s in re.findall(r"sweep exit \d+ after (\d+) s", GRID_LOG.read_text())]
+    t = TARGETS_32
+    rows = [
+        [
+            "CUDA graphs, whole 100-round run, wall time",
+            f"**{wall['fedavg']:.1f} s** (rounds: {rounds['fedavg']:.1f} s)",
+            f"**{wall['flea']:.1f} s**",
+            f"{t['fedavg_wall_s']} s / {t['flea_wall_s']} s",
+        ],
+        [
+            f"vs the authors' code on an H200 ({official['fedavg']:.0f} s / {official['flea']:.0f} s a run)",
+            f"{official['fedavg'] / wall['fedavg']:.1f}x wall, {official['fedavg'] / rounds['fedavg']:.1f}x "
+            "rounds",
+            f"{official['flea'] / wall['flea']:.0f}x",
+            f"{t['fedavg_vs_official']}x / {t['flea_vs_official']}x",
+        ],
+        [
+            "36 runs packed 16 at once under MPS, with graphs",
+            f"{sum(exits)} s of sweep, {'one command' if len(exits) == 1 else f'{len(exits)} commands'}",
+            "",
+            f"{GRID_TARGET_S} s",
+        ],
+    ]
+    return markdown_table(["", "FedAvg", "FLea", "target (#32)"], rows)
+
+
+@fragment("speed-h100-packing")
+def speed_h100_packing(archive: Archive) -> str:
+    """The 36-run grid on a timeline, from its sweep log (``grid_timeline.py``'s reading)."""
+    timeline = _grid_timeline()
+    spans = timeline.read_spans(GRID_LOG)
+    makespan = max(s.end for s in spans)
+    busy = sum(s.end - s.start for s in spans)
+    slots = len(set(timeline.lanes(spans)))
+    _, counts = timeline.in_progress(spans, slots)
+    below = sum(c < slots for c in counts[: int(makespan)])
+
+    def span(method: str) -> str:
+        took = [s.end - s.start for s in spans if s.method == method]
+        return f"{min(took):.0f}-{max(took):.0f} s"
+
+    floor = busy / slots
+    return _item(
+        f"The {len(spans)} runs ran from the first start to the last end in {makespan:.0f} s, "
+        f"{busy / makespan:.1f} at once on average out of {slots}, and fewer than {slots} only in the last "
+        f"{below} s. A FLea run took {span('flea')} beside the others, a FedAvg run {span('fedavg')}. The "
+        "sum "
+        f"of the runs' times over {slots} slots, {floor:.0f} s, is the floor this order came within "
+        f"{100 * (makespan / floor - 1):.0f}% of.\n"
+    )
+
+
+@fragment("speed-h100-release")
+def speed_h100_release(archive: Archive) -> str:
+    data = _by_mode_h100("gpu_h100_graphs_release_5rounds.json")
+    reserved = [r["peak_gpu_reserved_mib"] / 1024 for m in data.values() for r in m.values()]
+    cells = [
+        f"{name} {data[m]['graphs']['median_round_s']:.3f} s a round with the release and "
+        f"{data[m]['graphs_unreleased']['median_round_s']:.3f} s without"
+        for m, name in (("fedavg", "FedAvg"), ("flea", "FLea"))
+    ]
+    return _item(
+        ", ".join(cells) + f"; peak reserved memory {min(reserved):.1f}-{max(reserved):.1f} GiB a process "
+        "(`gpu_h100_graphs_release_5rounds.json`).\n"
+    )
+
+
+def _by_mode_h100(name: str) -> dict[str, dict[str, dict]]:
+    return {method: {r["mode"]: r for r in runs} for method, runs in j(name, "methods").items()}
