@@ -377,3 +377,99 @@ def speed_h100_release(archive: Archive) -> str:
 
 def _by_mode_h100(name: str) -> dict[str, dict[str, dict]]:
     return {method: {r["mode"]: r for r in runs} for method, runs in j(name, "methods").items()}
+
+
+def _acc(run: dict) -> str:
+    return f"{100 * run['best_acc']:.2f}"
+
+
+@fragment("speed-h100-5round-accuracy")
+def speed_h100_5round_accuracy(archive: Archive) -> str:
+    """The best accuracy after the 5-round probe per mode (``gpu_h100_probe_5rounds.json``)."""
+    data = _by_mode_h100("gpu_h100_probe_5rounds.json")
+    order = ("sequential", "graphs", "batched")
+    spread = max(
+        100 * (max(r["best_acc"] for r in m.values()) - min(r["best_acc"] for r in m.values()))
+        for m in data.values()
+    )
+    cells = {
+        name: " / ".join(_acc(data[m][mode]) for mode in order)
+        for m, name in (("fedavg", "FedAvg"), ("flea", "FLea"))
+    }
+    return _item(
+        f"After 5 rounds the best accuracy of eager, graphs and batched agrees to {spread:.2f} points "
+        f"(FedAvg {cells['FedAvg']}, FLea {cells['FLea']}; `gpu_h100_probe_5rounds.json`).\n"
+    )
+
+
+@fragment("speed-h100-graph-targets")
+def speed_h100_graph_targets(archive: Archive) -> str:
+    """Issue #32's single-run targets against 100 x the mean round of 15 rounds with graphs, the eager and
+    graphs rounds of the 3-round probe, and the recordings' host time (``gpu_h100_graphs_15rounds.json``)."""
+    probe = _by_mode_h100("gpu_h100_probe_3rounds.json")
+    long = _by_mode_h100("gpu_h100_graphs_15rounds.json")
+    t = TARGETS_32
+
+    def faster(m: str) -> str:
+        eager, graphs = probe[m]["sequential"]["median_round_s"], long[m]["graphs"]["median_round_s"]
+        return f"from {eager:.2f} to {graphs:.2f} s ({eager / graphs:.1f}x)"
+
+    fedavg, flea = long["fedavg"]["graphs"], long["flea"]["graphs"]
+    return _item(
+        f"FedAvg {fedavg['run_s_100']:.1f} s a run against the target of {t['fedavg_wall_s']} s, FLea "
+        f"{flea['run_s_100']:.0f} s against {t['flea_wall_s']} s. Graphs take a FedAvg round "
+        f"{faster('fedavg')} "
+        f"and a FLea round {faster('flea')} (eager: the 3-round probe's median). Recording costs "
+        f"{fedavg['step_graphs']['record_s']:.1f} s of host time a FedAvg run "
+        f"({fedavg['step_graphs']['captured']} "
+        f"shapes, once) and {flea['step_graphs']['record_s']:.1f} s in {flea['rounds']} FLea rounds "
+        f"({flea['step_graphs']['captured']} recordings): about "
+        f"{flea['step_graphs']['record_s'] / flea['rounds']:.1f} s of FLea's {flea['median_round_s']:.2f} s "
+        "round.\n"
+    )
+
+
+@fragment("speed-h100-3round-accuracy")
+def speed_h100_3round_accuracy(archive: Archive) -> str:
+    data = _by_mode_h100("gpu_h100_probe_3rounds.json")
+    parts = []
+    for m, name in (("fedavg", "FedAvg"), ("flea", "FLea")):
+        runs = data[m]
+        spread = 100 * (max(r["best_acc"] for r in runs.values()) - min(r["best_acc"] for r in runs.values()))
+        parts.append(
+            f"{spread:.2f} points for {name} ({_acc(runs['sequential'])}, {_acc(runs['batched'])} batched, "
+            f"{_acc(runs['graphs'])} graphs)"
+        )
+    return _item(
+        "After 3 rounds the best accuracy of the three modes lies within "
+        + " and within ".join(parts)
+        + ".\n"
+    )
+
+
+@fragment("speed-h100-batched")
+def speed_h100_batched(archive: Archive) -> str:
+    probe = _by_mode_h100("gpu_h100_probe_3rounds.json")
+    h200 = _by_mode_h100("gpu_h200.json")
+
+    def ratio(data: dict, m: str, a: str, b: str) -> float:
+        return data[m][a]["median_round_s"] / data[m][b]["median_round_s"]
+
+    now = [ratio(probe, m, "sequential", "batched") for m in ("fedavg", "flea")]
+    then = [ratio(h200, m, "sequential", "batched") for m in ("fedavg", "flea")]
+    graphs = sorted(ratio(probe, m, "batched", "graphs") for m in ("fedavg", "flea"))
+    return _item(
+        f"Batched against sequential, 3 rounds: {_x(now[0])} for FedAvg, {_x(now[1])} for FLea; on the H200 "
+        f"before their optimizer became one flat update {_x(then[0])} and {_x(then[1])} (`gpu_h200.json`); "
+        f"graphs {graphs[0]:.1f}-{graphs[1]:.1f}x faster than batched.\n"
+    )
+
+
+@fragment("speed-h100-mempool")
+def speed_h100_mempool(archive: Archive) -> str:
+    flea = _by_mode_h100("gpu_h100_graph_memory.json")["flea"]["graphs_shared_mempool_rejected"]
+    return _item(
+        f"{flea['step_graphs']['eager']:,} of FLea's steps ran eagerly ({flea['median_round_s']:.2f} s a "
+        "round, "
+        "`gpu_h100_graph_memory.json`).\n"
+    )
