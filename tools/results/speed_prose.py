@@ -473,3 +473,81 @@ def speed_h100_mempool(archive: Archive) -> str:
         "round, "
         "`gpu_h100_graph_memory.json`).\n"
     )
+
+
+# --- the H200 section: gpu_h200.json, gpu_py_on_cpu_8rounds.json, step_ops_cpu.json ------------------------
+
+
+@fragment("speed-h200-alone")
+def speed_h200_alone(archive: Archive) -> str:
+    data = j("gpu_h200.json")
+    runs = _by_mode_h100("gpu_h200.json")
+    peak = data["device_peak_tflops"]
+    tflops = runs["fedavg"]["sequential"]["achieved_tflops"]
+    official = data["official_code_h200_round_s"]
+    return _item(
+        f"A HARNet step is {data['model_gflop_per_train_sample']:.3f} GFLOP per sample (forward + backward): "
+        f"FedAvg's sequential TFLOP/s (table) is {100 * tflops / peak['fp32']:.0f}% of the card's "
+        f"{peak['fp32']:.0f} TFLOP/s FP32 peak ({100 * tflops / peak['tf32']:.1f}% of TF32). A run alone is "
+        f"{_x(runs['fedavg']['sequential']['speedup_vs_official_h200'])} (FedAvg) and "
+        f"{_x(runs['flea']['sequential']['speedup_vs_official_h200'])} (FLea) as fast as the FLea authors' "
+        "code "
+        f"({official['fedavg']} s and {official['flea']:.0f} s per round on an H200, quoted in issue #32, "
+        "not "
+        "re-measured).\n"
+    )
+
+
+@fragment("speed-h200-ratios")
+def speed_h200_ratios(archive: Archive) -> str:
+    runs = _by_mode_h100("gpu_h200.json")
+    batched = [runs[m]["sequential"]["median_round_s"] / runs[m]["batched"]["median_round_s"] for m in runs]
+    packed = [runs[m]["packed"]["runs_per_hour"] / runs[m]["sequential"]["runs_per_hour"] for m in runs]
+    workers = runs["fedavg"]["packed"]["workers"]
+    return _item(
+        f"Batched clients: {_x(batched[0])} the sequential loop's speed for FedAvg, {_x(batched[1])} for "
+        "FLea; "
+        f"{workers} packed runs: {packed[0]:.1f}x (FedAvg) and {packed[1]:.1f}x (FLea) the runs per hour of "
+        "one "
+        "run at a time (`gpu_h200.json`).\n"
+    )
+
+
+@fragment("speed-h200-accuracy")
+def speed_h200_accuracy(archive: Archive) -> str:
+    gpu = _by_mode_h100("gpu_h200.json")
+    cpu = _by_mode_h100("gpu_py_on_cpu_8rounds.json")
+
+    def gap(data: dict, m: str) -> float:
+        return 100 * abs(data[m]["sequential"]["best_acc"] - data[m]["batched"]["best_acc"])
+
+    return _item(
+        f"After {j('gpu_h200.json', 'rounds')} rounds the best accuracy of the sequential and batched runs "
+        f"differs by {gap(gpu, 'fedavg'):.2f} points for FedAvg and {gap(gpu, 'flea'):.1f} for FLea on the "
+        f"H200 (`gpu_h200.json`); on the CPU (`gpu_py_on_cpu_8rounds.json`) FedAvg "
+        f"{_acc(cpu['fedavg']['sequential'])} sequential and {_acc(cpu['fedavg']['batched'])} batched, FLea "
+        f"{_acc(cpu['flea']['sequential'])} and {_acc(cpu['flea']['batched'])}: float32 rounding alone moves "
+        f"FLea's early best by {gap(cpu, 'flea'):.1f} points on a CPU.\n"
+    )
+
+
+@fragment("speed-step-ops-table")
+def speed_step_ops_table(archive: Archive) -> str:
+    """ATen operations per local step, eager and with graphs (``step_ops_cpu.json``)."""
+    rows = {(r["method"], r["cuda_graphs"]): r["ops_per_step"] for r in j("step_ops_cpu.json", "rows")}
+    methods = ("fedavg", "flea")
+
+    def cells(graphs: bool, key: str, digits: int) -> list[str]:
+        return [f"{rows[m, graphs][key]:.{digits}f}" for m in methods]
+
+    body = [
+        ["eager, outside the optimizer", *cells(False, "loop", 1)],
+        [
+            "eager, inside `Adam.step` (CPU: one tensor at a time; CUDA's foreach Adam: about a dozen "
+            "launches)",
+            *cells(False, "optimizer", 0),
+        ],
+        ["with graphs, outside the recorded step", *cells(True, "loop", 1)],
+        ["with graphs, the recorded step (one replay on a GPU)", *cells(True, "recorded", 0)],
+    ]
+    return markdown_table(["per local step", "FedAvg", "FLea"], body)
