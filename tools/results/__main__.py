@@ -30,6 +30,7 @@ from tools.results import methods_flea as results_methods_flea
 from tools.results import others as results_others
 from tools.results import privacy as results_privacy
 from tools.results import privacy_augmix as results_privacy_augmix
+from tools.results import privacy_oneseed as results_privacy_oneseed
 from tools.results import prose as results_prose
 from tools.results import readme as results_readme
 from tools.results import speed_prose as results_speed_prose
@@ -45,6 +46,7 @@ STUDY_READMES = (
     *("fedzda", "baselines_har", "flea_table1_har", "flea_objective_har", "fedaugmix", "flea_fsdd"),
     *("flea_k150_har", "uci_har_k75", "uci_har_qua2_k75", "feature_analysis_har"),
     *("flea_hparams_har", "flower", "speed", "privacy_har", "fedaugmix/severity"),
+    "privacy",
 )
 """The studies whose README holds generated blocks (``results_studies*.py``, ``results_privacy*.py``)."""
 DOCUMENTS = (
@@ -61,6 +63,7 @@ FRAGMENT_MODULES = (
     results_prose,
     results_gpu_guide,
     results_speed_prose,
+    results_privacy_oneseed,
 )
 """Imported for their registered fragments (in this order in the registry)."""
 
