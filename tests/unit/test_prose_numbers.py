@@ -129,10 +129,8 @@ def typed_numbers(text: str) -> list[tuple[int, str]]:
 
 
 PENDING = {
-    "docs/methods/flea.md": 6,
     "studies/baselines_har/README.md": 36,
     "studies/fedzda/README.md": 181,
-    "studies/flea_k150_har/README.md": 2,
 }
 """The documents not yet cleaned (issue #64 is open for them), each with how many typed numbers it still
 holds. Not a skip: a pending document fails as soon as it gains a typed number, and fails when it loses one
