@@ -24,6 +24,7 @@ import logging
 import sys
 
 from tools.results import campaign as results_campaign
+from tools.results import fedzda_prose as results_fedzda_prose
 from tools.results import flea as results_flea
 from tools.results import gpu_guide as results_gpu_guide
 from tools.results import methods_flea as results_methods_flea
@@ -64,6 +65,7 @@ FRAGMENT_MODULES = (
     results_gpu_guide,
     results_speed_prose,
     results_privacy_oneseed,
+    results_fedzda_prose,
 )
 """Imported for their registered fragments (in this order in the registry)."""
 

@@ -1,0 +1,90 @@
+"""Generated sentences of studies/fedzda/README.md (issue #64), read from the JSON the study committed beside
+its README (the file named in each sentence)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+from fedaug.results.store import Run
+from tools.results.common import (
+    CLASS_VAR,
+    FINAL,
+    LOCAL_MEAN,
+    LOCAL_VAR,
+    STUDIES,
+    ZDA,
+    ZDA_CELLS,
+    Archive,
+    fragment,
+)
+from tools.results.fragments import markdown_table
+from tools.results.seeds import paper_text, seed_run
+
+FEDZDA = STUDIES / "fedzda"
+
+
+def _item(text: str, indent: str = "  ") -> str:
+    """``text`` indented as the list item it sits in, the closing marker too (the trailing ``indent``)."""
+    return "".join(f"{indent}{line}\n" for line in text.splitlines()) + indent
+
+
+@fragment("fedzda-frozen-bn-probe")
+def fedzda_frozen_bn_probe(archive: Archive) -> str:
+    """Round 80 of Fed-ZDAS on MNIST unimodal, seed 0, with the server step's BatchNorm frozen against the
+    default ``train`` (``zdas_server_probe/mnist_shards2_seed0_round80.json``)."""
+    name = "mnist_shards2_seed0_round80.json"
+    rows = {r["variant"]: r for r in json.loads((FEDZDA / "zdas_server_probe" / name).read_text())["rows"]}
+    frozen, default = rows["server_batchnorm=frozen"], rows["run"]
+    return _item(
+        f"Round 80 fell to **{frozen['acc']:.1f}%** (server loss {frozen['server_loss']:.2f}) instead of "
+        f"{default['acc']:.1f}% ({default['server_loss']:.2f}) with the default `train` "
+        f"(`zdas_server_probe/{name}`).\n"
+    )
+
+
+def _mean_step(run: Run) -> float | None:
+    """The mean over rounds of q-FFL's logged ``qffl/step`` (the sum of the server's coefficients)."""
+    with gzip.open(run.path / "metrics.jsonl.gz", "rt") as handle:
+        steps = [row["qffl/step"] for row in map(json.loads, handle) if "qffl/step" in row]
+    return sum(steps) / len(steps) if steps else None
+
+
+@fragment("fedzda-qffl-steps")
+def fedzda_qffl_steps(archive: Archive) -> str:
+    """q-FFL (q = 1)'s mean step on three cells, seed 0 (the runs' ``metrics.jsonl.gz``)."""
+    parts = []
+    for name in ("FMNIST unimodal", "MNIST unimodal", "MNIST multimodal"):
+        run = seed_run(archive, (ZDA, "qffl", ZDA_CELLS[name]), 0)
+        step = None if run is None else _mean_step(run)
+        parts.append(f"{'-' if step is None else f'{step:.3f}'} {name}")
+    return (
+        "Mean step over the rounds, q = 1, seed 0 (the runs' logged `qffl/step`): " + ", ".join(parts) + ".\n"
+    )
+
+
+@fragment("fedzda-qffl-mnist-multimodal")
+def fedzda_qffl_mnist_multimodal(archive: Archive) -> str:
+    """q-FFL at q = 1 and q = 0.01 and FedAvg on MNIST multimodal, seed 0, final round, the paper beside."""
+    setting = ZDA_CELLS["MNIST multimodal"]
+    rows = []
+    metrics = (FINAL, CLASS_VAR, LOCAL_MEAN, LOCAL_VAR)
+    for label, row in (("1", "qffl"), ("0.01", "qffl (q=0.01)"), ("FedAvg, ours", "fedavg")):
+        run = seed_run(archive, (ZDA, row, setting), 0)
+        if run is None:
+            rows.append([label, "-", "-", "-", "-", "-"])
+            continue
+        step = _mean_step(run) if row != "fedavg" else None
+        digits = (2, 0, 2, 0)
+        rows.append(
+            [
+                label,
+                "1" if row == "fedavg" else "-" if step is None else f"{step:.3f}",
+                *(f"{m(run):.{d}f}" for m, d in zip(metrics, digits, strict=True)),
+            ]
+        )
+    base = [r for r in (seed_run(archive, (ZDA, "qffl", setting), 0),) if r is not None]
+    papers = ("global_acc", "class_acc_var", "local_acc_mean", "local_acc_var")
+    rows.append(["paper (q not given)", "", *(paper_text(archive.paper(p, "qffl", base)) for p in papers)])
+    header = ["q", "mean step", "global %", "class var %^2", "local mean %", "client var %^2"]
+    return markdown_table(header, rows)
