@@ -8,6 +8,7 @@ import json
 
 from fedaug.results.store import Run
 from tools.results.common import (
+    BEST,
     CLASS_VAR,
     FINAL,
     LOCAL_MEAN,
@@ -88,3 +89,30 @@ def fedzda_qffl_mnist_multimodal(archive: Archive) -> str:
     rows.append(["paper (q not given)", "", *(paper_text(archive.paper(p, "qffl", base)) for p in papers)])
     header = ["q", "mean step", "global %", "class var %^2", "local mean %", "client var %^2"]
     return markdown_table(header, rows)
+
+
+BALANCE = (
+    ("global %", "global_acc", 100.0, 2),
+    ("class var %^2", "class_acc_var", 1e4, 0),
+    ("local mean %", "local_acc_mean", 100.0, 2),
+    ("client var %^2", "local_acc_var", 1e4, 0),
+)
+"""The multimodal table's columns: header, summary key (``_final`` / ``_last10``), scale and digits."""
+
+
+@fragment("fedzda-balance-clients")
+def fedzda_balance_clients(archive: Archive) -> str:
+    """FedAvg on Fashion-MNIST multimodal (``balance: clients``), seed 0: final round (last-10 mean), the
+    paper beside, and its best round."""
+    run = seed_run(archive, (ZDA, "fedavg", ZDA_CELLS["FMNIST multimodal"]), 0)
+    assert run is not None
+    cells = [
+        f"{scale * run.summary[f'{key}_final']:.{d}f} ({scale * run.summary[f'{key}_last10']:.{d}f})"
+        for _, key, scale, d in BALANCE
+    ]
+    paper = [paper_text(archive.paper(key, "fedavg", [run])) for _, key, _, _ in BALANCE]
+    table = markdown_table(
+        ["split", *(h for h, *_ in BALANCE)],
+        [["`balance: clients`", *cells], ["paper (mean ± std)", *paper]],
+    )
+    return table + f"\nIts best round: {BEST(run):.2f}.\n"
