@@ -116,3 +116,22 @@ def fedzda_balance_clients(archive: Archive) -> str:
         [["`balance: clients`", *cells], ["paper (mean ± std)", *paper]],
     )
     return table + f"\nIts best round: {BEST(run):.2f}.\n"
+
+
+@fragment("fedzda-agreement")
+def fedzda_agreement(archive: Archive) -> str:
+    """How often the aggregate labels a client model's synthetic samples as their target, for the classes
+    the client holds no data of and for its own (``zdas_server_probe/agreement/``)."""
+    folder = FEDZDA / "zdas_server_probe" / "agreement"
+    cells = {
+        "MNIST unimodal": "mnist_shards2_seed0_round80.json",
+        "FMNIST multimodal": "fashion_mnist_multimodal2_clients_seed0_round80.json",
+    }
+    agree = {name: json.loads((folder / file).read_text())["agreement"] for name, file in cells.items()}
+    foreign = " / ".join(f"{100 * a['foreign']:.1f}%" for a in agree.values())
+    own = " / ".join(f"{100 * a['own']:.1f}%" for a in agree.values())
+    return _item(
+        f"Classes a client holds no data of: {foreign}; the classes it holds: {own} ("
+        + " / ".join(cells)
+        + ", seed 0, round 80).\n"
+    )
