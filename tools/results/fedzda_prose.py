@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 
+from fedaug.engine.checkpoint import logged_round_times
 from fedaug.results.store import Run
 from tools.results.common import (
     BEST,
@@ -134,4 +135,90 @@ def fedzda_agreement(archive: Archive) -> str:
         f"Classes a client holds no data of: {foreign}; the classes it holds: {own} ("
         + " / ".join(cells)
         + ", seed 0, round 80).\n"
+    )
+
+
+# --- the sessions' run times: each run's logged round times (``timings.jsonl.gz``) -------------------------
+
+ZDA_START = 80
+"""The round from which Fed-ZDAC/ZDAS augment (the preset's ``start_round``)."""
+
+
+def _run_times(archive: Archive, name: str, row: str, cell: str, seed: int) -> str:
+    run = seed_run(archive, (ZDA, row, ZDA_CELLS[cell]), seed)
+    times = [] if run is None else logged_round_times(run.path)
+    if not times:
+        return f"{name} -"
+    total = sum(s for _, s in times)
+    early = [s for r, s in times if r < ZDA_START]
+    late = [s for r, s in times if r >= ZDA_START]
+    if not row.startswith("fedzda") or not late:
+        return f"{name} {total:.0f} s"
+    parts = [f"rounds {ZDA_START}-100 {sum(late):.0f} s at {min(late):.0f}-{max(late):.0f} s a round"]
+    if early:
+        parts.insert(0, f"rounds 1-{ZDA_START - 1} {sum(early):.0f} s")
+    return f"{name} {total:.0f} s (" + ", ".join(parts) + ")"
+
+
+def _times(archive: Archive, specs: tuple[tuple[str, str, str, int], ...]) -> str:
+    return (
+        "The rounds' logged times summed (each run's `timings.jsonl.gz`): "
+        + "; ".join(_run_times(archive, *spec) for spec in specs)
+        + ".\n"
+    )
+
+
+ZDAS = "fedzdas"
+QFFL = "qffl (q=0.01)"
+
+
+@fragment("fedzda-times-ninth")
+def fedzda_times_ninth(archive: Archive) -> str:
+    return _times(
+        archive,
+        (
+            ("Fed-ZDAS FMNIST unimodal", ZDAS, "FMNIST unimodal", 1),
+            ("Fed-ZDAS MNIST unimodal", ZDAS, "MNIST unimodal", 1),
+        ),
+    )
+
+
+@fragment("fedzda-times-tenth")
+def fedzda_times_tenth(archive: Archive) -> str:
+    fmnist = "FMNIST unimodal"
+    return _times(
+        archive,
+        (
+            ("FedAvg", "fedavg", fmnist, 2),
+            ("FedProx", "fedprox", fmnist, 2),
+            ("q-FFL", QFFL, fmnist, 2),
+            ("q-FFL MNIST", QFFL, "MNIST unimodal", 2),
+            ("FedProx MNIST", "fedprox", "MNIST unimodal", 2),
+            ("Fed-ZDAC", "fedzdac", fmnist, 2),
+            ("Fed-ZDAS", ZDAS, fmnist, 2),
+        ),
+    )
+
+
+@fragment("fedzda-times-eleventh")
+def fedzda_times_eleventh(archive: Archive) -> str:
+    return _times(
+        archive,
+        (
+            ("Fed-ZDAC MNIST", "fedzdac", "MNIST unimodal", 2),
+            ("Fed-ZDAS MNIST", ZDAS, "MNIST unimodal", 2),
+            ("Fed-ZDAS FMNIST multimodal", ZDAS, "FMNIST multimodal", 2),
+        ),
+    )
+
+
+@fragment("fedzda-times-twelfth")
+def fedzda_times_twelfth(archive: Archive) -> str:
+    return _times(
+        archive,
+        (
+            ("Fed-ZDAC MNIST", "fedzdac", "MNIST multimodal", 1),
+            ("Fed-ZDAS MNIST", ZDAS, "MNIST multimodal", 1),
+            ("Fed-ZDAC FMNIST", "fedzdac", "FMNIST multimodal", 2),
+        ),
     )
