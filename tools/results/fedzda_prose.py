@@ -222,3 +222,36 @@ def fedzda_times_twelfth(archive: Archive) -> str:
             ("Fed-ZDAC FMNIST", "fedzdac", "FMNIST multimodal", 2),
         ),
     )
+
+
+def _first_loss(run: Run) -> float:
+    with gzip.open(run.path / "metrics.jsonl.gz", "rt") as handle:
+        return float(json.loads(handle.readline())["train/loss"])
+
+
+@fragment("fedzda-burnin-loss")
+def fedzda_burnin_loss(archive: Archive) -> str:
+    """Round 1's train loss of the EPYC Fed-ZDAS run against the archived (Xeon) FedAvg run, MNIST unimodal,
+    seed 1 (both runs' ``metrics.jsonl.gz``)."""
+    cell = ZDA_CELLS["MNIST unimodal"]
+    runs = [seed_run(archive, (ZDA, row, cell), 1) for row in (ZDAS, "fedavg")]
+    if any(r is None for r in runs):
+        return "-\n"
+    losses = [_first_loss(r) for r in runs if r is not None]
+    return _item(
+        f"Round 1's train loss, MNIST unimodal, seed 1: {losses[0]:.8f} (Fed-ZDAS's own rounds) vs "
+        f"{losses[1]:.8f} (the archived FedAvg run).\n",
+        "",
+    )
+
+
+@fragment("fedzda-times-seed2-multimodal")
+def fedzda_times_seed2_multimodal(archive: Archive) -> str:
+    return _times(
+        archive,
+        tuple(
+            (f"{name} {cell.split()[0]}", row, cell, 2)
+            for cell in ("MNIST multimodal", "FMNIST multimodal")
+            for name, row in (("FedAvg", "fedavg"), ("FedProx", "fedprox"), ("q-FFL", QFFL))
+        ),
+    )
