@@ -255,3 +255,27 @@ def fedzda_times_seed2_multimodal(archive: Archive) -> str:
             for name, row in (("FedAvg", "fedavg"), ("FedProx", "fedprox"), ("q-FFL", QFFL))
         ),
     )
+
+
+@fragment("fedzda-times-thirteenth")
+def fedzda_times_thirteenth(archive: Archive) -> str:
+    return _times(
+        archive,
+        (
+            ("Fed-ZDAC FMNIST", "fedzdac", "FMNIST multimodal", 1),
+            ("Fed-ZDAS FMNIST", ZDAS, "FMNIST multimodal", 1),
+            ("Fed-ZDAC MNIST", "fedzdac", "MNIST multimodal", 2),
+        ),
+    )
+
+
+@fragment("fedzda-times-fourteenth")
+def fedzda_times_fourteenth(archive: Archive) -> str:
+    return _times(archive, (("Fed-ZDAS MNIST multimodal, seed 2", ZDAS, "MNIST multimodal", 2),))
+
+
+@fragment("fedzda-times-cpu-drift")
+def fedzda_times_cpu_drift(archive: Archive) -> str:
+    """The three FedAvg reruns on the Xeon (``cpu_drift/runs``): their rounds' logged times summed."""
+    totals = [sum(s for _, s in logged_round_times(r.path)) for r in archive.study("fedzda/cpu_drift/runs")]
+    return f"{min(totals):.0f}-{max(totals):.0f} s each, the rounds' logged times summed\n"
