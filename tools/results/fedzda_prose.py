@@ -20,6 +20,7 @@ from tools.results.common import (
     Archive,
     fragment,
 )
+from tools.results.common import label as row_of
 from tools.results.fragments import markdown_table
 from tools.results.seeds import paper_text, seed_run
 
@@ -279,3 +280,22 @@ def fedzda_times_cpu_drift(archive: Archive) -> str:
     """The three FedAvg reruns on the Xeon (``cpu_drift/runs``): their rounds' logged times summed."""
     totals = [sum(s for _, s in logged_round_times(r.path)) for r in archive.study("fedzda/cpu_drift/runs")]
     return f"{min(totals):.0f}-{max(totals):.0f} s each, the rounds' logged times summed\n"
+
+
+PRESET_ROWS = ("fedavg", "fedprox", QFFL, "fedzdac", ZDAS)
+"""The preset's five methods as report rows (q-FFL at q = 0.01, Fed-ZDAS with the batch-100 server step)."""
+
+
+@fragment("fedzda-grid-hours")
+def fedzda_grid_hours(archive: Archive) -> str:
+    """The preset runs' logged round times summed: all of them, Fed-ZDAC/ZDAS per run, the others per run."""
+    runs = [r for r in archive.study("fedzda/runs") if row_of(r) in PRESET_ROWS]
+    totals = {id(r): sum(s for _, s in logged_round_times(r.path)) for r in runs}
+    zda = [totals[id(r)] / 3600 for r in runs if row_of(r) in ("fedzdac", ZDAS)]
+    other = [totals[id(r)] / 60 for r in runs if row_of(r) not in ("fedzdac", ZDAS)]
+    return (
+        f"The recorded round times of the {len(runs)} preset runs (their `timings.jsonl.gz`) add up to "
+        f"{sum(totals.values()) / 3600:.0f} h (Fed-ZDAC/ZDAS {min(zda):.1f}-{max(zda):.1f} h each, the "
+        "others "
+        f"{min(other):.0f}-{max(other):.0f} min).\n"
+    )
