@@ -128,16 +128,8 @@ def typed_numbers(text: str) -> list[tuple[int, str]]:
     return found
 
 
-PENDING = {
-    "docs/guide/gpu.md": 97,
-    "docs/methods/flea.md": 6,
-    "studies/baselines_har/README.md": 36,
-    "studies/fedzda/README.md": 181,
-    "studies/flea_k150_har/README.md": 2,
-    "studies/privacy/README.md": 139,
-    "studies/speed/README.md": 295,
-}
-"""The documents not yet cleaned (issue #64 is open for them), each with how many typed numbers it still
+PENDING: dict[str, int] = {}
+"""The documents not yet cleaned (none left; issue #64), each with how many typed numbers it still
 holds. Not a skip: a pending document fails as soon as it gains a typed number, and fails when it loses one
 until its count here is lowered (to 0: the entry goes), so this list only shrinks. Every other document
 holds none. ``docs/guide/development.md`` is rewritten elsewhere."""

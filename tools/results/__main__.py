@@ -24,13 +24,17 @@ import logging
 import sys
 
 from tools.results import campaign as results_campaign
+from tools.results import fedzda_prose as results_fedzda_prose
 from tools.results import flea as results_flea
+from tools.results import gpu_guide as results_gpu_guide
 from tools.results import methods_flea as results_methods_flea
 from tools.results import others as results_others
 from tools.results import privacy as results_privacy
 from tools.results import privacy_augmix as results_privacy_augmix
+from tools.results import privacy_oneseed as results_privacy_oneseed
 from tools.results import prose as results_prose
 from tools.results import readme as results_readme
+from tools.results import speed_prose as results_speed_prose
 from tools.results import studies as results_studies
 from tools.results import studies_bench as results_studies_bench
 from tools.results import studies_fedzda as results_studies_fedzda
@@ -43,6 +47,7 @@ STUDY_READMES = (
     *("fedzda", "baselines_har", "flea_table1_har", "flea_objective_har", "fedaugmix", "flea_fsdd"),
     *("flea_k150_har", "uci_har_k75", "uci_har_qua2_k75", "feature_analysis_har"),
     *("flea_hparams_har", "flower", "speed", "privacy_har", "fedaugmix/severity"),
+    "privacy",
 )
 """The studies whose README holds generated blocks (``results_studies*.py``, ``results_privacy*.py``)."""
 DOCUMENTS = (
@@ -57,6 +62,10 @@ FRAGMENT_MODULES = (
     results_studies_flea,
     results_methods_flea,
     results_prose,
+    results_gpu_guide,
+    results_speed_prose,
+    results_privacy_oneseed,
+    results_fedzda_prose,
 )
 """Imported for their registered fragments (in this order in the registry)."""
 
