@@ -96,6 +96,12 @@ def _torch_save(obj: object) -> Callable[[Path], None]:
     return setup
 
 
+def _identity_deleted_and_config_edited(run_dir: Path) -> None:
+    (run_dir / "identity.json").unlink()
+    config = run_dir / "config.yaml"
+    config.write_text(config.read_text().replace("lr: 0.001", "lr: 0.01"))
+
+
 CKPT = "ckpt/latest.pt"
 
 CONFIG_VALUES = [
@@ -470,6 +476,13 @@ RESUMES = [
         "give the values it used: --set train.lr=0.001; only if that run is not needed: --fresh deletes its "
         "2 finished rounds and starts over",
         None,
+    ),
+    (
+        "identity-deleted-config-edited",  # the checkpoint keeps the identity: no other run of this run dir
+        resume("--set", "train.lr=0.01"),
+        "config.yaml no longer matches the config the run was started with (ckpt/latest.pt): differs in "
+        "train.lr (the run used 0.001, config.yaml says 0.01)",
+        _identity_deleted_and_config_edited,
     ),
     ("zsdg-ckpt-empty", ("zsdg", "{RUN}", "--out", "{OUT}/z"), "the file is empty", _write(CKPT, b"")),
     ("zsdg-ckpt-garbage", ("zsdg", "{RUN}", "--out", "{OUT}/z"), "latest.pt is corrupt", _write(CKPT, b"x")),

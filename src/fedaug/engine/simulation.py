@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -89,6 +89,8 @@ class SimulationSpec:
     # What the command runs after this run (fedaug run of several methods): the progress line ends with the
     # whole job's time left, so that the time left of its first run does not read as the job's.
     job: JobEta | None = None
+    # The run's result config, kept in every checkpoint (fedaug.runs.verify.check_checkpoint_identity)
+    identity: Mapping[str, Any] | None = None
 
 
 class Simulation:
@@ -150,6 +152,7 @@ class Simulation:
                     "round_num": round_num,
                     "timing": pending,
                     "metrics_sha256": log_digest(records),  # rounds 1..round_num as metrics.jsonl has them
+                    **({} if spec.identity is None else {"identity": dict(spec.identity)}),
                 }
             )
             if round_num in spec.keep_checkpoints:

@@ -41,7 +41,7 @@ from fedaug.runs.resolve import (
     resolve_run,
 )
 from fedaug.runs.resume import check_existing, finished_summary, record_run
-from fedaug.runs.verify import record_identity, verify_run_dir
+from fedaug.runs.verify import identity_of, record_identity, verify_run_dir
 from fedaug.runtime import startup
 from fedaug.runtime.device import describe_device
 from fedaug.runtime.machine import use_threads
@@ -164,6 +164,8 @@ def _run_locked(
             return finished
     record_run(resolved)  # only now, every check passed: config.yaml, env.json, identity.json
     record_identity(run_dir, config)
+    identity = identity_of(config)["result_config"]  # kept in every checkpoint too
+    resolved = replace(resolved, spec=replace(resolved.spec, identity=identity))
     logger.info(
         "run %s: %s on %s (%d clients, %d per round), %d rounds, on %s%s",
         run_dir,
