@@ -181,6 +181,36 @@ def _loaded_from(path: Path) -> ModuleType | None:
     return None
 
 
+def file_digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def plugin_digests() -> dict[str, str]:
+    """Each plugin imported in this process (its spec) -> the SHA-256 of its module's file, now: what a cache
+    or a resumed run made with a plugin's code compares, so that changed code is never silently reused."""
+    found = {}
+    for spec, module in sorted(_LOADED.items()):
+        file = getattr(module, "__file__", None)
+        if file and Path(file).is_file():
+            found[_MODULES.get(module.__name__, spec)] = file_digest(Path(file))
+    return found
+
+
+def code_digest(obj: Any) -> str | None:
+    """The SHA-256 of the file of the plugin that defined ``obj``; None for fedaug's own code (whose version
+    the caches key on themselves) and for code that is no plugin's."""
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    if module is None or module.__name__ not in _MODULES:
+        return None
+    file = getattr(module, "__file__", None)
+    return file_digest(Path(file)) if file and Path(file).is_file() else None
+
+
 def origin(obj: Any) -> str:
     """Where ``obj`` was defined, for error messages: ``plugin './p.py'`` or ``module 'pkg.mod'``."""
     module = getattr(obj, "__module__", None) or "?"

@@ -20,6 +20,7 @@ from fedaug import registry
 from fedaug.data.partition import cache
 from fedaug.data.partition._params import resolve_params
 from fedaug.errors import ConfigError, PartitionError
+from fedaug.plugins import code_digest, origin
 from fedaug.runtime.log_once import info_once
 from fedaug.validation import check_int, check_number
 
@@ -191,11 +192,12 @@ def make_partition(
         "mean_local_size": None if mean_local_size is None else float(mean_local_size),
         "local_test_fraction": float(local_test_fraction),
     }
-    path, key = None, ""
+    path, key, code = None, "", None
     if cache_dir is not None:
         key = cache.cache_key(settings, labels, num_classes)
         path = cache.cache_path(Path(cache_dir), name, key)
-        cached = cache.load(path, key)
+        code = code_digest(partitioner)
+        cached = cache.load(path, key, code, who=f"partitioner {name!r} ({origin(partitioner)})")
         if cached is not None:
             info_once(logger, "loaded partition from %s", path)
             return Partition(cached[0], cached[1], num_classes, settings)
@@ -204,7 +206,7 @@ def make_partition(
     if empty:
         logger.warning("partition %r left %d of %d clients without training data", name, empty, num_clients)
     if path is not None:
-        cache.save(path, key, train, test, settings)
+        cache.save(path, key, train, test, settings, code)
     return Partition(train, test, num_classes, settings)
 
 
@@ -233,8 +235,6 @@ def check_output(partitioner: Callable[..., Any], train: Any, num_clients: int, 
     """Raises PartitionError, naming the partitioner and where it is defined (a plugin's file), unless
     ``train`` is one 1-d integer index array per client with every index in ``[0, num_samples)``: a
     partitioner's bad index would otherwise surface as a torch indexing error in round 1."""
-    from fedaug.plugins import origin
-
     who = f"partitioner {getattr(partitioner, '__name__', '?')!r} ({origin(partitioner)})"
     if not isinstance(train, list | tuple) or len(train) != num_clients:
         got = f"{len(train)} entries" if isinstance(train, list | tuple) else type(train).__name__
