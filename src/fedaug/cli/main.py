@@ -156,6 +156,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     heartbeat = HEARTBEAT_SECONDS if args.heartbeat is None else args.heartbeat
     check_sweep_options(args.workers, heartbeat, args.order)  # with --dry-run too
+    shard = None if args.shard is None else parse_shard(args.shard)  # '' too is refused, not "no shard"
     spread = _sweep_devices(args)  # --device cuda:0,cuda:1: the first in the configs, spread by the pool
     overrides = shared_overrides(args)
     points = expand_sweep(args.config, [*overrides, *args.overrides], args.grid, smoke=args.smoke)
@@ -163,8 +164,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.list:
         print("\n".join(run_commands(_sweep_argv(args), len(points))))
         return 0
-    if args.shard:
-        points = shard_points(points, *parse_shard(args.shard))
+    if shard is not None:
+        points = shard_points(points, *shard)
     for point in points:
         check_run_dir_path(point.run_dir)  # an --out-dir naming a file: one error now
     devices = sorted({p.config.engine.device for p in points} | set(spread))
