@@ -190,14 +190,15 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def plugin_digests() -> dict[str, str]:
-    """Each plugin imported in this process (its spec) -> the SHA-256 of its module's file, now: what a cache
-    or a resumed run made with a plugin's code compares, so that changed code is never silently reused."""
+def plugin_digests(specs: Iterable[str]) -> dict[str, str]:
+    """Each plugin of ``specs`` imported in this process -> the SHA-256 of its module's file, now: what a
+    resumed run made with a plugin's code compares, so that changed code is never silently reused."""
     found = {}
-    for spec, module in sorted(_LOADED.items()):
-        file = getattr(module, "__file__", None)
+    for spec in specs:
+        key = str(Path(spec).expanduser().resolve()) if is_file_plugin(spec) else spec
+        file = getattr(_LOADED.get(key), "__file__", None)
         if file and Path(file).is_file():
-            found[_MODULES.get(module.__name__, spec)] = file_digest(Path(file))
+            found[spec] = file_digest(Path(file))
     return found
 
 

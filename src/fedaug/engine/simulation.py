@@ -91,6 +91,9 @@ class SimulationSpec:
     job: JobEta | None = None
     # The run's result config, kept in every checkpoint (fedaug.runs.verify.check_checkpoint_identity)
     identity: Mapping[str, Any] | None = None
+    # The SHA-256 of the plugin and data files it reads (fedaug.runs.verify.input_digests): kept in every
+    # checkpoint; a resume whose files changed says which, as a WARNING
+    inputs: Mapping[str, str] | None = None
 
 
 class Simulation:
@@ -153,6 +156,7 @@ class Simulation:
                     "timing": pending,
                     "metrics_sha256": log_digest(records),  # rounds 1..round_num as metrics.jsonl has them
                     **({} if spec.identity is None else {"identity": dict(spec.identity)}),
+                    **({} if spec.inputs is None else {"inputs": dict(spec.inputs)}),
                 }
             )
             if round_num in spec.keep_checkpoints:
@@ -174,6 +178,7 @@ class Simulation:
             self.client_states = ckpt["client_states"]
             state = ServerState(**ckpt["state"])
             logger.info("resuming %s after round %d", self.spec.run_dir, state.round_num)
+            self._warn_changed_inputs(ckpt.get("inputs"), state.round_num)
             records = self.store.rewind(state.round_num)
             self._recover_timing(ckpt.get("timing"), state.round_num)
             return state, records
@@ -184,6 +189,25 @@ class Simulation:
         state = self.spec.method.init_server(snapshot_state(initial.to(self.spec.run.device)), self.spec.run)
         state = self._share(state, round_num=0, participants=[])
         return state, []
+
+    def _warn_changed_inputs(self, recorded: Any, round_num: int) -> None:
+        """A WARNING naming each plugin or data file whose content differs from the checkpoint's record."""
+        if not isinstance(recorded, dict) or self.spec.inputs is None:
+            return
+        now = dict(self.spec.inputs)
+        changed = [
+            f"{name} (SHA-256 {str(recorded.get(name, 'none'))[:12]}, now {str(now.get(name, 'none'))[:12]})"
+            for name in sorted(recorded.keys() | now.keys())
+            if recorded.get(name) != now.get(name)
+        ]
+        if changed:
+            logger.warning(
+                "resuming %s: %s changed since its rounds 1..%d were trained; the rest are trained with the "
+                "new content (--fresh starts over with it)",
+                self.spec.run_dir,
+                ", ".join(changed),
+                round_num,
+            )
 
     def _recover_timing(self, pending: Any, round_num: int) -> None:
         """Appends the checkpoint's timings of ``round_num`` when ``timings.jsonl`` lacks them (a kill between

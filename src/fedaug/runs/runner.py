@@ -41,7 +41,7 @@ from fedaug.runs.resolve import (
     resolve_run,
 )
 from fedaug.runs.resume import check_existing, finished_summary, record_run
-from fedaug.runs.verify import identity_of, record_identity, verify_run_dir
+from fedaug.runs.verify import identity_of, input_digests, record_identity, verify_run_dir
 from fedaug.runtime import startup
 from fedaug.runtime.device import describe_device
 from fedaug.runtime.machine import use_threads
@@ -164,8 +164,9 @@ def _run_locked(
             return finished
     record_run(resolved)  # only now, every check passed: config.yaml, env.json, identity.json
     record_identity(run_dir, config)
-    identity = identity_of(config)["result_config"]  # kept in every checkpoint too
-    resolved = replace(resolved, spec=replace(resolved.spec, identity=identity))
+    identity = identity_of(config)["result_config"]  # kept in every checkpoint too, with the inputs' digests
+    inputs = input_digests(config.plugins, resolved.dataset.source_files)
+    resolved = replace(resolved, spec=replace(resolved.spec, identity=identity, inputs=inputs))
     logger.info(
         "run %s: %s on %s (%d clients, %d per round), %d rounds, on %s%s",
         run_dir,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from fedaug.engine.checkpoint import (
 from fedaug.engine.fairness import fairness_summary
 from fedaug.engine.round_log import bad_file, log_digest, read_rounds
 from fedaug.errors import CheckpointError, ConfigError, shorten
+from fedaug.plugins import file_digest, plugin_digests
 from fedaug.runs.resume import saved_result_config
 
 IDENTITY_NAME = "identity.json"
@@ -105,6 +107,16 @@ def check_checkpoint_identity(run_dir: Path, ckpt: dict[str, Any], path: Path) -
     if not isinstance(recorded, dict):
         raise corrupt_file(path, f"its {CHECKPOINT_IDENTITY_KEY!r} entry is not a mapping of config keys")
     _check_recorded(run_dir, recorded, f"{path.parent.name}/{path.name}")
+
+
+def input_digests(plugins: Sequence[str], files: Sequence[Path]) -> dict[str, str]:
+    """What a run's numbers came from beyond its config: ``plugin <spec>`` (each of its plugins' files) and
+    ``data file <path>`` (each of the user's data files) -> its SHA-256, kept in every checkpoint; a resume
+    whose inputs differ is logged as a WARNING naming them (:meth:`fedaug.engine.simulation.Simulation`)."""
+    found = {f"plugin {spec}": digest for spec, digest in plugin_digests(plugins).items()}
+    for file in files:
+        found[f"data file {file}"] = file_digest(Path(file))
+    return found
 
 
 def _check_recorded(run_dir: Path, recorded: dict[str, Any], source: str) -> None:

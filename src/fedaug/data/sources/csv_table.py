@@ -159,9 +159,9 @@ def csv_table(
         _, x_test, raw_test = _read(test_file, label, columns)
         y_test, _ = _encode(test_file, raw_test, names or None)
         split = (x, y, check_features(str(test_file), x_test, columns), y_test)
-        how = f"test set {test_file}"
+        how, files = f"test set {test_file}", [file, test_file]
     else:
-        split, how = holdout_described(x, y, test_fraction, split_seed)
+        (split, how), files = holdout_described(x, y, test_fraction, split_seed), [file]
     return make_dataset(
         ctx.name,
         split,
@@ -170,4 +170,5 @@ def csv_table(
         normalize=normalize,
         modality="signal",
         source=f"{file}: {len(columns)} features, label {label!r}, {how}",
+        files=files,
     )

@@ -169,8 +169,9 @@ def make_dataset(
     normalize: bool,
     modality: str,
     source: str,
+    files: Sequence[Path] = (),
 ) -> Dataset:
-    """The :class:`Dataset` of checked arrays ``x_train, y_train, x_test, y_test``."""
+    """The :class:`Dataset` of checked arrays ``x_train, y_train, x_test, y_test`` (read from ``files``)."""
     x_train, y_train, x_test, y_test = arrays
     if x_train.shape[1:] != x_test.shape[1:]:
         raise DatasetError(
@@ -198,4 +199,5 @@ def make_dataset(
         mean=mean,
         std=std,
         modality=modality,
+        source_files=tuple(files),
     )

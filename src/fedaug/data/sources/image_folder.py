@@ -151,6 +151,7 @@ def image_folder(
     names = sorted(train)
     files, labels = _labelled(train, names, root)
     x = _decode(files, grayscale, size)
+    test_files: list[Path] = []
     if split_folders:
         test_files, test_labels = _labelled(_classes(root / "test"), names, root / "test")
         # decoded after one training image, so a test image of another size is the same one-line error
@@ -166,4 +167,5 @@ def image_folder(
         normalize=normalize,
         modality="image",
         source=f"{root}: {len(files)} images, {how}",
+        files=[*files, *test_files],
     )
