@@ -122,6 +122,21 @@ BROKEN = {
         "import fedaug\n@fedaug.register_model('str_model')\ndef m(*, num_classes, input_shape): return ''",
         "model 'str_model' (plugin '{plugin}') returned str, expected a torch.nn.Module",
     ),
+    "model input does not fit": (
+        "import fedaug\nfrom torch import nn\n@fedaug.register_model('narrow_in')\n"
+        "def m(*, num_classes, input_shape):\n"
+        "    return nn.Sequential(nn.Flatten(), nn.Linear(7, num_classes))",
+        "model 'narrow_in' (plugin '{plugin}') does not fit dataset 'synthetic' (samples [1, 8, 8], "
+        "10 classes): one batch forward failed: RuntimeError: mat1 and mat2 shapes cannot be multiplied "
+        "(2x64 and 7x10)",
+    ),
+    "model output does not fit": (
+        "import fedaug\nfrom torch import nn\n@fedaug.register_model('wide_out')\n"
+        "def m(*, num_classes, input_shape):\n"
+        "    return nn.Sequential(nn.Flatten(), nn.Linear(64, num_classes + 3))",
+        "model 'wide_out' (plugin '{plugin}') does not fit dataset 'synthetic' (samples [1, 8, 8], "
+        "10 classes): a batch of 2 must give logits of shape [2, 10], got shape [2, 13]",
+    ),
     "exits at import": (
         "import sys\nsys.exit(0)",
         "exited while being imported (SystemExit(0)); a plugin must not",
@@ -153,6 +168,8 @@ def test_a_broken_plugin_is_one_line_exit_2_and_no_run_dir(
         "dataset returns a dict": "data=dict_data",
         "model returns a string": "model=str_model",
         "partitioner index out of range": "partition=out_of_range",
+        "model input does not fit": "model=narrow_in",
+        "model output does not fit": "model=wide_out",
     }
     extra = ["--set", names[case]] if case in names else []
     # Execute
