@@ -22,18 +22,22 @@ Each decorator takes the same optional metadata keywords as :func:`fedaug.regist
 ``summary=`` and ``paper=``, ...: the fields of :data:`fedaug.registry.META_TYPES`), which ``fedaug list``
 prints; without them it prints the first line of the docstring and where the entry came from.
 
-A plugin that fails to import, registers a name that is already taken, or registers a method that is not a
-:class:`~fedaug.api.Method` raises :class:`PluginError`: one line naming the plugin and the problem (the
-CLI's exit 2, before any run dir is written). A dataset or model whose function returns the wrong type is
-refused where it is built (:func:`fedaug.data.datasets.load_dataset`, :func:`fedaug.models.build_model`),
-naming the plugin (:func:`origin`).
+A plugin that fails to import (an exception, ``sys.exit()``, or argparse refusing the command line, which a
+plugin sees as empty while it is imported), registers a name that is already taken, or registers a method
+that is not a :class:`~fedaug.api.Method` raises :class:`PluginError`: one line naming the plugin and the
+problem (the CLI's exit 2, before any run dir is written). A dataset or model whose function returns the
+wrong type is refused where it is built (:func:`fedaug.data.datasets.load_dataset`,
+:func:`fedaug.models.build_model`), and a partitioner's index that is no training sample where it is drawn
+(:func:`fedaug.data.partition.base.check_output`), naming the plugin (:func:`origin`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
+import io
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -86,17 +90,30 @@ def import_plugin(spec: str) -> ModuleType:
     if key in _LOADED:
         return _LOADED[key]
     _CURRENT.append(spec)
+    argv, stderr = sys.argv, io.StringIO()
+    sys.argv = [spec]  # a plugin that parses "its" command line sees none, not fedaug's
     try:
-        module = _import_file(spec) if is_file_plugin(spec) else _import_module(spec)
+        with contextlib.redirect_stderr(stderr):  # what it prints is shown after, not amid a usage error
+            module = _import_file(spec) if is_file_plugin(spec) else _import_module(spec)
     except PluginError:
         raise
     except FedaugError as exc:  # a registry refusal (a taken name, a wrong type) raised during the import
         raise PluginError(f"plugin {spec!r}: {_one_line(exc)}") from exc
+    except SystemExit as exc:  # sys.exit(), or argparse refusing the command line, at import
+        said = [line for line in stderr.getvalue().splitlines() if line.strip()]
+        raise PluginError(
+            f"plugin {spec!r} exited while being imported (SystemExit({exc.code!r})"
+            + (f"; it printed: {' '.join(said[-1].split())}" if said else "")
+            + "); a plugin must not call sys.exit() or parse the command line at import"
+        ) from None
     except Exception as exc:  # any failure of the user's code: one line, not a traceback
         raise PluginError(
             f"plugin {spec!r} failed to import: {type(exc).__name__}: {_one_line(exc)}"
         ) from exc
+    else:
+        sys.stderr.write(stderr.getvalue())
     finally:
+        sys.argv = argv
         _CURRENT.pop()
     _LOADED[key] = module
     _MODULES[module.__name__] = spec
@@ -162,6 +179,37 @@ def _loaded_from(path: Path) -> ModuleType | None:
         if file and Path(file).resolve() == path:
             return module
     return None
+
+
+def file_digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def plugin_digests(specs: Iterable[str]) -> dict[str, str]:
+    """Each plugin of ``specs`` imported in this process -> the SHA-256 of its module's file, now: what a
+    resumed run made with a plugin's code compares, so that changed code is never silently reused."""
+    found = {}
+    for spec in specs:
+        key = str(Path(spec).expanduser().resolve()) if is_file_plugin(spec) else spec
+        file = getattr(_LOADED.get(key), "__file__", None)
+        if file and Path(file).is_file():
+            found[spec] = file_digest(Path(file))
+    return found
+
+
+def code_digest(obj: Any) -> str | None:
+    """The SHA-256 of the file of the plugin that defined ``obj``; None for fedaug's own code (whose version
+    the caches key on themselves) and for code that is no plugin's."""
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    if module is None or module.__name__ not in _MODULES:
+        return None
+    file = getattr(module, "__file__", None)
+    return file_digest(Path(file)) if file and Path(file).is_file() else None
 
 
 def origin(obj: Any) -> str:

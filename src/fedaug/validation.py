@@ -102,6 +102,17 @@ def check_int(
         raise invalid(key, (f">= {low}" if high is None else f"in {low}..{high}") + why, value, error)
 
 
+MAX_SEED = 2**63 - 1
+"""The largest seed (a signed 64-bit integer: what torch, numpy and JSON all hold)."""
+
+
+def check_seed(
+    key: str, value: Any, *, allow_none: bool = False, error: type[FedaugError] = ConfigError
+) -> None:
+    """Raises unless ``value`` is an integer seed in ``0..MAX_SEED`` (or None where ``allow_none``)."""
+    check_int(key, value, 0, MAX_SEED, why=" (64-bit seeds)", allow_none=allow_none, error=error)
+
+
 def check_bool(key: str, value: Any, *, error: type[FedaugError] = ConfigError) -> None:
     """Raises unless ``value`` is True or False."""
     if not isinstance(value, bool):

@@ -96,6 +96,12 @@ def _torch_save(obj: object) -> Callable[[Path], None]:
     return setup
 
 
+def _identity_deleted_and_config_edited(run_dir: Path) -> None:
+    (run_dir / "identity.json").unlink()
+    config = run_dir / "config.yaml"
+    config.write_text(config.read_text().replace("lr: 0.001", "lr: 0.01"))
+
+
 CKPT = "ckpt/latest.pt"
 
 CONFIG_VALUES = [
@@ -177,6 +183,16 @@ CONFIG_VALUES = [
     ("train-not-mapping", ["train=5"], "train must be a mapping, got 5"),
     ("seed-negative", ["seed=-1"], "seed must be in 0..9223372036854775807 (64-bit seeds), got -1"),
     ("seed-float", ["seed=1.5"], "seed must be of type int, got 1.5"),
+    (
+        "data-seed-beyond-64-bits",
+        ["data.seed=99999999999999999999999"],
+        "data.seed must be in 0..9223372036854775807 (64-bit seeds), got 99999999999999999999999",
+    ),
+    (
+        "hidden-sizes-empty-string",  # once iterated as no hidden layer: a linear model, in silence
+        ["model.hidden_sizes=''"],
+        "model.hidden_sizes must be a list of integer widths ([] for a linear model), got ''",
+    ),
     ("compare-not-list", ["compare=5"], "compare must be a list, got 5"),
     ("compare-unknown-method", ["compare=[fedavg, nosuch]"], "unknown method 'nosuch'"),
     (
@@ -387,6 +403,8 @@ SWEEPS = [
     ),
     ("sweep-set-escape", sweep("grid_ok.yaml", "--set", "name=../../x", "--dry-run"), "got '../../x'"),
     ("sweep-missing", sweep("nowhere.yaml"), "nowhere.yaml' does not exist"),
+    ("shard-empty", sweep("grid_ok.yaml", "--shard", ""), "--shard must be i/n with 0 <= i < n"),
+    ("shard-non-ascii-digit", sweep("grid_ok.yaml", "--shard", "\u00b2/3"), "got '\u00b2/3'"),
     ("sweep-cycle", sweep("cycle_a.yaml"), "extends: cycle"),
     ("sweep-non-utf8", sweep("latin1.yaml"), "is not UTF-8 text"),
 ]
@@ -470,6 +488,13 @@ RESUMES = [
         "give the values it used: --set train.lr=0.001; only if that run is not needed: --fresh deletes its "
         "2 finished rounds and starts over",
         None,
+    ),
+    (
+        "identity-deleted-config-edited",  # the checkpoint keeps the identity: no other run of this run dir
+        resume("--set", "train.lr=0.01"),
+        "config.yaml no longer matches the config the run was started with (ckpt/latest.pt): differs in "
+        "train.lr (the run used 0.001, config.yaml says 0.01)",
+        _identity_deleted_and_config_edited,
     ),
     ("zsdg-ckpt-empty", ("zsdg", "{RUN}", "--out", "{OUT}/z"), "the file is empty", _write(CKPT, b"")),
     ("zsdg-ckpt-garbage", ("zsdg", "{RUN}", "--out", "{OUT}/z"), "latest.pt is corrupt", _write(CKPT, b"x")),
@@ -571,6 +596,17 @@ def test_bad_input_is_one_line_exit_2_and_leaves_no_trace(
     assert _fill((case.expected,), places)[0] in lines[0]
     assert _snapshot(tmp_path) == before, "a run dir was created or changed"
     assert _snapshot(workspace) == files_before
+
+
+def test_an_empty_fedaug_cache_is_refused_not_the_current_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FEDAUG_CACHE", "")
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", SMOKE, "--out-dir", str(tmp_path / "runs"), *TINY]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == "fedaug: error: FEDAUG_CACHE must be a folder path (unset it for ~/.cache/fedaug), got ''"
+    assert list(tmp_path.iterdir()) == []  # no partitions/ in the current folder, no run dir
 
 
 def test_resume_after_the_bad_value_is_fixed(
@@ -684,7 +720,15 @@ def test_a_real_process_prints_one_line(
         (["attack", "invert", "--batch-size", "0"], "argument --batch-size: must be >= 1, got 0"),
         (["attack", "invert", "--tv", "-1"], "argument --tv: must be a finite number >= 0, got -1.0"),
         (["attack", "invert", "--seed", "1.5"], "argument --seed: must be an integer, got '1.5'"),
-        (["zsdg", "r", "--seed", "-1"], "fedaug zsdg: error: argument --seed: must be >= 0, got -1"),
+        (
+            ["zsdg", "r", "--seed", "-1"],
+            "fedaug zsdg: error: argument --seed: must be in 0..9223372036854775807, got -1",
+        ),
+        (
+            ["zsdg", "r", "--seed", str(2**64)],  # once a traceback from torch's generator
+            "fedaug zsdg: error: argument --seed: must be in 0..9223372036854775807, got "
+            "18446744073709551616",
+        ),
         (
             ["analyze", "features", "r@1", "--out", "o", "--scarce-clients", "0"],
             "fedaug analyze features: error: argument --scarce-clients: must be >= 1, got 0",

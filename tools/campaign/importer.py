@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import tarfile
 import tempfile
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +54,7 @@ def unpack(archive: Path, into: Path) -> None:
                 tar.extractall(into, members=members, filter="data")
             else:
                 tar.extractall(into, members=members)
-    except (tarfile.TarError, OSError) as exc:
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:  # EOFError: a truncated .gz
         raise FedaugError(f"cannot unpack {archive}: {exc}") from exc
 
 

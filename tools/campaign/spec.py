@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from fedaug.config.limits import check_name
 from fedaug.config.yamlio import read_yaml_file
 from fedaug.errors import ConfigError
 from fedaug.sweeps.order import SweepPoint
@@ -186,6 +187,8 @@ def _grid(raw: Any, index: int, path: Path) -> Grid:
             f"{where}.cost_s must map {' / '.join(DEVICE_KINDS)} to seconds (a number >= 0, or a mapping of "
             f"method names and 'default' to numbers), got {cost!r}"
         )
+    # the name becomes a folder under the runs dir (grid_points): one name, no path characters
+    check_name(f"grids[{index}].name of {path}", str(raw["name"]), path=False)
     study = str(raw["study"])
     if Path(study).is_absolute() or ".." in Path(study).parts:
         raise ConfigError(f"{where}.study {study!r} must be a folder inside the studies folder")

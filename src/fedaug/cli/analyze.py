@@ -12,7 +12,7 @@ from typing import Any
 from fedaug import registry
 from fedaug.errors import ConfigError
 from fedaug.runtime.figure_files import shrink_png
-from fedaug.validation import flag_int
+from fedaug.validation import MAX_SEED, flag_int
 
 logger = logging.getLogger(__name__)
 EXAMPLE = "fedaug analyze features runs/f/uci_har-quantity2-K75/fedavg/seed0@12 --out features"
@@ -45,7 +45,9 @@ def add_analyze_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     features.add_argument(
         "--methods", default="fedavg,flea", help="methods trained on the scarce clients (fedavg,flea)"
     )
-    features.add_argument("--seed", type=flag_int(0), default=0, help="seed of the client split and training")
+    features.add_argument(
+        "--seed", type=flag_int(0, MAX_SEED), default=0, help="seed of the client split and training"
+    )
     features.add_argument("--data-dir", help="directory holding the datasets (default: the run's)")
     features.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     features.set_defaults(func=cmd_analyze_features)

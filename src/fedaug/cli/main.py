@@ -153,7 +153,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     heartbeat = HEARTBEAT_SECONDS if args.heartbeat is None else args.heartbeat
     check_sweep_options(args.workers, heartbeat, args.order)  # with --dry-run too; before torch is imported
-    shard = parse_shard(args.shard) if args.shard else None
+    shard = None if args.shard is None else parse_shard(args.shard)  # '' too is refused, not "no shard"
     from fedaug.config.tree import preflight
 
     preflight([args.config], [*shared_overrides(args), *args.overrides])  # the sweep file and its --set

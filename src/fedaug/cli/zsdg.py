@@ -28,7 +28,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedaug.validation import add_device_argument, check_int, flag_int
+from fedaug.validation import MAX_SEED, add_device_argument, check_int, flag_int
 
 if TYPE_CHECKING:  # the command's modules import torch: imported when it runs, not with the CLI
     from fedaug.api import Method
@@ -47,7 +47,9 @@ def add_zsdg_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--per-class", type=int, default=8, help="samples per class (default 8)")
     parser.add_argument("--iterations", type=int, help="Adam steps (default: the run's, else 500)")
     parser.add_argument("--lr", type=float, help="Adam learning rate (default: the run's, else 0.05)")
-    parser.add_argument("--seed", type=flag_int(0), default=0, help="seed of the Gaussian start (default 0)")
+    parser.add_argument(
+        "--seed", type=flag_int(0, MAX_SEED), default=0, help="seed of the Gaussian start (default 0)"
+    )
     parser.add_argument("--data-dir", help="directory holding the datasets (default: the run's)")
     parser.add_argument("--out", type=Path, default=Path("zsdg"), help="output folder (default ./zsdg)")
     parser.add_argument("--save-samples", action="store_true", help="also write zsdg_samples.pt")

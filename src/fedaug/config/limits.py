@@ -23,13 +23,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fedaug.errors import ConfigError, shown
-from fedaug.validation import check_int, invalid
+from fedaug.validation import MAX_SEED, check_int, check_seed, invalid
 
 if TYPE_CHECKING:
     from fedaug.config.schema import ExperimentConfig
 
-MAX_SEED = 2**63 - 1
-"""The largest run or partition seed (a signed 64-bit integer: what torch, numpy and JSON all hold)."""
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 """The largest finite float32."""
@@ -84,6 +82,13 @@ def check_limits(config: ExperimentConfig) -> None:
     """
     check_int("seed", config.seed, 0, MAX_SEED, why=" (64-bit seeds)")
     check_int("partition.seed", config.partition.seed, 0, MAX_SEED, allow_none=True)
+    for key, value in config.data.options.items():  # a dataset's seed options (seed, split_seed, ...)
+        if (
+            (key == "seed" or key.endswith("_seed"))
+            and isinstance(value, int)
+            and not isinstance(value, bool)
+        ):
+            check_seed(f"data.{key}", value)
     train = config.train
     check_float32("train.lr", train.lr, positive=True)
     check_float32("train.lr_min", train.lr_min)

@@ -39,6 +39,8 @@ class Dataset:
         modality: what a sample is, one of :data:`MODALITIES`: ``image`` (and the synthetic blobs),
             ``signal`` (UCI-HAR's windows, ``[1, time, channels]``) or ``audio`` (MFCC frames); methods whose
             operations only make sense on one (AugMix's rotations and shears: images) check it.
+        source_files: the user's files it was read from (by the ``arrays``, ``csv`` and ``image_folder``
+            loaders): a resumed run compares their SHA-256 with its checkpoint's and warns of a changed one.
     """
 
     name: str
@@ -55,6 +57,7 @@ class Dataset:
     norm_axis: int = 0
     extras: Mapping[str, Tensor] = field(default_factory=dict)
     modality: str = "image"
+    source_files: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
         if self.modality not in MODALITIES:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -92,6 +92,11 @@ class SimulationSpec:
     # Who else hears of each round (an experiment tracker's writer, fedaug.runs.tracking): the engine knows
     # only this protocol, and imports no tracking library.
     observers: tuple[RoundObserver, ...] = ()
+    # The run's result config, kept in every checkpoint (fedaug.runs.verify.check_checkpoint_identity)
+    identity: Mapping[str, Any] | None = None
+    # The SHA-256 of the plugin and data files it reads (fedaug.runs.verify.input_digests): kept in every
+    # checkpoint; a resume whose files changed says which, as a WARNING
+    inputs: Mapping[str, str] | None = None
 
 
 class RoundObserver(Protocol):
@@ -169,6 +174,8 @@ class Simulation:
                     "round_num": round_num,
                     "timing": pending,
                     "metrics_sha256": log_digest(records),  # rounds 1..round_num as metrics.jsonl has them
+                    **({} if spec.identity is None else {"identity": dict(spec.identity)}),
+                    **({} if spec.inputs is None else {"inputs": dict(spec.inputs)}),
                 }
             )
             if round_num in spec.keep_checkpoints:
@@ -194,6 +201,7 @@ class Simulation:
             self.client_states = ckpt["client_states"]
             state = ServerState(**ckpt["state"])
             logger.info("resuming %s after round %d", self.spec.run_dir, state.round_num)
+            self._warn_changed_inputs(ckpt.get("inputs"), state.round_num)
             records = self.store.rewind(state.round_num)
             self._recover_timing(ckpt.get("timing"), state.round_num)
             return state, records
@@ -204,6 +212,25 @@ class Simulation:
         state = self.spec.method.init_server(snapshot_state(initial.to(self.spec.run.device)), self.spec.run)
         state = self._share(state, round_num=0, participants=[])
         return state, []
+
+    def _warn_changed_inputs(self, recorded: Any, round_num: int) -> None:
+        """A WARNING naming each plugin or data file whose content differs from the checkpoint's record."""
+        if not isinstance(recorded, dict) or self.spec.inputs is None:
+            return
+        now = dict(self.spec.inputs)
+        changed = [
+            f"{name} (SHA-256 {str(recorded.get(name, 'none'))[:12]}, now {str(now.get(name, 'none'))[:12]})"
+            for name in sorted(recorded.keys() | now.keys())
+            if recorded.get(name) != now.get(name)
+        ]
+        if changed:
+            logger.warning(
+                "resuming %s: %s changed since its rounds 1..%d were trained; the rest are trained with the "
+                "new content (--fresh starts over with it)",
+                self.spec.run_dir,
+                ", ".join(changed),
+                round_num,
+            )
 
     def _recover_timing(self, pending: Any, round_num: int) -> None:
         """Appends the checkpoint's timings of ``round_num`` when ``timings.jsonl`` lacks them (a kill between

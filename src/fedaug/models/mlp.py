@@ -15,6 +15,7 @@ from fedaug.errors import IncompatibleModelError
 from fedaug.models._layers import check_args
 from fedaug.models.base import FlattenPool, SplitModel
 from fedaug.registry import register
+from fedaug.validation import invalid
 
 
 class MLP(SplitModel):
@@ -56,6 +57,10 @@ def build_mlp(
         IncompatibleModelError: for a non-positive hidden size or input dimension.
     """
     shape = check_args("mlp", num_classes=num_classes, input_shape=input_shape)
+    if not isinstance(hidden_sizes, list | tuple) or not all(
+        isinstance(h, int) and not isinstance(h, bool) for h in hidden_sizes
+    ):  # a string would iterate as its characters ('' as no hidden layer: a linear model, in silence)
+        raise invalid("model.hidden_sizes", "a list of integer widths ([] for a linear model)", hidden_sizes)
     if any(h < 1 for h in hidden_sizes):
         raise IncompatibleModelError(f"mlp hidden_sizes must all be >= 1, got {tuple(hidden_sizes)}")
     return MLP(num_classes=num_classes, input_shape=shape, hidden_sizes=tuple(hidden_sizes))

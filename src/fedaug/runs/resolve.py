@@ -33,7 +33,7 @@ from fedaug.data.partition.natural import train_groups
 from fedaug.engine.batched.stacked import conv_model_note
 from fedaug.engine.sampling import clients_per_round
 from fedaug.engine.simulation import SimulationSpec
-from fedaug.errors import ConfigError
+from fedaug.errors import ConfigError, IncompatibleModelError
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
 from fedaug.plugins import import_plugins
@@ -214,6 +214,7 @@ def resolve_components(config: ExperimentConfig, method_fn: Callable[[], Method]
         )
 
     model = model_fn()  # fail now, with the config's words, rather than inside round 1
+    check_model_fits_data(model, config.model.name, dataset)
     num_clients = len(partition.train_indices)
     if config.train.clients_per_round is not None and config.train.clients_per_round > num_clients:
         raise ConfigError(
@@ -236,6 +237,42 @@ def resolve_components(config: ExperimentConfig, method_fn: Callable[[], Method]
     method.check(model, run)  # options that do not fit the model or the data (FLea's split layer), now
     startup.mark("model")
     return Components(settings, method, dataset, partition, model_fn, run, min(per_round, num_clients))
+
+
+def check_model_fits_data(model: torch.nn.Module, name: str, dataset: Dataset) -> None:
+    """One forward pass of two training samples, before the run dir is made: IncompatibleModelError naming the
+    model, the data and the mismatch unless it gives one logit per class for each (rather than a raw torch
+    error in round 1). In eval mode, without gradients, the random generator's state restored after."""
+    from fedaug import registry
+    from fedaug.plugins import origin, user_names
+
+    where = f" ({origin(registry.get('model', name))})" if name in user_names("model") else ""
+    what = (
+        f"model {name!r}{where} does not fit dataset {dataset.name!r} (samples {list(dataset.input_shape)}, "
+    )
+    what += f"{dataset.num_classes} classes)"
+    batch = dataset.x_train[:2]
+    training = model.training
+    model.eval()
+    try:
+        with (
+            torch.no_grad(),
+            torch.random.fork_rng(devices=[]),
+        ):  # (a lazy layer initialises at its first call)
+            out = model(batch)
+    except (RuntimeError, ValueError, TypeError, IndexError) as exc:
+        reason = (str(exc).strip().splitlines() or [""])[0]
+        raise IncompatibleModelError(
+            f"{what}: one batch forward failed: {type(exc).__name__}: {reason}"
+        ) from None
+    finally:
+        model.train(training)
+    expected = [len(batch), dataset.num_classes]
+    if not isinstance(out, torch.Tensor) or list(out.shape) != expected:
+        got = f"shape {list(out.shape)}" if isinstance(out, torch.Tensor) else type(out).__name__
+        raise IncompatibleModelError(
+            f"{what}: a batch of {len(batch)} must give logits of shape {expected}, got {got}"
+        )
 
 
 @dataclass(frozen=True)

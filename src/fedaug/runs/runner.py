@@ -42,7 +42,7 @@ from fedaug.runs.resolve import (
 )
 from fedaug.runs.resume import check_existing, finished_summary, record_run
 from fedaug.runs.tracking import check_trackers, open_trackers
-from fedaug.runs.verify import record_identity, verify_run_dir
+from fedaug.runs.verify import identity_of, input_digests, record_identity, verify_run_dir
 from fedaug.runtime import startup
 from fedaug.runtime.device import describe_device
 from fedaug.runtime.lazy_dynamo import defer_dynamo_import
@@ -163,6 +163,9 @@ def _run_locked(
             return finished
     record_run(resolved)  # only now, every check passed: config.yaml, env.json, identity.json
     record_identity(run_dir, config)
+    identity = identity_of(config)["result_config"]  # kept in every checkpoint too, with the inputs' digests
+    inputs = input_digests(config.plugins, resolved.dataset.source_files)
+    resolved = replace(resolved, spec=replace(resolved.spec, identity=identity, inputs=inputs))
     logger.info(
         "run %s: %s on %s (%d clients, %d per round), %d rounds, on %s%s",
         run_dir,

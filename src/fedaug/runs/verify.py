@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from fedaug.engine.checkpoint import (
 from fedaug.engine.fairness import fairness_summary
 from fedaug.engine.round_log import bad_file, log_digest, read_rounds
 from fedaug.errors import CheckpointError, ConfigError, shorten
+from fedaug.plugins import file_digest, plugin_digests
 from fedaug.runs.resume import saved_result_config
 
 IDENTITY_NAME = "identity.json"
@@ -87,8 +89,38 @@ def check_identity(run_dir: Path) -> None:
     fedaug since are not compared; method options missing from ``config.yaml`` are checked against
     ``env.json`` instead, by :func:`~fedaug.runs.resume.check_existing`)."""
     recorded = recorded_identity(run_dir)
+    if recorded is not None:
+        _check_recorded(run_dir, recorded, IDENTITY_NAME)
+
+
+CHECKPOINT_IDENTITY_KEY = "identity"
+"""The checkpoint's copy of the run's result config (written every round, covered by the checkpoint's
+digest): deleting ``identity.json`` and editing ``config.yaml`` does not make another run of a run dir."""
+
+
+def check_checkpoint_identity(run_dir: Path, ckpt: dict[str, Any], path: Path) -> None:
+    """Refuses a run dir whose ``config.yaml`` no longer says what its checkpoint ``ckpt`` (read from
+    ``path``) records the run was trained with (checkpoints from before the record hold none)."""
+    recorded = ckpt.get(CHECKPOINT_IDENTITY_KEY)
     if recorded is None:
         return
+    if not isinstance(recorded, dict):
+        raise corrupt_file(path, f"its {CHECKPOINT_IDENTITY_KEY!r} entry is not a mapping of config keys")
+    _check_recorded(run_dir, recorded, f"{path.parent.name}/{path.name}")
+
+
+def input_digests(plugins: Sequence[str], files: Sequence[Path]) -> dict[str, str]:
+    """What a run's numbers came from beyond its config: ``plugin <spec>`` (each of its plugins' files) and
+    ``data file <path>`` (each of the user's data files) -> its SHA-256, kept in every checkpoint; a resume
+    whose inputs differ is logged as a WARNING naming them (:meth:`fedaug.engine.simulation.Simulation`)."""
+    found = {f"plugin {spec}": digest for spec, digest in plugin_digests(plugins).items()}
+    for file in files:
+        found[f"data file {file}"] = file_digest(Path(file))
+    return found
+
+
+def _check_recorded(run_dir: Path, recorded: dict[str, Any], source: str) -> None:
+    """Refuses a ``config.yaml`` that differs from the result config ``recorded`` (read from ``source``)."""
     config_path = run_dir / "config.yaml"
     try:
         saved = _as_json(saved_result_config(config_path))
@@ -106,7 +138,7 @@ def check_identity(run_dir: Path) -> None:
             for key in changed
         )
         raise CheckpointError(
-            f"{config_path} no longer matches the config the run was started with ({IDENTITY_NAME}): "
+            f"{config_path} no longer matches the config the run was started with ({source}): "
             f"differs in {shown}; put those values back, or start the run over with `fedaug run ... --fresh`"
         )
 
@@ -124,6 +156,7 @@ def verify_results(run_dir: Path, rounds: int, summary: dict[str, Any], *, check
         raise bad_file(store.metrics_path, problem)
     if checkpoint and store.ckpt_path.exists():  # a run dir that keeps its checkpoint (archived ones do not)
         ckpt = read_checkpoint(store.ckpt_path)
+        check_checkpoint_identity(run_dir, ckpt, store.ckpt_path)
         if ckpt.get("round_num") != rounds:
             raise corrupt_file(
                 store.ckpt_path, f"it is of round {ckpt.get('round_num')!r}, but the run finished"
@@ -162,6 +195,7 @@ def verify_resume(run_dir: Path, rounds: int) -> int:
     if store.ckpt_path.exists():
         ckpt = read_checkpoint(store.ckpt_path)
         check_run_checkpoint(ckpt, store.ckpt_path)
+        check_checkpoint_identity(run_dir, ckpt, store.ckpt_path)
         done = ckpt["round_num"]
         if not 0 <= done <= rounds:
             raise corrupt_file(store.ckpt_path, f"it is of round {done}, but the run has {rounds}")

@@ -7,8 +7,19 @@ from pathlib import Path
 
 
 def cache_dir() -> Path:
-    """``$FEDAUG_CACHE`` or ``~/.cache/fedaug``: processed datasets and cached partitions."""
-    return Path(os.environ.get("FEDAUG_CACHE", Path.home() / ".cache" / "fedaug"))
+    """``$FEDAUG_CACHE`` or ``~/.cache/fedaug``: processed datasets and cached partitions.
+
+    Raises:
+        ConfigError: ``FEDAUG_CACHE`` set to an empty value (which would cache into the current folder).
+    """
+    value = os.environ.get("FEDAUG_CACHE")
+    if value is None:
+        return Path.home() / ".cache" / "fedaug"
+    if not value.strip():
+        from fedaug.validation import invalid
+
+        raise invalid("FEDAUG_CACHE", "a folder path (unset it for ~/.cache/fedaug)", value)
+    return Path(value)
 
 
 def check_folder_target(path: Path, what: str) -> None:

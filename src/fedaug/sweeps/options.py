@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 from fedaug.errors import ConfigError
 from fedaug.validation import check_choice, check_int, check_number
 
@@ -27,13 +29,11 @@ def check_sweep_options(workers: int, heartbeat: float, order: str = "grid") -> 
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    """``"i/n"`` -> ``(i, n)`` with ``0 <= i < n``; ConfigError naming the value otherwise."""
-    index, _, count = text.partition("/")
-    if (
-        not (index.strip().isdigit() and count.strip().isdigit())
-        or int(count) < 1
-        or int(index) >= int(count)
-    ):
+    """``"i/n"`` -> ``(i, n)`` with ``0 <= i < n`` in ASCII digits; ConfigError naming the value otherwise
+    (an empty one too: it is not "no shard")."""
+    found = re.fullmatch(r"\s*([0-9]{1,18})\s*/\s*([0-9]{1,18})\s*", text, flags=re.ASCII)
+    index, count = (found.group(1), found.group(2)) if found else ("", "")
+    if not found or int(count) < 1 or int(index) >= int(count):
         raise ConfigError(
             f"--shard must be i/n with 0 <= i < n (slice i of n, 0-based: SLURM's $SLURM_ARRAY_TASK_ID), "
             f"got {text!r}"

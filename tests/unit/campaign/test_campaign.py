@@ -3,9 +3,11 @@ folder, round trip, budget, unfinished runs, refused imports and the next call c
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import tarfile
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,14 +15,18 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fedaug.cli.main import main as fedaug_main
 from fedaug.config.load import dump_yaml, load_config
+from fedaug.errors import FedaugError
 from fedaug.sweeps.order import SweepPoint
 from fedaug.sweeps.sweep import SweepResult, execute
 from tests.conftest import SMOKE
 from tools.campaign import run as campaign_run
 from tools.campaign.__main__ import main as campaign_main
+from tools.campaign.importer import unpack
 from tools.campaign.plan import makespan, minutes_text, select
 from tools.campaign.run import BudgetExpired, BudgetSchedule, hard_stop
 
@@ -412,3 +418,71 @@ def test_fedaug_campaign_outside_a_checkout_says_where_it_runs(
     assert fedaug_main(["campaign", "status"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("fedaug: error: fedaug campaign runs the project's campaign from a source checkout")
+
+
+def _small_archive(path: Path) -> bytes:
+    """A .tar.gz of one run-like folder, its bytes (big enough that a cut lands inside the data)."""
+    source = path.parent / "src"
+    (source / "tiny" / "runs" / "seed0").mkdir(parents=True)
+    (source / "tiny" / "runs" / "seed0" / "config.yaml").write_text("name: x\n" + "# pad\n" * 2000)
+    with tarfile.open(path, "w:gz") as tar:
+        tar.add(source / "tiny", arcname="tiny")
+    return path.read_bytes()
+
+
+def test_import_of_a_truncated_archive_is_one_line_and_writes_nothing(
+    studies: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "out").mkdir()
+    whole = _small_archive(tmp_path / "whole.tar.gz")
+    (tmp_path / "out" / "tiny.tar.gz").write_bytes(whole[: len(whole) // 2])
+    before = sorted((p, p.stat().st_mtime_ns) for p in studies.rglob("*"))
+    capsys.readouterr()
+    assert (
+        main(["campaign", "import", str(tmp_path / "out"), "--campaign", str(studies / "campaign.yaml")]) == 2
+    )
+    err = capsys.readouterr().err
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"fedaug: error: cannot unpack {tmp_path / 'out' / 'tiny.tar.gz'}: ")
+    assert "Traceback" not in err
+    assert sorted((p, p.stat().st_mtime_ns) for p in studies.rglob("*")) == before
+
+
+@functools.cache
+def _valid_archive() -> bytes:
+    """The valid archive the property damages, made once (a gzip header holds the time it was made)."""
+    with tempfile.TemporaryDirectory() as folder:
+        return _small_archive(Path(folder) / "whole.tar.gz")
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_a_damaged_archive_unpacks_or_is_refused_naming_it(data: st.DataObject) -> None:
+    _damaged_archive_property(data)
+
+
+@pytest.mark.slow
+@settings(max_examples=1000, deadline=None)
+@given(data=st.data())
+def test_a_damaged_archive_unpacks_or_is_refused_naming_it_long(data: st.DataObject) -> None:
+    _damaged_archive_property(data)
+
+
+def _damaged_archive_property(data: st.DataObject) -> None:
+    """Any cut of a valid archive, or any bytes of it changed, unpacks or is one FedaugError naming it."""
+    with tempfile.TemporaryDirectory() as folder_name:
+        folder = Path(folder_name)
+        whole = _valid_archive()
+        cut = data.draw(st.integers(0, len(whole)), label="cut")
+        damaged = bytearray(whole[:cut])
+        for _ in range(data.draw(st.integers(0, 3), label="flips")):
+            if damaged:
+                at = data.draw(st.integers(0, len(damaged) - 1), label="at")
+                damaged[at] = data.draw(st.integers(0, 255), label="byte")
+        archive = folder / "damaged.tar.gz"
+        archive.write_bytes(bytes(damaged))
+        try:
+            unpack(archive, folder / "into")
+        except FedaugError as error:
+            assert str(error).startswith(f"cannot unpack {archive}: ") or str(archive) in str(error)
+            assert "\n" not in str(error)

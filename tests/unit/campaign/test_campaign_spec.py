@@ -105,3 +105,34 @@ def test_bad_files_are_refused_in_one_line(tmp_path: Path, change: dict[str, Any
     with pytest.raises(ConfigError) as error:
         read_campaign(path)
     assert message in str(error.value) and str(path) in str(error.value)
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", "/tmp/escape", "..", ".", "a\\b", "x/../../y"])
+def test_a_grid_name_that_is_a_path_is_refused(tmp_path: Path, name: str) -> None:
+    raw = copy.deepcopy(VALID)
+    raw["grids"][0]["name"] = name
+    path = tmp_path / "campaign.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError) as error:
+        read_campaign(path)
+    message = str(error.value)
+    assert message.startswith(f"grids[0].name of {path} must be a name without path characters")
+    assert message.endswith(f"got {name!r}") and "\n" not in message
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.text(min_size=1, max_size=12))
+def test_an_accepted_grid_name_is_one_folder_inside_the_runs_dir(name: str) -> None:
+    """Whatever the name, a grid's run dirs (``runs_dir/<name>``) stay one level inside ``runs_dir``."""
+    raw = copy.deepcopy(VALID)
+    raw["grids"][0]["name"] = name
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "campaign.yaml"
+        path.write_text(yaml.safe_dump(raw))
+        try:
+            (grid,) = read_campaign(path).grids
+        except ConfigError as error:
+            assert str(path) in str(error) and "\n" not in str(error)
+        else:
+            runs = Path(folder) / "runs"
+            assert (runs / grid.name).resolve().parent == runs.resolve()

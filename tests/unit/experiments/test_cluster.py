@@ -5,13 +5,14 @@ starts on the least busy device, and ``fedaug report`` merges the run dirs two m
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fedaug.cli.main import main
@@ -34,10 +35,33 @@ def test_shards_are_disjoint_and_cover_the_grid(size: int, count: int) -> None:
     assert max(map(len, slices)) - min(map(len, slices)) <= 1  # balanced
 
 
-@pytest.mark.parametrize("text", ["2/2", "-1/2", "1", "a/b", "0/0", "1/2/3"])
+@pytest.mark.parametrize(
+    "text", ["2/2", "-1/2", "1", "a/b", "0/0", "1/2/3", "", "\u00b2/3", "\u0663/5", "0/\uff12"]
+)
 def test_a_bad_shard_is_named(text: str) -> None:
     with pytest.raises(ConfigError, match=rf"--shard must be i/n with 0 <= i < n .*got '{text}'"):
         parse_shard(text)
+
+
+@settings(max_examples=200)
+@given(text=st.text(st.sampled_from("0123456789/ -+\u00b2\u0663\uff12\u2070_a"), max_size=8))
+def test_any_shard_text_is_a_slice_in_ascii_digits_or_refused(text: str) -> None:
+    """Non-ASCII digits (which str.isdigit() takes and int() may not), '' and signs: refused in one line."""
+    try:
+        index, count = parse_shard(text)
+    except ConfigError as error:
+        assert str(error).startswith("--shard must be i/n") and "\n" not in str(error)
+    else:
+        found = re.fullmatch(r" *([0-9]+) */ *([0-9]+) *", text)
+        assert found and (index, count) == (int(found[1]), int(found[2])) and 0 <= index < count
+
+
+def test_a_sweep_with_an_empty_shard_is_refused_not_run_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_sweep(tmp_path, FAST + "grid: {seed: [0, 1]}\n")
+    assert main(["sweep", str(path), "--out-dir", str(tmp_path / "runs"), "--shard", ""]) == 2
+    assert "--shard must be i/n" in capsys.readouterr().err and not (tmp_path / "runs").exists()
 
 
 def test_parse_shard_and_devices() -> None:

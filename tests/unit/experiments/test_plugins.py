@@ -10,11 +10,14 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fedaug.cli.common import OneLineParser
 from fedaug.cli.main import build_parser, main
@@ -119,6 +122,37 @@ BROKEN = {
         "import fedaug\n@fedaug.register_model('str_model')\ndef m(*, num_classes, input_shape): return ''",
         "model 'str_model' (plugin '{plugin}') returned str, expected a torch.nn.Module",
     ),
+    "model input does not fit": (
+        "import fedaug\nfrom torch import nn\n@fedaug.register_model('narrow_in')\n"
+        "def m(*, num_classes, input_shape):\n"
+        "    return nn.Sequential(nn.Flatten(), nn.Linear(7, num_classes))",
+        "model 'narrow_in' (plugin '{plugin}') does not fit dataset 'synthetic' (samples [1, 8, 8], "
+        "10 classes): one batch forward failed: RuntimeError: mat1 and mat2 shapes cannot be multiplied "
+        "(2x64 and 7x10)",
+    ),
+    "model output does not fit": (
+        "import fedaug\nfrom torch import nn\n@fedaug.register_model('wide_out')\n"
+        "def m(*, num_classes, input_shape):\n"
+        "    return nn.Sequential(nn.Flatten(), nn.Linear(64, num_classes + 3))",
+        "model 'wide_out' (plugin '{plugin}') does not fit dataset 'synthetic' (samples [1, 8, 8], "
+        "10 classes): a batch of 2 must give logits of shape [2, 10], got shape [2, 13]",
+    ),
+    "exits at import": (
+        "import sys\nsys.exit(0)",
+        "exited while being imported (SystemExit(0)); a plugin must not",
+    ),
+    "parses the command line": (
+        "import argparse\np = argparse.ArgumentParser()\n"
+        "p.add_argument('--data', required=True)\np.parse_args()",
+        "exited while being imported (SystemExit(2); it printed: plugin_parses_the_command_line.py: error: "
+        "the following arguments are required: --data)",
+    ),
+    "partitioner index out of range": (
+        "import fedaug, numpy as np\n@fedaug.register_partitioner('out_of_range')\n"
+        "def beyond(labels, *, num_clients, num_classes, rng):\n"
+        "    return [np.array([labels.size])] + [np.arange(1)] * (num_clients - 1)",
+        "partitioner 'beyond' (plugin '{plugin}') must return indices in 0..",
+    ),
 }
 
 
@@ -130,7 +164,13 @@ def test_a_broken_plugin_is_one_line_exit_2_and_no_run_dir(
     source, expected = BROKEN[case]
     plugin = tmp_path / f"plugin_{case.replace(' ', '_')}.py"
     plugin.write_text(source)
-    names = {"dataset returns a dict": "data=dict_data", "model returns a string": "model=str_model"}
+    names = {
+        "dataset returns a dict": "data=dict_data",
+        "model returns a string": "model=str_model",
+        "partitioner index out of range": "partition=out_of_range",
+        "model input does not fit": "model=narrow_in",
+        "model output does not fit": "model=wide_out",
+    }
     extra = ["--set", names[case]] if case in names else []
     # Execute
     code = main(["run", str(SMOKE), "--plugin", str(plugin), *extra, "--out-dir", str(tmp_path / "runs")])
@@ -220,3 +260,52 @@ def test_plugins_do_not_change_a_runs_identity() -> None:
         == run_dir_for(plain)
         == Path("runs/smoke/synthetic-dirichlet0.5_2-K6/fedavg/seed0")
     )
+
+
+STATEMENTS = st.sampled_from(
+    [
+        "import sys\nsys.exit({n})",
+        "raise SystemExit({n})",
+        "raise RuntimeError('boom\\nsecond line {n}')",
+        "import argparse\nargparse.ArgumentParser().parse_args()",
+        "import argparse\np = argparse.ArgumentParser()\np.add_argument('x')\np.parse_args()",
+        "import sys\nprint('note {n}', file=sys.stderr)",
+        "import sys\nassert sys.argv[1:] == []",
+        "import fedaug\n@fedaug.register_model('fuzz_model_{n}')\ndef m(*, num_classes, input_shape): ...",
+        "def broken(:\n    pass",
+        "1 / 0",
+        "x = {n}",
+    ]
+)
+
+
+@settings(max_examples=30, deadline=None)
+@given(lines=st.lists(st.tuples(STATEMENTS, st.integers(0, 3)), min_size=1, max_size=3))
+def test_any_plugin_module_imports_or_is_one_plugin_error_naming_its_file(
+    lines: list[tuple[str, int]],
+) -> None:
+    _plugin_property(lines)
+
+
+@pytest.mark.slow
+@settings(max_examples=400, deadline=None)
+@given(lines=st.lists(st.tuples(STATEMENTS, st.integers(0, 3)), min_size=1, max_size=5))
+def test_any_plugin_module_imports_or_is_one_plugin_error_naming_its_file_long(
+    lines: list[tuple[str, int]],
+) -> None:
+    _plugin_property(lines)
+
+
+def _plugin_property(lines: list[tuple[str, int]]) -> None:
+    """sys.exit, argparse (which sees an empty command line), exceptions, syntax errors and prints at import:
+    the import works, or it is one PluginError line naming the file; never SystemExit or a traceback."""
+    source = "\n".join(template.format(n=n) for template, n in lines) + "\n"
+    argv = list(sys.argv)
+    with tempfile.TemporaryDirectory() as folder, isolated_plugins():
+        plugin = Path(folder) / "fuzzed_plugin.py"
+        plugin.write_text(source)
+        try:
+            import_plugins([str(plugin)])
+        except PluginError as error:
+            assert "\n" not in str(error) and str(plugin) in str(error)
+    assert sys.argv == argv  # restored, whatever the plugin did

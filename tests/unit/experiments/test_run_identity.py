@@ -232,3 +232,37 @@ def test_a_resumed_run_builds_its_method_once(tmp_path: Path, monkeypatch: pytes
     run_experiment(config)
     # Assert: one instance, the one the resume checks compared
     assert len(built) == 1
+
+
+def test_a_resume_after_a_plugin_or_data_file_changed_warns_naming_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The checkpoint keeps the SHA-256 of the run's plugin and data files: a resume after either changed
+    says which, as a WARNING (the same content: no word)."""
+    from tests.plugin_fixtures import isolated_plugins
+
+    plugin = tmp_path / "noop_plugin.py"
+    plugin.write_text("X = 1\n")
+    table = tmp_path / "table.csv"
+    rows = [f"{i % 5},{(i * 7) % 3},{i % 2}" for i in range(40)]
+    table.write_text("\n".join(["a,b,label", *rows]) + "\n")
+    sets = [f"plugins=[{plugin}]", "data=csv", f"data.path={table}", "model=mlp", "engine.num_threads=1"]
+    with isolated_plugins():
+        config = _config(tmp_path / "runs", *sets)
+        from fedaug.plugins import import_plugins
+
+        import_plugins(config.plugins)
+        run_experiment(config)
+        summary = run_dir_for(config) / "summary.json"
+        summary.unlink()
+        with caplog.at_level(logging.WARNING):
+            run_experiment(config)  # the same files: resumed without a word
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+        summary.unlink()
+        plugin.write_text("X = 2\n")
+        table.write_text(table.read_text().replace("\n4,", "\n3,", 1))
+        with caplog.at_level(logging.WARNING):
+            run_experiment(config)
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"data file {table} (SHA-256 " in warning and f"plugin {plugin} (SHA-256 " in warning
+    assert "changed since its rounds 1..2 were trained" in warning

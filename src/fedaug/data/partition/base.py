@@ -22,6 +22,7 @@ from fedaug import registry
 from fedaug.data.partition import cache
 from fedaug.data.partition._params import resolve_params
 from fedaug.errors import ConfigError, PartitionError
+from fedaug.plugins import code_digest, origin
 from fedaug.runtime.log_once import info_once
 from fedaug.validation import check_int, check_number
 
@@ -199,12 +200,13 @@ def make_partition(
     takes_groups = "groups" in inspect.signature(partitioner).parameters
     if takes_groups:
         params = {**params, "groups": dict(groups or {})}
-    path, key = None, ""
+    path, key, code = None, "", None
     if cache_dir is not None:
         keyed = {**settings, "groups_sha256": groups_digest(groups)} if takes_groups else settings
         key = cache.cache_key(keyed, labels, num_classes)
         path = cache.cache_path(Path(cache_dir), name, key)
-        cached = cache.load(path, key)
+        code = code_digest(partitioner)
+        cached = cache.load(path, key, code, who=f"partitioner {name!r} ({origin(partitioner)})")
         if cached is not None:
             info_once(logger, "loaded partition from %s", path)
             return Partition(cached[0], cached[1], num_classes, settings)
@@ -213,7 +215,7 @@ def make_partition(
     if empty:
         logger.warning("partition %r left %d of %d clients without training data", name, empty, num_clients)
     if path is not None:
-        cache.save(path, key, train, test, settings)
+        cache.save(path, key, train, test, settings, code)
     return Partition(train, test, num_classes, settings)
 
 
@@ -240,8 +242,35 @@ def _draw(
     partition_seq, test_seq = np.random.SeedSequence([seed, _PARTITION_TAG]).spawn(2)
     rng = np.random.default_rng(partition_seq)
     train = partitioner(labels, num_clients=num_clients, num_classes=num_classes, rng=rng, **params)
+    check_output(partitioner, train, num_clients, labels.size)
     if local_test_fraction <= 0:
         return train, None
     test_rng = np.random.default_rng(test_seq)
     pairs = [local_test_split(idx, labels, local_test_fraction, test_rng) for idx in train]
     return [pair[0] for pair in pairs], [pair[1] for pair in pairs]
+
+
+def check_output(partitioner: Callable[..., Any], train: Any, num_clients: int, num_samples: int) -> None:
+    """Raises PartitionError, naming the partitioner and where it is defined (a plugin's file), unless
+    ``train`` is one 1-d integer index array per client with every index in ``[0, num_samples)``: a
+    partitioner's bad index would otherwise surface as a torch indexing error in round 1."""
+    who = f"partitioner {getattr(partitioner, '__name__', '?')!r} ({origin(partitioner)})"
+    if not isinstance(train, list | tuple) or len(train) != num_clients:
+        got = f"{len(train)} entries" if isinstance(train, list | tuple) else type(train).__name__
+        raise PartitionError(f"{who} must return one index array per client ({num_clients}), got {got}")
+    for client, indices in enumerate(train):
+        array = np.asarray(indices)
+        if array.size == 0:
+            continue
+        if array.ndim != 1 or array.dtype.kind not in "iu":
+            raise PartitionError(
+                f"{who} must return 1-d integer index arrays, got shape {list(array.shape)} of dtype "
+                f"{array.dtype} for client {client}"
+            )
+        low, high = int(array.min()), int(array.max())
+        if low < 0 or high >= num_samples:
+            bad = low if low < 0 else high
+            raise PartitionError(
+                f"{who} must return indices in 0..{num_samples - 1} (the training samples), got {bad} for "
+                f"client {client}"
+            )

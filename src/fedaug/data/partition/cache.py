@@ -2,7 +2,9 @@
 
 The key is the sha256 of the JSON of all settings (partitioner name, resolved parameters, seed, number of
 clients, local test fraction, number of classes, cache format version) together with the sha256 of the label
-array, so a changed setting *or* a changed dataset gives a new file and stale partitions are never reused.
+array, so a changed setting *or* a changed dataset gives a new file and stale partitions are never reused. A
+plugin partitioner's cache also records the SHA-256 of its plugin file: a partition made by other code is
+made again, with a WARNING naming it.
 Files are written atomically (temporary file, then rename) and read without pickle.
 """
 
@@ -58,14 +60,23 @@ def _unflatten(flat: np.ndarray, sizes: np.ndarray) -> list[np.ndarray]:
 
 
 def save(
-    path: Path, key: str, train: list[np.ndarray], test: list[np.ndarray] | None, settings: dict[str, Any]
+    path: Path,
+    key: str,
+    train: list[np.ndarray],
+    test: list[np.ndarray] | None,
+    settings: dict[str, Any],
+    code: str | None = None,
 ) -> None:
-    """Writes a partition's index arrays and settings to ``path`` atomically."""
+    """Writes a partition's index arrays and settings to ``path`` atomically (``code``: the SHA-256 of the
+    plugin file that defined the partitioner, None for a built-in)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     train_flat, train_sizes = _flatten(train)
     test_flat, test_sizes = _flatten(test or [])
-    meta = json.dumps({"key": key, "settings": settings, "has_test": test is not None}, default=str)
+    meta = {"key": key, "settings": settings, "has_test": test is not None}
+    if code is not None:
+        meta["code_sha256"] = code
+    meta_text = json.dumps(meta, default=str)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -75,7 +86,7 @@ def save(
                 train_sizes=train_sizes,
                 test=test_flat,
                 test_sizes=test_sizes,
-                meta=np.array(meta),
+                meta=np.array(meta_text),
             )
         os.replace(tmp_name, path)
     except BaseException:
@@ -83,8 +94,11 @@ def save(
         raise
 
 
-def load(path: Path, key: str) -> tuple[list[np.ndarray], list[np.ndarray] | None] | None:
-    """Reads ``(train, test)`` index lists from ``path``; ``None`` if absent, unreadable or another key's."""
+def load(
+    path: Path, key: str, code: str | None = None, who: str = "partitioner"
+) -> tuple[list[np.ndarray], list[np.ndarray] | None] | None:
+    """Reads ``(train, test)`` index lists from ``path``; ``None`` if absent, unreadable, another key's, or
+    made by other code than ``code`` (the plugin file's SHA-256 that defined ``who``; a WARNING says so)."""
     path = Path(path)
     if not path.is_file():
         return None
@@ -92,6 +106,16 @@ def load(path: Path, key: str) -> tuple[list[np.ndarray], list[np.ndarray] | Non
         with np.load(path, allow_pickle=False) as data:
             meta = json.loads(str(data["meta"]))
             if meta.get("key") != key:
+                return None
+            if meta.get("code_sha256") != code:
+                logger.warning(
+                    "the partition cached in %s was made by other code of %s (its plugin file changed, "
+                    "SHA-256 %s, now %s); partitioning again",
+                    path,
+                    who,
+                    str(meta.get("code_sha256"))[:12],
+                    str(code)[:12],
+                )
                 return None
             train = _unflatten(data["train"], data["train_sizes"])
             test = _unflatten(data["test"], data["test_sizes"]) if meta["has_test"] else None

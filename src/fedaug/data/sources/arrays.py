@@ -12,6 +12,7 @@ the training set's mean and std. ``--set data=arrays --set data.path=my.npz``.
 from __future__ import annotations
 
 import zipfile
+from pathlib import Path
 
 import numpy as np
 
@@ -107,4 +108,5 @@ def arrays(
         normalize=normalize,
         modality=kind,
         source=f"{file}, {how}",
+        files=[Path(file)],
     )

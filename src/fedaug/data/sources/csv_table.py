@@ -4,19 +4,22 @@
 the feature columns (default: all others). Labels are integers in ``[0, C)`` or class names (any text:
 sorted, they become classes 0..C-1). A test set comes from ``test_path`` (same columns) or is a random
 ``test_fraction`` of ``path`` (from ``split_seed``). Features are standardised with the training set's mean
-and std (``normalize``). Checked, each with a one-line error naming the file, row and column: a missing
-column, a cell that is not a number, NaN or inf, bad labels, a class without a training sample.
+and std (``normalize``). Checked before anything is written, each with a one-line error naming the file, row
+and column: a missing, unnamed or repeated column, the label column among ``features`` (a label leak), a
+cell that is not a number, NaN or inf, a value beyond float32 (the training dtype), an empty label cell, bad
+labels, fewer than two classes, a class without a training sample. Reading is linear in the file's size.
 """
 
 from __future__ import annotations
 
 import csv
 import math
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
-from fedaug.data.base import Dataset, LoadContext
+from fedaug.data.base import Dataset, LoadContext, option_key
 from fedaug.data.sources.files_common import (
     check_features,
     check_labels,
@@ -27,6 +30,7 @@ from fedaug.data.sources.files_common import (
 )
 from fedaug.errors import DatasetError
 from fedaug.registry import register
+from fedaug.validation import invalid
 
 
 def _read(file: Path, label: str, features: list[str] | None) -> tuple[list[str], np.ndarray, list[str]]:
@@ -39,11 +43,22 @@ def _read(file: Path, label: str, features: list[str] | None) -> tuple[list[str]
     if len(rows) < 2:
         raise DatasetError(f"{file}: expected a header row and at least one data row")
     header = [h.strip() for h in rows[0]]
+    position: dict[str, int] = {}  # column name -> its index (a dict: linear in the number of columns)
+    for i, name in enumerate(header):
+        if not name:
+            raise DatasetError(f"{file}: column {i + 1} of the header has no name; name every column")
+        if name in position:
+            raise DatasetError(
+                f"{file}: column name {name!r} appears twice (columns {position[name] + 1} and {i + 1}); "
+                "column names must differ"
+            )
+        position[name] = i
     columns = features if features is not None else [h for h in header if h != label]
-    missing = [c for c in [label, *columns] if c not in header]
+    missing = [c for c in [label, *columns] if c not in position]
     if missing:
         raise DatasetError(f"{file}: no column {', '.join(map(repr, missing))}; columns: {', '.join(header)}")
-    index = [header.index(c) for c in columns]
+    index = [position[c] for c in columns]
+    at_label = position[label]
     x = np.empty((len(rows) - 1, len(columns)), dtype=np.float64)
     labels = []
     for r, row in enumerate(rows[1:], start=2):
@@ -56,8 +71,28 @@ def _read(file: Path, label: str, features: list[str] | None) -> tuple[list[str]
                 raise DatasetError(
                     f"{file} row {r}, column {columns[j]!r}: {row[i]!r} is not a number"
                 ) from None
-        labels.append(row[header.index(label)].strip())
+        value = row[at_label].strip()
+        if not value:
+            raise DatasetError(
+                f"{file} row {r}, column {label!r}: the label cell is empty; every row needs one"
+            )
+        labels.append(value)
     return columns, x, labels
+
+
+def _check_features_option(name: str, label: str, features: object) -> None:
+    """``features`` (None: every column but the label) a list of distinct column names without the label
+    column: a label among the features would leak the answer into the input."""
+    if features is None:
+        return
+    key = option_key(name, "features")
+    if not isinstance(features, list) or not all(isinstance(f, str) and f.strip() for f in features):
+        raise invalid(key, "a list of column names", features)
+    if label in features:
+        raise invalid(key, f"columns other than the label column {label!r} (a label leak)", features)
+    repeated = sorted(f for f, n in Counter(features).items() if n > 1)
+    if repeated:
+        raise invalid(key, f"distinct columns ({repeated[0]!r} is listed twice)", features)
 
 
 def _encode(file: Path, labels: list[str], names: list[str] | None) -> tuple[np.ndarray, list[str]]:
@@ -112,20 +147,21 @@ def csv_table(
         normalize: standardise each feature with the training set's mean and std.
     """
     check_split_options(ctx.name, test_fraction, split_seed)
+    _check_features_option(ctx.name, label, features)
     file = locate(ctx, path, "my_table.csv")
     columns, x, raw = _read(file, label, features)
     if not columns:
         raise DatasetError(f"{file}: no feature column besides the label column {label!r}")
     y, names = _encode(file, raw, None)
-    x = check_features(str(file), x)
+    x = check_features(str(file), x, columns)
     if test_path:
         test_file = locate(ctx, test_path, "my_test.csv")
         _, x_test, raw_test = _read(test_file, label, columns)
         y_test, _ = _encode(test_file, raw_test, names or None)
-        split = (x, y, check_features(str(test_file), x_test), y_test)
-        how = f"test set {test_file}"
+        split = (x, y, check_features(str(test_file), x_test, columns), y_test)
+        how, files = f"test set {test_file}", [file, test_file]
     else:
-        split, how = holdout_described(x, y, test_fraction, split_seed)
+        (split, how), files = holdout_described(x, y, test_fraction, split_seed), [file]
     return make_dataset(
         ctx.name,
         split,
@@ -134,4 +170,5 @@ def csv_table(
         normalize=normalize,
         modality="signal",
         source=f"{file}: {len(columns)} features, label {label!r}, {how}",
+        files=files,
     )

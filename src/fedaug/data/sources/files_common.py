@@ -42,8 +42,13 @@ def check_split_options(name: str, test_fraction: float, split_seed: int) -> Non
     check_int(option_key(name, "split_seed"), split_seed, 0)
 
 
-def check_features(where: str, x: np.ndarray) -> np.ndarray:
-    """``x`` as float32 ``[N, ...]``; DatasetError for non-numbers, no feature axis or NaN/inf."""
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+"""The largest value a feature may hold: features are trained in float32, where a larger one is inf."""
+
+
+def check_features(where: str, x: np.ndarray, columns: Sequence[str] = ()) -> np.ndarray:
+    """``x`` as float32 ``[N, ...]``; DatasetError for non-numbers, no feature axis, NaN/inf, or a value
+    beyond float32 (``columns``: the names of a table's feature columns, named in that error)."""
     if x.dtype.kind not in "biuf":
         raise DatasetError(f"{where}: features must be numbers, got dtype {x.dtype}")
     if x.ndim < 2:
@@ -54,6 +59,16 @@ def check_features(where: str, x: np.ndarray) -> np.ndarray:
     if bad.any():
         first = int(np.argwhere(bad.reshape(len(x), -1).any(axis=1))[0][0])
         raise DatasetError(f"{where}: {int(bad.sum())} NaN or inf value(s), the first in sample {first}")
+    if x.dtype.kind == "f" and x.dtype.itemsize > 4:  # (integers up to 64 bits all fit)
+        beyond = np.abs(x.reshape(len(x), -1)) > FLOAT32_MAX
+        if beyond.any():
+            sample, entry = (int(i) for i in np.argwhere(beyond)[0])
+            value = x.reshape(len(x), -1)[sample, entry].item()
+            column = f"column {columns[entry]!r}" if entry < len(columns) else f"feature {entry}"
+            raise DatasetError(
+                f"{where}: {column} must be within float32 (|value| <= {FLOAT32_MAX:.4g}, the training "
+                f"dtype), got {value!r} in sample {sample}"
+            )
     return x.astype(np.float32)
 
 
@@ -97,6 +112,11 @@ def num_classes_of(
     if num_classes is not None:
         check_int(option_key(name, "num_classes"), num_classes, 2)
     count = num_classes or len(class_names) or int(y_train.max()) + 1
+    if count < 2:  # one class trains to 100% and learns nothing
+        only = f" ({class_names[0]!r})" if class_names else ""
+        raise DatasetError(
+            f"dataset {name!r}: the training labels must hold at least two classes, got only class 0{only}"
+        )
     # the first label in [0, count) without a sample, from the sorted distinct labels (no count-sized array:
     # a stray huge label would ask for gigabytes)
     present = np.unique(y_train)
@@ -149,8 +169,9 @@ def make_dataset(
     normalize: bool,
     modality: str,
     source: str,
+    files: Sequence[Path] = (),
 ) -> Dataset:
-    """The :class:`Dataset` of checked arrays ``x_train, y_train, x_test, y_test``."""
+    """The :class:`Dataset` of checked arrays ``x_train, y_train, x_test, y_test`` (read from ``files``)."""
     x_train, y_train, x_test, y_test = arrays
     if x_train.shape[1:] != x_test.shape[1:]:
         raise DatasetError(
@@ -178,4 +199,5 @@ def make_dataset(
         mean=mean,
         std=std,
         modality=modality,
+        source_files=tuple(files),
     )

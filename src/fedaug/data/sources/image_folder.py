@@ -6,11 +6,15 @@ the training folder names, sorted (label = position). Images are decoded with Pi
 TIFF, WebP) to RGB (``grayscale: true``: one channel), resized to ``resize: [H, W]`` if given, scaled to
 [0, 1] and standardised per channel with the training set's mean and std (``normalize``). Checked, each with
 a one-line error: no class folder, a class without an image, a test class unknown to the training set, an
-unreadable image, images of different sizes without ``resize``.
+unreadable image, a FIFO, device or folder named like an image (refused before it is opened, so it cannot
+block), an image beyond Pillow's pixel limit (a decompression bomb), images of different sizes without
+``resize``.
 """
 
 from __future__ import annotations
 
+import stat
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -31,10 +35,29 @@ def _classes(root: Path) -> dict[str, list[Path]]:
     found = {}
     for folder in folders:
         files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        for file in files:  # a FIFO named like an image would block the decoder (a device could be endless)
+            if not file.is_file():
+                raise DatasetError(
+                    f"{file} is not a regular file ({_kind(file)}); an image folder holds image files only"
+                )
         if not files:
             raise DatasetError(f"{folder}: class {folder.name!r} has no image ({', '.join(IMAGE_SUFFIXES)})")
         found[folder.name] = files
     return found
+
+
+def _kind(path: Path) -> str:
+    """What a path that is not a regular file is, in words."""
+    mode = path.lstat().st_mode
+    kinds = [
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISLNK, "a link to no file"),
+    ]
+    return next((word for test, word in kinds if test(mode)), "not a file")
 
 
 def _decode(files: list[Path], grayscale: bool, resize: tuple[int, int] | None) -> np.ndarray:
@@ -44,12 +67,18 @@ def _decode(files: list[Path], grayscale: bool, resize: tuple[int, int] | None) 
     images: list[np.ndarray] = []
     for file in files:
         try:
-            with Image.open(file) as opened:
-                image = opened.convert("L" if grayscale else "RGB")
-                if resize is not None:
-                    image = image.resize((resize[1], resize[0]), Image.Resampling.BILINEAR)
-                pixels = np.asarray(image, dtype=np.float32) / 255.0
-        except (OSError, UnidentifiedImageError) as exc:
+            with warnings.catch_warnings():  # past Pillow's pixel limit: refused, not decoded into memory
+                warnings.simplefilter("error", Image.DecompressionBombWarning)
+                with Image.open(file) as opened:
+                    image = opened.convert("L" if grayscale else "RGB")
+                    if resize is not None:
+                        image = image.resize((resize[1], resize[0]), Image.Resampling.BILINEAR)
+                    pixels = np.asarray(image, dtype=np.float32) / 255.0
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+            raise DatasetError(
+                f"{file}: {exc} (Pillow's limit against decompression bombs); refusing it"
+            ) from None
+        except (OSError, UnidentifiedImageError, ValueError, SyntaxError) as exc:
             raise DatasetError(f"cannot decode {file} as an image ({exc})") from None
         if images and pixels.shape != images[0].shape:
             raise DatasetError(
@@ -122,6 +151,7 @@ def image_folder(
     names = sorted(train)
     files, labels = _labelled(train, names, root)
     x = _decode(files, grayscale, size)
+    test_files: list[Path] = []
     if split_folders:
         test_files, test_labels = _labelled(_classes(root / "test"), names, root / "test")
         # decoded after one training image, so a test image of another size is the same one-line error
@@ -137,4 +167,5 @@ def image_folder(
         normalize=normalize,
         modality="image",
         source=f"{root}: {len(files)} images, {how}",
+        files=[*files, *test_files],
     )

@@ -243,3 +243,34 @@ def test_corrupt_cache_is_recomputed(
     # Assert
     assert again == made
     assert "unreadable partition cache" in caplog.text
+
+
+PLUGIN_PARTITIONER = """import fedaug, numpy as np
+@fedaug.register_partitioner("halves_for_cache")
+def halves(labels, *, num_clients, num_classes, rng):
+    return [part for part in np.array_split(np.arange(labels.size), num_clients)]
+"""
+
+
+def test_a_plugin_partitioners_cache_is_made_again_when_its_file_changes(
+    labels: np.ndarray, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from fedaug.plugins import import_plugins
+    from tests.plugin_fixtures import isolated_plugins
+
+    plugin = tmp_path / "halves_plugin.py"
+    plugin.write_text(PLUGIN_PARTITIONER)
+    kwargs = {"name": "halves_for_cache", "num_classes": 5, "seed": 0, "num_clients": 4}
+    with isolated_plugins():
+        import_plugins([str(plugin)])
+        first = make_partition(labels, cache_dir=tmp_path / "cache", **kwargs)
+        with caplog.at_level(logging.WARNING):
+            assert make_partition(labels, cache_dir=tmp_path / "cache", **kwargs) == first
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # same code: reused quietly
+        plugin.write_text(PLUGIN_PARTITIONER + "# changed\n")
+        with caplog.at_level(logging.WARNING):
+            again = make_partition(labels, cache_dir=tmp_path / "cache", **kwargs)
+    assert again == first
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "was made by other code of partitioner 'halves_for_cache' (plugin '" in warning
+    assert "(its plugin file changed" in warning and warning.endswith("; partitioning again")
