@@ -146,8 +146,15 @@ def _used_options(env: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _as_json(values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` as JSON would give them back (tuples as lists), to compare with a recorded ``env.json``."""
-    return {key: json.loads(json.dumps(value, default=str)) for key, value in values.items()}
+    """``values`` as JSON would give them back (tuples as lists, a nested config such as ``share_dp`` as its
+    mapping), to compare with a recorded ``env.json``."""
+
+    def plain(value: Any) -> Any:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return dataclasses.asdict(value)
+        return str(value)
+
+    return {key: json.loads(json.dumps(value, default=plain)) for key, value in values.items()}
 
 
 def _resolved(raw: dict[str, Any]) -> dict[str, Any]:
