@@ -24,6 +24,8 @@ from fedaug.errors import FedaugError
 from fedaug.results.archive import archive_runs
 from fedaug.results.reference import locate_reference
 from fedaug.results.report import write_report
+from fedaug.results.store import group_runs, load_runs
+from fedaug.results.tables import resolve_row
 from fedaug.runs.resume import config_differences, finished_summary
 from fedaug.sweeps.order import SweepPoint
 from tools.campaign.spec import Campaign, Grid, archive_path, grid_points
@@ -143,13 +145,24 @@ def rebuild_report(campaign: Campaign, grid: Grid) -> Sequence[Path]:
     spec = grid.report
     study = campaign.study_dir(grid)
     runs = [study / folder for folder in spec.runs if (study / folder).is_dir()]
+    present = _present(runs, [name for name in (spec.highlight, spec.baseline) if name is not None])
     outputs = write_report(
         runs,
         formats=("md", "csv"),
         out_dir=study / spec.out,
         reference=locate_reference(spec.reference) if spec.reference else None,
-        highlight=spec.highlight,
+        highlight=spec.highlight if spec.highlight in present else None,
         plots=spec.plots,
-        baseline=spec.baseline,
+        baseline=spec.baseline if spec.baseline in present else None,
     )
     return outputs.files
+
+
+def _present(runs_dirs: Sequence[Path], names: Sequence[str]) -> set[str]:
+    """Which of the report's ``names`` (its highlight and baseline) have runs yet: a grid's first archives may
+    hold FedAvg alone, and its report is still rebuilt, without the highlight until FLea's runs come."""
+    grouping = group_runs([run for folder in runs_dirs for run in load_runs(folder)])
+    found = {name for name in names if resolve_row(grouping, name) is not None}
+    for name in sorted(set(names) - found):
+        logger.info("report without %s: no run of it archived yet", name)
+    return found

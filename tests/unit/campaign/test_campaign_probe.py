@@ -81,3 +81,20 @@ def test_a_kind_without_an_order_takes_every_grid_and_a_bad_order_is_refused(tmp
         path.write_text(f"order: {order}\ngrids:\n{grids}")
         with pytest.raises(ConfigError, match=reason.replace("(", r"\(").replace(")", r"\)")):
             read_campaign(path)
+
+
+def test_a_report_is_rebuilt_before_its_highlighted_method_has_runs(tmp_path: Path) -> None:
+    from tools.campaign.importer import rebuild_report
+
+    run = tmp_path / "flea_fsdd" / "runs" / FEDAVG  # FedAvg alone, as a grid's first archive holds
+    shutil.copytree(STUDIES / "flea_fsdd" / "runs" / FEDAVG, run)
+    smoke = REPO_ROOT / "configs" / "smoke.yaml"
+    path = tmp_path / "campaign.yaml"
+    path.write_text(
+        f"grids:\n  - {{name: g, preset: {smoke}, study: flea_fsdd, cost_s: {{cpu: 1}},\n"
+        "     report: {runs: [runs], baseline: fedavg, highlight: flea, plots: false}}\n"
+    )
+    campaign = read_campaign(path)
+    written = rebuild_report(campaign, campaign.grid("g"))
+    assert tmp_path / "flea_fsdd" / "report.md" in written
+    assert "fedavg" in (tmp_path / "flea_fsdd" / "report.md").read_text()
