@@ -11,7 +11,7 @@ from fedaug.config.load import config_to_dict
 from fedaug.results.stand_ins import dataset_label
 from fedaug.results.store import flatten
 from tools.campaign.ledger import Ledger
-from tools.campaign.plan import GridState, grid_states, minutes_text
+from tools.campaign.plan import GridState, core_hours, grid_states, minutes_text
 from tools.campaign.spec import grid_points, read_campaign
 from tools.results.common import STUDIES, Archive, fragment
 from tools.results.fragments import markdown_table
@@ -60,5 +60,36 @@ def campaign_status(archive: Archive) -> str:
         "where a GPU timed them, else the campaign file's guesses.\n\n"
         + markdown_table(
             ["grid (priority order)", "study", "what", "runs archived", "GPU minutes left (estimate)"], rows
+        )
+    )
+
+
+@fragment("campaign-status-cpu")
+def campaign_status_cpu(archive: Archive) -> str:
+    """The CPU's grids (the campaign file's ``order.cpu``), in order: runs archived and core-hours left."""
+    del archive
+    campaign = read_campaign(STUDIES / "campaign.yaml")
+    with tempfile.TemporaryDirectory() as empty:
+        states = grid_states(campaign, Ledger(campaign.studies), Path(empty), "cpu")
+        rows = [
+            [
+                f"`{s.grid.name}`",
+                f"`{s.grid.study}`",
+                _what(s, Path(empty)),
+                f"{len(s.done)} / {s.total}",
+                core_hours(s.pending),
+            ]
+            for s in states
+        ]
+    done, total = sum(len(s.done) for s in states), sum(s.total for s in states)
+    known = [p for s in states for p in s.pending if p.cost is not None]
+    rows.append(["all", "", "", f"{done} / {total}", core_hours(known)])
+    return (
+        "The CPU's grids, in its order (`order: cpu` of `studies/campaign.yaml`; what "
+        "`fedaug campaign status --device cpu` prints). Core-hours are estimates for one run per core: "
+        "archived round times of like runs on a CPU, unscaled by host where the archives carry no host "
+        "probe, else the campaign file's costs.\n\n"
+        + markdown_table(
+            ["grid (CPU order)", "study", "what", "runs archived", "core-hours left (estimate)"], rows
         )
     )
