@@ -313,3 +313,9 @@ def listing(items: Sequence[str]) -> str:
 
 def split_names(settings: Sequence[str]) -> list[str]:
     return [s.split(" ")[1] for s in settings]
+
+
+def list_item(text: str, indent: str = "  ") -> str:
+    """``text`` indented as the list item it sits in, and the closing marker after it too (the trailing
+    ``indent``), so that Markdown keeps a generated block inside its item."""
+    return "".join(f"{indent}{line}\n" for line in text.splitlines()) + indent

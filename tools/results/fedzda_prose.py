@@ -19,17 +19,13 @@ from tools.results.common import (
     ZDA_CELLS,
     Archive,
     fragment,
+    list_item,
 )
 from tools.results.common import label as row_of
 from tools.results.fragments import markdown_table
 from tools.results.seeds import paper_text, seed_run
 
 FEDZDA = STUDIES / "fedzda"
-
-
-def _item(text: str, indent: str = "  ") -> str:
-    """``text`` indented as the list item it sits in, the closing marker too (the trailing ``indent``)."""
-    return "".join(f"{indent}{line}\n" for line in text.splitlines()) + indent
 
 
 @fragment("fedzda-frozen-bn-probe")
@@ -39,7 +35,7 @@ def fedzda_frozen_bn_probe(archive: Archive) -> str:
     name = "mnist_shards2_seed0_round80.json"
     rows = {r["variant"]: r for r in json.loads((FEDZDA / "zdas_server_probe" / name).read_text())["rows"]}
     frozen, default = rows["server_batchnorm=frozen"], rows["run"]
-    return _item(
+    return list_item(
         f"Round 80 fell to **{frozen['acc']:.1f}%** (server loss {frozen['server_loss']:.2f}) instead of "
         f"{default['acc']:.1f}% ({default['server_loss']:.2f}) with the default `train` "
         f"(`zdas_server_probe/{name}`).\n"
@@ -132,7 +128,7 @@ def fedzda_agreement(archive: Archive) -> str:
     agree = {name: json.loads((folder / file).read_text())["agreement"] for name, file in cells.items()}
     foreign = " / ".join(f"{100 * a['foreign']:.1f}%" for a in agree.values())
     own = " / ".join(f"{100 * a['own']:.1f}%" for a in agree.values())
-    return _item(
+    return list_item(
         f"Classes a client holds no data of: {foreign}; the classes it holds: {own} ("
         + " / ".join(cells)
         + ", seed 0, round 80).\n"
@@ -239,7 +235,7 @@ def fedzda_burnin_loss(archive: Archive) -> str:
     if any(r is None for r in runs):
         return "-\n"
     losses = [_first_loss(r) for r in runs if r is not None]
-    return _item(
+    return list_item(
         f"Round 1's train loss, MNIST unimodal, seed 1: {losses[0]:.8f} (Fed-ZDAS's own rounds) vs "
         f"{losses[1]:.8f} (the archived FedAvg run).\n",
         "",

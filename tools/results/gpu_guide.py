@@ -6,19 +6,13 @@ from __future__ import annotations
 import json
 import statistics
 
-from tools.results.common import ROOT, Archive, fragment
+from tools.results.common import ROOT, Archive, fragment, list_item
 from tools.results.fragments import markdown_table
 
 BENCH = ROOT / "benchmarks" / "results"
 ITEM = "  "
 """The indent of a list item's text; a nested item's is twice that."""
 NESTED = ITEM * 2
-
-
-def _item(text: str, indent: str = ITEM) -> str:
-    """``text`` indented as the list item it sits in, and the closing marker after it too (the trailing
-    ``indent``), so that Markdown keeps both inside the item."""
-    return "".join(f"{indent}{line}\n" for line in text.splitlines()) + indent
 
 
 def _bench(name: str) -> dict:
@@ -38,7 +32,7 @@ def gpu_batched_h100_3rounds(archive: Archive) -> str:
     graphs = {m: modes[m]["graphs"]["median_round_s"] for m in modes}
     faster = all(s["batched"][m] < s["sequential"][m] for m in modes)
     still = all(graphs[m] < s["batched"][m] for m in modes)
-    return _item(
+    return list_item(
         f"On an H100 ({data['rounds']} rounds, `gpu_h100_probe_3rounds.json`) it is "
         f"{'faster' if faster else 'not faster'} than one by one (FedAvg {s['batched']['fedavg']:.2f} "
         f"against {s['sequential']['fedavg']:.2f} s a round, FLea {s['batched']['flea']:.2f} against "
@@ -54,7 +48,7 @@ def gpu_step_ops(archive: Archive) -> str:
     """ATen operations per step, eager and outside the recorded step (``step_ops_cpu.json``)."""
     rows = _bench("step_ops_cpu.json")["rows"]
     ops = {(r["method"], r["cuda_graphs"]): r["ops_per_step"]["loop"] for r in rows}
-    return _item(
+    return list_item(
         f"An eager FedAvg step issues {ops['fedavg', False]:.0f} operations plus the optimizer's (about "
         "a dozen launches of CUDA's foreach Adam), a FLea step "
         f"{ops['flea', False]:.0f} plus the optimizer's. With graphs, {ops['fedavg', True]:.1f} (FedAvg) "
@@ -72,7 +66,7 @@ def gpu_recording_cost(archive: Archive) -> str:
     flea = _by_mode(_bench("gpu_h100_graphs_release_5rounds.json"))["flea"]
     now, kept = flea["graphs"], flea["graphs_unreleased"]
     then, graphs = old["step_graphs"], now["step_graphs"]
-    return _item(
+    return list_item(
         f"On the H100 recording took {then['record_s']:.1f} s of host time in FLea's first "
         f"{old['rounds']} rounds ({then['captured']} recordings), about "
         f"{then['record_s'] / old['rounds']:.1f} s of its {old['median_round_s']:.2f} s rounds (median), "
@@ -98,7 +92,7 @@ def gpu_cold_start_cpu(archive: Archive) -> str:
     outside = _paired(before["outside_rounds_s"], after["outside_rounds_s"])
     smoke = cases["smoke"]
     phases = after["startup_phase_median_s"]
-    return _item(
+    return list_item(
         "The default preset's comparison with one client and one epoch per round took a median "
         f"{before['wall_s']['median_s']:.1f} s before and {after['wall_s']['median_s']:.1f} s after "
         f"(faster in {sum(d > 0 for d in walls)} of {len(walls)} pairs, by {statistics.mean(walls):.1f} "
@@ -121,7 +115,7 @@ def gpu_padded_3round_gap(archive: Archive) -> str:
     top = {name: run["largest_diffs_vs_false"][0] for name, run in (("vmap", vmap), ("padded", padded))}
     names = (("false", "sequential"), ("true", "vmap"), ("padded", "padded"))
     accuracy = ", ".join(f"{100 * runs[mode]['final_test_acc']:.1f} % {name}" for mode, name in names)
-    return _item(
+    return list_item(
         f"After {data['rounds']} rounds of FedAvg the global state of the vmap and padded runs differs "
         f"from the sequential run's by {vmap['max_abs_weight_diff_vs_false']:.2f} and "
         f"{padded['max_abs_weight_diff_vs_false']:.2f} (largest absolute difference, in "
@@ -169,7 +163,7 @@ def gpu_padded_drift(archive: Archive) -> str:
     body = [[label, *(_small(_largest(r["per_key"], key)) for r in runs)] for label, key in rows.items()]
     float64 = "sequential_float64 vs padded_float64"
     body.append(["padded vs sequential, float64", *(_small(r["max_abs_param_diff"][float64]) for r in runs)])
-    return _item(markdown_table(["largest abs. difference", *DRIFT], body), NESTED)
+    return list_item(markdown_table(["largest abs. difference", *DRIFT], body), NESTED)
 
 
 @fragment("gpu-padded-before-adam-fix")
@@ -177,7 +171,7 @@ def gpu_padded_before_adam_fix(archive: Archive) -> str:
     """The padded 3-round gap before the Adam fix (the 1-thread file) and after (the 2026-11-28 file)."""
     before = _bench("padded_clients_intel_xeon_avx512_1thread.json")["methods"]["fedavg"]["padded"]
     after = _bench("padded_clients_fedavg_3rounds_2026-11-28.json")["methods"]["fedavg"]["padded"]
-    return _item(
+    return list_item(
         f"The 3-round gap was {before['max_abs_weight_diff_vs_false']:.2f} before "
         "(`padded_clients_intel_xeon_avx512_1thread.json`) and is "
         f"{after['max_abs_weight_diff_vs_false']:.2f} after.\n",
@@ -200,7 +194,7 @@ def gpu_padded_cpu_time(archive: Archive) -> str:
         )
         cells = ", ".join(f"{100 * runs[m]['final_test_acc']:.1f}" for m in ("false", "true", "padded"))
         accuracy.append(f"{name} {cells} %")
-    return _item(
+    return list_item(
         f"Load average {data['loadavg'][0]:.1f}; "
         + "; ".join(parts)
         + f". Test accuracy after {data['rounds']} rounds (sequential, vmap, padded): "

@@ -11,7 +11,7 @@ import re
 import statistics
 from functools import cache
 
-from tools.results.common import STUDIES, Archive, fragment
+from tools.results.common import STUDIES, Archive, fragment, list_item
 from tools.results.fragments import markdown_table
 
 ONE_SEED = STUDIES / "privacy"
@@ -23,11 +23,6 @@ TARGETS = {
     "FLea l2=0 r30": ("FLea lambda2 = 0", 30),
 }
 """The attacks' FLea targets: the README's name and the round."""
-
-
-def _item(text: str, indent: str = "  ") -> str:
-    """``text`` indented as the list item it sits in, the closing marker too (the trailing ``indent``)."""
-    return "".join(f"{indent}{line}\n" for line in text.splitlines()) + indent
 
 
 @cache
@@ -179,7 +174,7 @@ def privacy_multiseed_reconstruct(archive: Archive) -> str:
     mean_image = statistics.mean(_values("reconstruct", "flea r30", "baseline_mse", "deep"))
     dcor = _values("reconstruct", "flea r30", "eval_dcor", "deep")
     dcor0 = _values("reconstruct", "flea lambda2 0 r30", "eval_dcor", "deep")
-    return _item(
+    return list_item(
         f"Its shared activations keep dCor {_ms(dcor, 3)} with the inputs at round 30 (on the evaluation "
         f"images; {_ms(dcor0, 3)} with lambda2 = 0), and the stronger decoder reconstructs them to MSE "
         f"{_ms(deep)} at round 30 against {_ms(_mse_of('flea lambda2 0 r30', 'deep', 'seed0'))} undefended "
@@ -199,7 +194,7 @@ def _at_100(label: str, seed: str | None = None) -> list[float]:
 @fragment("privacy-multiseed-context")
 def privacy_multiseed_context(archive: Archive) -> str:
     fedmix = _values("reconstruct", "FedMix", "mse", seed="seed0")
-    return _item(
+    return list_item(
         f"At 100 samples the marker is detected from the default's round-1 features "
         f"{_ms(_at_100('flea r1'), 1, 100)}% of the time, from FedMix's averages of 10 "
         f"{_ms(_at_100('FedMix', 'seed0'), 1, 100)}% and from the raw images themselves (FedData) "
@@ -219,7 +214,7 @@ def privacy_multiseed_accuracy(archive: Archive) -> str:
     undefended = archive.study(f"{runs}/privacy_fmnist_decor0")
     a, b = stat(default, LAST10), stat(undefended, LAST10)
     assert a is not None and b is not None
-    return _item(
+    return list_item(
         f"Last-10 accuracy {fmt(a)}% (default, {a.n} seeds) vs {fmt(b)}% (lambda2 = 0, {b.n} seeds), "
         "from the archived runs in `multiseed/runs/`.\n"
     )
@@ -228,7 +223,7 @@ def privacy_multiseed_accuracy(archive: Archive) -> str:
 @fragment("privacy-eq6-round30")
 def privacy_eq6_round30(archive: Archive) -> str:
     defended, undefended = _logged("FLea l2=3 r30")["acc"], _logged("FLea l2=0 r30")["acc"]
-    return _item(
+    return list_item(
         f"At round 30 (one seed, `reconstruct/reconstruct.json`): MSE {_mse('FLea l2=3 r30', 'deep'):.3f} "
         f"deep, {_attack('context')['needed_for_90']['FLea l2=3 r30']} samples for the context attack, at "
         f"{100 * defended:.1f}% accuracy against {100 * undefended:.1f}% undefended.\n"

@@ -11,7 +11,7 @@ from functools import cache
 from types import ModuleType
 from typing import Any
 
-from tools.results.common import ROOT, STUDIES, Archive, fragment
+from tools.results.common import ROOT, STUDIES, Archive, fragment, list_item
 from tools.results.fragments import markdown_table
 
 BENCH = ROOT / "benchmarks" / "results"
@@ -32,11 +32,6 @@ def j(name: str, *path: str | int) -> Any:
     return value
 
 
-def _item(text: str, indent: str = ITEM) -> str:
-    """``text`` indented as the list item it sits in, the closing marker too (the trailing ``indent``)."""
-    return "".join(f"{indent}{line}\n" for line in text.splitlines()) + indent
-
-
 def _pct(fraction: float) -> str:
     return f"{100 * fraction:.0f}%"
 
@@ -52,7 +47,7 @@ def _case(name: str) -> dict:
 def speed_default_floor(archive: Archive) -> str:
     earlier = j("engine_vs_floor_fedavg_1thread.json")
     engine, floor = earlier["engine"], earlier["floor"]
-    return _item(
+    return list_item(
         f"(ratio {_case('default/fedavg')['ratio_round']:.2f} now; {engine['train'] / floor['train']:.2f} "
         "for "
         f"local training and {engine['round_time'] / (floor['train'] + floor['eval']):.2f} for the whole "
@@ -66,7 +61,7 @@ def speed_flea_extra(archive: Archive) -> str:
     flea = [_case(name) for name in ("default/flea", "small/flea")]
     extra = sorted(c["overhead_fraction_of_floor"] for c in flea)
     share = sorted(1000 * c["engine"]["share"] for c in flea)
-    return _item(
+    return list_item(
         f"FLea's extra {_pct(extra[0])}-{_pct(extra[1])} over the plain-CE floor (default and small "
         f"presets), its share phase {share[0]:.0f}-{share[1]:.0f} ms per round (`run_all.json`).\n"
     )
@@ -75,7 +70,7 @@ def speed_flea_extra(archive: Archive) -> str:
 @fragment("speed-small-floor")
 def speed_small_floor(archive: Archive) -> str:
     six = j("run_all_small_6rounds.json", "cases")
-    return _item(
+    return list_item(
         f"Over {j('run_all_small_6rounds.json', 'rounds')} rounds (`run_all_small_6rounds.json`) the BN CNN "
         f"ran at {six['small/fedavg']['ratio_round']:.2f} and the MLP at "
         f"{six['small-mlp/fedavg']['ratio_round']:.2f} of the floor; over {j('run_all.json', 'rounds')} "
@@ -202,7 +197,7 @@ def speed_each(archive: Archive) -> str:
 def speed_batched_why(archive: Archive) -> str:
     then = _models("batched_clients_avx2.json")["mlp"]["ms_per_client_step"]
     now = _models("batched_clients_mlp_avx2_2026-11-27.json")["mlp"]["ms_per_client_step"]
-    return _item(
+    return list_item(
         f"The sequential loop is {then['sequential'] / now['sequential']:.1f}x faster than on 2026-11-23 "
         f"({now['sequential']:.2f} against {then['sequential']:.2f} ms a client step, "
         f"`batched_clients_avx2.json`); the batched path {now['batched']:.2f} against "
@@ -259,7 +254,7 @@ def speed_head_passes_floor(archive: Archive) -> str:
     name = "engine_vs_floor_issue52_cpu_2026-11-28.json"
     before, after = (j(name, "flea_side_by_side", side) for side in ("before", "after"))
     fedavg = j(name, "fedavg_after")
-    return _item(
+    return list_item(
         f"Local training **{_x(before['ratio_train'])} before, {_x(after['ratio_train'])} after** the bare "
         "CE "
         f"loop, the round {_x(before['ratio_round'])} and {_x(after['ratio_round'])}; FedAvg after: "
@@ -273,7 +268,7 @@ def speed_head_passes_floor(archive: Archive) -> str:
 def speed_many_run_load(archive: Archive) -> str:
     rows = j("many_run_eval_cpu_intel_xeon_avx512_harnet.json", "cases", 0, "rows")
     times = next(r for r in rows if r["runs"] == 16)["times_s"]["separate"]
-    return _item(
+    return list_item(
         f"HARNet's R = 16 separate pass took {min(times):.1f} to {max(times):.0f} s across its "
         f"{len(times)} repeats (`many_run_eval_cpu_intel_xeon_avx512_harnet.json`).\n"
     )
@@ -350,7 +345,7 @@ def speed_h100_packing(archive: Archive) -> str:
         return f"{min(took):.0f}-{max(took):.0f} s"
 
     floor = busy / slots
-    return _item(
+    return list_item(
         f"The {len(spans)} runs ran from the first start to the last end in {makespan:.0f} s, "
         f"{busy / makespan:.1f} at once on average out of {slots}, and fewer than {slots} only in the last "
         f"{below} s. A FLea run took {span('flea')} beside the others, a FedAvg run {span('fedavg')}. The "
@@ -369,7 +364,7 @@ def speed_h100_release(archive: Archive) -> str:
         f"{data[m]['graphs_unreleased']['median_round_s']:.3f} s without"
         for m, name in (("fedavg", "FedAvg"), ("flea", "FLea"))
     ]
-    return _item(
+    return list_item(
         ", ".join(cells) + f"; peak reserved memory {min(reserved):.1f}-{max(reserved):.1f} GiB a process "
         "(`gpu_h100_graphs_release_5rounds.json`).\n"
     )
@@ -396,7 +391,7 @@ def speed_h100_5round_accuracy(archive: Archive) -> str:
         name: " / ".join(_acc(data[m][mode]) for mode in order)
         for m, name in (("fedavg", "FedAvg"), ("flea", "FLea"))
     }
-    return _item(
+    return list_item(
         f"After 5 rounds the best accuracy of eager, graphs and batched agrees to {spread:.2f} points "
         f"(FedAvg {cells['FedAvg']}, FLea {cells['FLea']}; `gpu_h100_probe_5rounds.json`).\n"
     )
@@ -415,7 +410,7 @@ def speed_h100_graph_targets(archive: Archive) -> str:
         return f"from {eager:.2f} to {graphs:.2f} s ({eager / graphs:.1f}x)"
 
     fedavg, flea = long["fedavg"]["graphs"], long["flea"]["graphs"]
-    return _item(
+    return list_item(
         f"FedAvg {fedavg['run_s_100']:.1f} s a run against the target of {t['fedavg_wall_s']} s, FLea "
         f"{flea['run_s_100']:.0f} s against {t['flea_wall_s']} s. Graphs take a FedAvg round "
         f"{faster('fedavg')} "
@@ -440,7 +435,7 @@ def speed_h100_3round_accuracy(archive: Archive) -> str:
             f"{spread:.2f} points for {name} ({_acc(runs['sequential'])}, {_acc(runs['batched'])} batched, "
             f"{_acc(runs['graphs'])} graphs)"
         )
-    return _item(
+    return list_item(
         "After 3 rounds the best accuracy of the three modes lies within "
         + " and within ".join(parts)
         + ".\n"
@@ -458,7 +453,7 @@ def speed_h100_batched(archive: Archive) -> str:
     now = [ratio(probe, m, "sequential", "batched") for m in ("fedavg", "flea")]
     then = [ratio(h200, m, "sequential", "batched") for m in ("fedavg", "flea")]
     graphs = sorted(ratio(probe, m, "batched", "graphs") for m in ("fedavg", "flea"))
-    return _item(
+    return list_item(
         f"Batched against sequential, 3 rounds: {_x(now[0])} for FedAvg, {_x(now[1])} for FLea; on the H200 "
         f"before their optimizer became one flat update {_x(then[0])} and {_x(then[1])} (`gpu_h200.json`); "
         f"graphs {graphs[0]:.1f}-{graphs[1]:.1f}x faster than batched.\n"
@@ -468,7 +463,7 @@ def speed_h100_batched(archive: Archive) -> str:
 @fragment("speed-h100-mempool")
 def speed_h100_mempool(archive: Archive) -> str:
     flea = _by_mode_h100("gpu_h100_graph_memory.json")["flea"]["graphs_shared_mempool_rejected"]
-    return _item(
+    return list_item(
         f"{flea['step_graphs']['eager']:,} of FLea's steps ran eagerly ({flea['median_round_s']:.2f} s a "
         "round, "
         "`gpu_h100_graph_memory.json`).\n"
@@ -485,7 +480,7 @@ def speed_h200_alone(archive: Archive) -> str:
     peak = data["device_peak_tflops"]
     tflops = runs["fedavg"]["sequential"]["achieved_tflops"]
     official = data["official_code_h200_round_s"]
-    return _item(
+    return list_item(
         f"A HARNet step is {data['model_gflop_per_train_sample']:.3f} GFLOP per sample (forward + backward): "
         f"FedAvg's sequential TFLOP/s (table) is {100 * tflops / peak['fp32']:.0f}% of the card's "
         f"{peak['fp32']:.0f} TFLOP/s FP32 peak ({100 * tflops / peak['tf32']:.1f}% of TF32). A run alone is "
@@ -504,7 +499,7 @@ def speed_h200_ratios(archive: Archive) -> str:
     batched = [runs[m]["sequential"]["median_round_s"] / runs[m]["batched"]["median_round_s"] for m in runs]
     packed = [runs[m]["packed"]["runs_per_hour"] / runs[m]["sequential"]["runs_per_hour"] for m in runs]
     workers = runs["fedavg"]["packed"]["workers"]
-    return _item(
+    return list_item(
         f"Batched clients: {_x(batched[0])} the sequential loop's speed for FedAvg, {_x(batched[1])} for "
         "FLea; "
         f"{workers} packed runs: {packed[0]:.1f}x (FedAvg) and {packed[1]:.1f}x (FLea) the runs per hour of "
@@ -521,7 +516,7 @@ def speed_h200_accuracy(archive: Archive) -> str:
     def gap(data: dict, m: str) -> float:
         return 100 * abs(data[m]["sequential"]["best_acc"] - data[m]["batched"]["best_acc"])
 
-    return _item(
+    return list_item(
         f"After {j('gpu_h200.json', 'rounds')} rounds the best accuracy of the sequential and batched runs "
         f"differs by {gap(gpu, 'fedavg'):.2f} points for FedAvg and {gap(gpu, 'flea'):.1f} for FLea on the "
         f"H200 (`gpu_h200.json`); on the CPU (`gpu_py_on_cpu_8rounds.json`) FedAvg "
