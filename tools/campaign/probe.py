@@ -10,16 +10,15 @@ campaign sets ``FEDAUG_HOST_PROBE_S`` for its runs, and each run's ``env.json`` 
 
 from __future__ import annotations
 
-import math
-import os
 import statistics
 import time
 
 import torch
 
 from fedaug.models import build_model
+from fedaug.runtime.machine import HOST_PROBE_ENV, host_probe_fact
 
-PROBE_ENV = "FEDAUG_HOST_PROBE_S"
+PROBE_ENV = HOST_PROBE_ENV
 """The environment variable through which the campaign hands its probe to the runs it starts."""
 
 
@@ -55,12 +54,10 @@ def host_probe(seconds: float = 2.0, warmup: int = 5) -> float:
 
 def given_or_measured() -> float:
     """The probe already given in :data:`PROBE_ENV` (a positive number: a parent campaign's, or the user's),
-    else :func:`host_probe`."""
-    try:
-        given = float(os.environ.get(PROBE_ENV, ""))
-    except ValueError:
-        given = float("nan")
-    return given if math.isfinite(given) and given > 0 else host_probe()
+    read as each run's ``env.json`` reads it (:func:`fedaug.runtime.machine.host_probe_fact`); else
+    :func:`host_probe`."""
+    given = host_probe_fact().get("host_probe_s")
+    return given if given is not None else host_probe()
 
 
 def speed_ratio(here: float | None, there: float | None) -> float:
