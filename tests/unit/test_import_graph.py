@@ -124,6 +124,14 @@ def test_the_scan_sees_real_imports() -> None:
     assert "fedaug.data.base" in graph["fedaug.data.sources.mnist"]
 
 
+def write_files(root: Path, files: Mapping[str, str]) -> Path:
+    """``root`` with each of ``files`` (relative path -> text) written under it, folders made as needed."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
 @pytest.fixture
 def fake_package(tmp_path: Path) -> Path:
     """A package ``pkg`` whose imports exercise each edge rule (and one cycle, through a lazy import)."""
@@ -133,10 +141,7 @@ def fake_package(tmp_path: Path) -> Path:
         "pkg/sub/leaf.py": "import os\nVALUE = 1\n\ndef late():\n    from ..top import run\n",
         "pkg/top.py": "import pkg.sub.leaf as leaf\nfrom pkg.sub import VALUE\n",
     }
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    return tmp_path
+    return write_files(tmp_path, files)
 
 
 def test_edges_resolve_relative_lazy_and_submodule_imports(fake_package: Path) -> None:

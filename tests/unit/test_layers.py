@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.unit.test_import_graph import _absolute, _known_prefix, module_files
+from tests.unit.test_import_graph import _absolute, _known_prefix, module_files, write_files
 
 SRC = REPO_ROOT / "src"
 
@@ -145,10 +145,7 @@ def fake_fedaug(tmp_path: Path) -> Path:
         "fedaug/engine/__init__.py": "",
         "fedaug/engine/sim.py": "def g():\n    import tools.campaign\n",
     }
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    return tmp_path
+    return write_files(tmp_path, files)
 
 
 def test_the_check_sees_an_upward_import_and_passes_a_type_only_one(fake_fedaug: Path) -> None:
