@@ -54,10 +54,12 @@ def test_every_point_has_an_estimate_where_it_runs_and_cifar10_is_the_labelled_j
 
 def test_the_cpu_works_through_cpu_sized_grids_in_the_issues_order(campaign: Campaign) -> None:
     """Issue #65: (a) FLea on CIFAR-10 with a stand-in model, its pilot first; (b) Fed-ZDA's CIFAR-10 rows;
-    (c) the tuned baselines; (d) the rest of UCI-HAR. MobileNetV2 and ResNet-50 stay for a GPU."""
+    (c) the tuned baselines; (d) the rest of UCI-HAR. MobileNetV2 and ResNet-50 stay for a GPU. Issue #66's
+    FSDD evidence (minutes a run) goes second, after the pilot."""
     cpu = [grid.name for grid in campaign.in_order("cpu")]
-    assert cpu[:6] == [
+    assert cpu[:7] == [
         "flea_cifar10_standin_pilot",
+        "fsdd_drift_baselines",
         "flea_cifar10_standin",
         "flea_cifar10_standin_baselines",
         "fedzda_tables_cifar10",
@@ -67,6 +69,25 @@ def test_the_cpu_works_through_cpu_sized_grids_in_the_issues_order(campaign: Cam
     cuda = [grid.name for grid in campaign.in_order("cuda")]
     assert not {name for name in cpu if "standin" in name or "tuning" in name} & set(cuda)
     assert not [n for n in cpu if "k500" in n or "k1000" in n or "fedaugmix" in n or "scarcity" in n]
+
+
+def test_fsdd_drift_baselines_are_issue_66s_grid(points: dict[str, list[SweepPoint]]) -> None:
+    """Issue #66: every new baseline beside FedAvg and FLea on FSDD, K = 27, three splits, three seeds."""
+    rows = points["fsdd_drift_baselines"]
+    assert len(rows) == 7 * 3 * 3
+    assert {p.config.method.name for p in rows} == {
+        "scaffold",
+        "feddyn",
+        "fednova",
+        "fedavgm",
+        "fedadam",
+        "fedyogi",
+        "fedadagrad",
+    }
+    assert {(p.config.data.name, p.config.partition.num_clients, p.config.seed) for p in rows} == {
+        ("fsdd", 27, seed) for seed in (0, 1, 2)
+    }
+    assert [p.config.seed for p in rows[:21]] == [0] * 21
 
 
 def test_fed_zda_cifar10_rows_are_the_papers_grid(points: dict[str, list[SweepPoint]]) -> None:
