@@ -4,6 +4,7 @@ clients, where FedAvg with many local steps stays biased; exact resume."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -48,34 +49,81 @@ def test_one_local_sgd_step_is_fedavg_in_every_round() -> None:
         torch.testing.assert_close(scaffold[key], fedavg[key], rtol=0, atol=1e-6)
 
 
-def test_option_two_control_variate_by_hand() -> None:
-    # Prepare: any c and c_i; one full-batch SGD step
+Controls = dict[str, torch.Tensor]
+
+
+def _client_step(
+    form: str, settings: TrainSettings
+) -> tuple[ClientUpdate, Controls, Controls, Controls, Controls]:
+    """One client update of SCAFFOLD (``form``) from random c and c_i on a 12-sample client; returns the
+    update, the start weights, the full-batch CE gradient at them, c and c_i."""
     x, y = skewed_client(num=12)
     start = initial_state(mlp_fn())
     ctx = client_context(x, y)
     gen = torch.Generator().manual_seed(3)
     names = [name for name, _ in ctx.model.named_parameters()]
-    c = {name: torch.randn(start[name].shape, generator=gen) for name in names}
-    c_i = {name: torch.randn(start[name].shape, generator=gen) for name in names}
+    c = {name: 0.1 * torch.randn(start[name].shape, generator=gen) for name in names}
+    c_i = {name: 0.1 * torch.randn(start[name].shape, generator=gen) for name in names}
     ctx.client_state = c_i
-    message = Scaffold().payload(
-        Scaffold().init_server(start, ctx.run),
-        1,
-        TrainSettings(local_epochs=1, batch_size=12, lr=0.05, optimizer="sgd"),
-    )
+    method = Scaffold(ScaffoldConfig(control_update=form))
+    message = method.payload(method.init_server(start, ctx.run), 1, settings)
     message.extra = {CONTROL_KEY: c}
-    # Execute
-    update = Scaffold().client_update(message, ctx)
-    # Assert: y_i = x - lr (g + c - c_i), and c_i+ = c_i - c + (x - y_i) / lr is g, the gradient at x
+    update = method.client_update(message, ctx)
     model = mlp_fn()()
     model.load_state_dict(start)
     model.train()
     grads = torch.autograd.grad(F.cross_entropy(model(x), y), list(model.parameters()))
-    for (name, _), g in zip(model.named_parameters(), grads, strict=True):
+    return update, start, dict(zip(names, grads, strict=True)), c, c_i
+
+
+@pytest.mark.parametrize("form", ["mean_gradient", "displacement"])
+def test_option_two_control_variate_by_hand(form: str) -> None:
+    # Prepare: random c and c_i; one full-batch SGD step
+    settings = TrainSettings(local_epochs=1, batch_size=12, lr=0.05, optimizer="sgd")
+    # Execute
+    update, start, grads, c, c_i = _client_step(form, settings)
+    # Assert: y_i = x - lr (g + c - c_i), and c_i+ = c_i - c + (x - y_i) / lr is g, the gradient at x
+    for name, g in grads.items():
         expected = start[name] - 0.05 * (g + c[name] - c_i[name])
         torch.testing.assert_close(update.model_state[name], expected, rtol=0, atol=1e-6)
         torch.testing.assert_close(update.client_state[name], g, rtol=0, atol=2e-4)
         torch.testing.assert_close(update.extra[DELTA_KEY][name], update.client_state[name] - c_i[name])
+
+
+def test_both_forms_agree_under_plain_sgd_over_many_steps() -> None:
+    # 3 epochs of mini-batches of 4 (9 steps): (x - y_i) / (K lr) is the mean of the corrected gradients,
+    # so the displacement and the hooks' mean give the same c_i+ (float rounding) and the same weights
+    settings = TrainSettings(local_epochs=3, batch_size=4, lr=0.05, optimizer="sgd")
+    gradient, *_ = _client_step("mean_gradient", settings)
+    displacement, *_ = _client_step("displacement", settings)
+    assert gradient.metrics["train/steps"] == 9.0
+    for name, value in displacement.client_state.items():
+        torch.testing.assert_close(gradient.client_state[name], value, rtol=0, atol=1e-5)
+        assert torch.equal(gradient.model_state[name], displacement.model_state[name])
+
+
+def test_under_adam_only_the_gradient_mean_estimates_the_gradient() -> None:
+    # One full-batch Adam step: the mean of the one step's gradients is g + c - c_i, so c_i+ = g, the CE
+    # gradient at x; the displacement is Adam's normalised step (about lr a coordinate), so
+    # (x - y) / lr - (c - c_i) is not g (what made SCAFFOLD diverge under Adam)
+    settings = TrainSettings(local_epochs=1, batch_size=12, lr=0.05, optimizer="adam")
+    gradient, _, grads, _, _ = _client_step("mean_gradient", settings)
+    displacement, *_ = _client_step("displacement", settings)
+    for name, g in grads.items():
+        torch.testing.assert_close(gradient.client_state[name], g, rtol=0, atol=1e-6)
+    off = max(float((displacement.client_state[n] - g).abs().max()) for n, g in grads.items())
+    assert off > 0.1
+
+
+def test_the_gradient_mean_trains_eagerly_when_graphs_are_asked_for() -> None:
+    # the hooks must see every step: engine.cuda_graphs is set aside for this client, and the update is the
+    # eager one bit for bit
+    settings = TrainSettings(local_epochs=2, batch_size=4, lr=0.01, optimizer="adam")
+    eager, *_ = _client_step("mean_gradient", settings)
+    asked, *_ = _client_step("mean_gradient", replace(settings, cuda_graphs=True))
+    for name, value in eager.client_state.items():
+        assert torch.equal(asked.client_state[name], value)
+        assert torch.equal(asked.model_state[name], eager.model_state[name])
 
 
 def test_server_step_by_hand() -> None:
@@ -148,3 +196,5 @@ def test_yaml_holds_the_defaults() -> None:
 def test_config_validation() -> None:
     with pytest.raises(ConfigError, match="server_lr"):
         ScaffoldConfig(server_lr=0.0)
+    with pytest.raises(ConfigError, match=r"control_update.*mean_gradient, displacement"):
+        ScaffoldConfig(control_update="option1")
