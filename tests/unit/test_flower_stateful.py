@@ -19,6 +19,7 @@ import torch
 
 pytest.importorskip("flwr")
 
+from fedaug import registry
 from fedaug.config.identity import run_dir_for
 from fedaug.flower import client_app
 from fedaug.flower.loopback import LoopbackGrid, task_identity
@@ -26,6 +27,7 @@ from fedaug.flower.server_app import serve
 from fedaug.runs.runner import run_experiment
 from tests.unit.test_flower_engine import metrics, tiny_config
 
+NEW_BASELINES = ["fedavgm", "fedadam", "fedyogi", "fedadagrad", "fednova", "scaffold", "feddyn"]
 STATEFUL = ["scaffold", "feddyn"]
 EVERY_ROUND = {"partition.num_clients": "3", "train.clients_per_round": "3", "train.rounds": "3"}
 
@@ -44,6 +46,14 @@ def _node_states(grid: LoopbackGrid) -> dict[int, dict[str, torch.Tensor]]:
         int(ctx.node_config["partition-id"]): client_app.load_client_state(ctx)
         for ctx in grid.contexts.values()
     }
+
+
+def test_the_new_baselines_are_in_the_flower_vs_engine_comparison() -> None:
+    """test_flower_engine.test_method_on_flower_equals_engine runs every registered method, without a skip."""
+    from tests.unit.test_flower_engine import SMALLER
+
+    assert set(NEW_BASELINES) <= set(registry.available("method"))
+    assert not set(NEW_BASELINES) & set(SMALLER)  # the smoke preset as it is, no per-method shortcut
 
 
 @pytest.mark.parametrize("name", STATEFUL)

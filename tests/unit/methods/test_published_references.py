@@ -128,8 +128,8 @@ def test_scaffold_round_equals_fl_benchs_rule() -> None:
 
 def test_pfllibs_scaffold_counts_one_epoch_of_batches_not_the_local_steps() -> None:
     # PFLlib (clientscaffold.py, update_yc) divides by num_batches * lr: the batches of ONE epoch, also when
-    # the client trains local_epochs > 1 epochs. The paper's option II (Karimireddy et al., Algorithm 1, line
-    # 12: c_i+ = c_i - c + (x - y_i) / (K eta_l)) divides by K, all local steps, as FL-bench and we do: with 3
+    # the client trains local_epochs > 1 epochs. The paper's option II (Karimireddy et al., Algorithm 1:
+    # c_i+ = c_i - c + (x - y_i) / (K eta_l)) divides by K, all local steps, as FL-bench and we do: with 3
     # epochs PFLlib's c_i+ - (c_i - c) is 3 times ours; with one epoch they agree.
     x0 = initial_state(mlp_fn())
     (xs, ys), *_ = _clients()
@@ -187,7 +187,7 @@ def test_feddyn_round_equals_pfllibs_rule_with_the_squared_norm() -> None:
 
 
 def test_feddyn_client_differs_from_pfllibs_unsquared_norm_and_fl_benchs_missing_quadratic() -> None:
-    # The paper's local problem (Acar et al., Algorithm 1, line 6) is
+    # The paper's local problem (Acar et al., Algorithm 1, the client's argmin) is
     #   L_k(w) - <g_k, w> + alpha/2 ||w - theta||^2,
     # with gradient dL_k - g_k + alpha (w - theta), which ours and the reference above take.
     # * PFLlib (clientdyn.py) adds alpha/2 * torch.norm(w - theta, 2): the norm, not its square, whose
@@ -235,7 +235,8 @@ def test_fednova_round_equals_the_paper_and_flowers_baseline_counts() -> None:
     new = method.server_update(method.init_server(start, run), updates, run)
     # Reference (Flower baseline: ProxSGD counts a_k += 1 per step without momentum or proximal term, keeps
     # cum_grad = lr sum of gradients = x - y_k; strategy.py: tau_eff = sum_k p_k tau_k): the paper's update
-    # (Wang et al., Section 4.1): x <- x - tau_eff sum_k p_k cum_grad_k / a_k, p_k = n_k / sum n
+    # (Wang et al.; Flower's comments cite it as Eqn 6, Section 4.1):
+    #   x <- x - tau_eff sum_k p_k cum_grad_k / a_k, p_k = n_k / sum n
     taus = [2 * -(-n // 8) for n in sizes]  # epochs * ceil(n / batch)
     assert [u.metrics["train/steps"] for u in updates] == taus == [4, 6, 10]
     p = [n / sum(sizes) for n in sizes]
@@ -281,7 +282,7 @@ def _server_rounds(method: AdaptiveServer | FedAvgM, rounds: int = 3) -> tuple[l
 @pytest.mark.parametrize("nesterov", [False, True])
 def test_fedavgm_equals_server_sgd_with_momentum_as_fl_bench_builds_it(nesterov: bool) -> None:
     # FL-bench (server/fedavgm.py): torch.optim.SGD on the global weights, lr 1, momentum beta, nesterov=True,
-    # whose grad is the size-weighted mean of (global - local). Hsu et al. (Section 3, "v <- beta v + Delta w,
+    # whose grad is the size-weighted mean of (global - local). Hsu et al. ("v <- beta v + Delta w,
     # w <- w - v") use heavy-ball momentum, as ours and Flower's FedAvgM ("no nesterov") do: ours equals the
     # reference with nesterov=False, and FL-bench's nesterov=True takes a different step from round 1 on
     # ((1 + beta) Delta instead of Delta).
