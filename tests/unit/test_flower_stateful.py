@@ -5,7 +5,9 @@
 fedyogi, fedadagrad, fednova, scaffold, feddyn) for 2 rounds of 3 of 4 clients and compares every logged
 number and the final model with the engine. Here every client trains in each of 3 rounds, so each client's
 state from round r is used in round r + 1; the nodes' states are compared with the engine checkpoint's
-``client_states``, and a node that forgets its state (a negative control) must change the numbers.
+``client_states``, and a node that forgets its state (a negative control) must change the numbers. Two
+stateful runs served one after the other on the same nodes (a ``compare`` list, as ``fedaug flower simulate``
+serves it) each equal their engine run: one run's state is never the next one's start.
 """
 
 from __future__ import annotations
@@ -90,9 +92,24 @@ def test_a_node_that_forgets_its_state_changes_the_numbers(
     config = tiny_config(tmp_path, "scaffold", **EVERY_ROUND)
     flower = dataclasses.replace(config, name="forgetful-flower")
     run_experiment(config)
-    monkeypatch.setattr(client_app, "save_client_state", lambda context, state: None)
+    monkeypatch.setattr(client_app, "save_client_state", lambda context, state, run="": None)
     # Execute
     serve(LoopbackGrid(client_app.app, 3), [flower], fresh=False, node_timeout=5)
     # Assert: round 1 (no state yet) is the same, the later rounds are not
     assert metrics(flower)[0] == metrics(config)[0]
     assert metrics(flower)[1:] != metrics(config)[1:]
+
+
+def test_runs_served_on_the_same_nodes_do_not_share_client_state(tmp_path: Path) -> None:
+    # Prepare: SCAFFOLD's c_i and FedDyn's g_k are keyed by the same parameter names, so a node that kept
+    # SCAFFOLD's state would hand it to FedDyn's round 1 (as it did before the state was tagged by run)
+    configs = [tiny_config(tmp_path, name, **EVERY_ROUND) for name in ("scaffold", "feddyn", "scaffold")]
+    configs[2] = dataclasses.replace(configs[2], seed=1)  # the same method again, another seed
+    on_flower = [dataclasses.replace(c, name="shared-nodes") for c in configs]
+    for config in configs:
+        run_experiment(config)
+    # Execute: one grid, its nodes' contexts kept from run to run
+    serve(LoopbackGrid(client_app.app, 3), on_flower, fresh=False, node_timeout=5)
+    # Assert
+    for config, flower in zip(configs, on_flower, strict=True):
+        assert metrics(flower) == metrics(config), config.method.name
