@@ -7,7 +7,9 @@ number and the final model with the engine. Here every client trains in each of 
 state from round r is used in round r + 1; the nodes' states are compared with the engine checkpoint's
 ``client_states``, and a node that forgets its state (a negative control) must change the numbers. Two
 stateful runs served one after the other on the same nodes (a ``compare`` list, as ``fedaug flower simulate``
-serves it) each equal their engine run: one run's state is never the next one's start.
+serves it) each equal their engine run: one run's state is never the next one's start. A run resumed in a
+new Flower run (fresh nodes) has lost its clients' state: it warns (a known limitation; FedAvg resumes
+exactly).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ pytest.importorskip("flwr")
 
 from fedaug import registry
 from fedaug.config.identity import run_dir_for
-from fedaug.flower import client_app
+from fedaug.flower import client_app, server_app
 from fedaug.flower.loopback import LoopbackGrid, task_identity
 from fedaug.flower.server_app import serve
 from fedaug.runs.runner import run_experiment
@@ -113,3 +115,35 @@ def test_runs_served_on_the_same_nodes_do_not_share_client_state(tmp_path: Path)
     # Assert
     for config, flower in zip(configs, on_flower, strict=True):
         assert metrics(flower) == metrics(config), config.method.name
+
+
+@pytest.mark.parametrize(("name", "keeps_state"), [("scaffold", True), ("fedavg", False)])
+def test_a_stateful_run_resumed_on_fresh_nodes_warns_that_its_client_state_is_gone(
+    tmp_path: Path,
+    name: str,
+    keeps_state: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Prepare: the Flower run is interrupted in round 3 (after round 2's checkpoint)
+    config = tiny_config(tmp_path, name, **EVERY_ROUND)
+    run_experiment(config)
+    flower = dataclasses.replace(config, name="resumed-flower")
+    train = server_app.FlowerEngine.run_client_updates
+
+    def interrupted(self, payload, participants, round_num):  # type: ignore[no-untyped-def]
+        if round_num == 3:
+            raise KeyboardInterrupt
+        return train(self, payload, participants, round_num)
+
+    monkeypatch.setattr(server_app.FlowerEngine, "run_client_updates", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        serve(LoopbackGrid(client_app.app, 3), [flower], fresh=False, node_timeout=5)
+    monkeypatch.setattr(server_app.FlowerEngine, "run_client_updates", train)
+    # Execute: resumed by a new Flower run, whose nodes start without state
+    serve(LoopbackGrid(client_app.app, 3), [flower], fresh=False, node_timeout=5)
+    # Assert
+    warned = "resuming" in caplog.text and "clients' state" in caplog.text
+    assert warned == keeps_state
+    assert metrics(flower)[:2] == metrics(config)[:2]
+    assert (metrics(flower) == metrics(config)) == (not keeps_state)
