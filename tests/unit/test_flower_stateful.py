@@ -147,3 +147,25 @@ def test_a_stateful_run_resumed_on_fresh_nodes_warns_that_its_client_state_is_go
     assert warned == keeps_state
     assert metrics(flower)[:2] == metrics(config)[:2]
     assert (metrics(flower) == metrics(config)) == (not keeps_state)
+
+
+@pytest.mark.slow
+def test_stateful_methods_in_flowers_ray_simulation_equal_the_engine(tmp_path: Path) -> None:
+    """Flower's own simulation runtime (Ray, one SuperNode per client) keeps each node's context between
+    rounds as the loopback grid does: SCAFFOLD then FedDyn in one simulation, every client every round."""
+    pytest.importorskip("ray")
+    from fedaug.config.load import load_config
+    from fedaug.flower.simulation import simulate
+    from fedaug.runs.runner import comparison_configs
+    from tests.unit.test_flower_engine import REPO
+
+    overrides = [f"{k}={v}" for k, v in EVERY_ROUND.items()]
+    overrides += [f"out_dir={tmp_path}", "engine.num_threads=1", "engine.progress=false"]
+    overrides += ["method=scaffold", "compare=[scaffold, feddyn]"]
+    configs = comparison_configs(load_config([REPO / "configs" / "smoke.yaml"], overrides))
+    on_flower = [dataclasses.replace(c, name="ray-flower") for c in configs]
+    for config in configs:
+        run_experiment(config)
+    simulate(on_flower, num_cpus=1)
+    for config, flower in zip(configs, on_flower, strict=True):
+        assert metrics(flower) == metrics(config), config.method.name
