@@ -196,7 +196,8 @@ def test_feddyn_client_differs_from_pfllibs_unsquared_norm_and_fl_benchs_missing
     #   theta_k - theta, so alpha nabla_k = -g_k): the gradient lacks the quadratic's alpha w. The FedDyn
     #   authors' code gets it from SGD's weight decay (weight_decay = alpha + wd); FL-bench's client sets
     #   none, so unless the user sets the optimizer's weight decay to alpha its local problem is linear in w.
-    #   With that weight decay its step is ours (checked below).
+    #   With that weight decay its step is ours (checked below). (Its server also divides alpha by each
+    #   client's n_k / mean n, as the authors' code does; the paper has one alpha: equal sizes here.)
     theta = initial_state(mlp_fn())
     gen = torch.Generator().manual_seed(13)
     g = _randn_like(theta, gen, 0.2)
