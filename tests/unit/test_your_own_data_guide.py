@@ -66,8 +66,9 @@ def test_the_guide_runs_as_printed(
                 ["--set", "engine.num_threads=1"] if argv[1] == "run" else []
             )  # as sweeps do; no result change
             assert argv[0] == "fedaug" and main([*argv[1:], *threads]) == 0, text
-    assert commands == ["python", "fedaug", "fedaug", "fedaug"]
+    assert commands == ["python", "fedaug", "fedaug", "fedaug", "fedaug"]
     out = capsys.readouterr().out
+    assert "clients: 10, samples: 480" in out  # the natural split by subject
     assert "6 runs: 4 finished now, 2 already finished, 0 failed" in out
     assert "# 6 runs from `runs/wearables`: 2 methods x 1 setting, rounds 2" in out
     assert re.search(r"\| flea \| .*\(n=3\)", out) and re.search(r"\| fedavg \| .*\(n=3\)", out)

@@ -12,7 +12,10 @@ The :class:`~fedaug.api.ClientContext` is built by the engine's own :func:`clien
 same keyed generator, same workspace models), so a client computes exactly what it computes in-process.
 Flower rebuilds ClientApps per message (a new process per message in a deployment), so a client's persistent
 state (``ClientUpdate.client_state``, e.g. MOON's previous model) is kept in ``context.state`` instead of
-being sent to the server; the loaded data and models are cached per process.
+being sent to the server, tagged with the experiment it belongs to: a node that serves several experiments
+in one Flower run (``compare``, several methods or seeds) starts each one's clients without state, as the
+engine does, instead of handing one method's state (SCAFFOLD's c_i) to the next (FedDyn's g_k); the loaded
+data and models are cached per process.
 
 A node computes on the experiment's ``engine.device`` resolved on the node (``auto``: its GPU if it has one),
 or on its own ``device`` node config (``fedaug flower client --device``); its data and workspace models live
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -45,6 +49,7 @@ from fedaug.runtime.precision import flush_denormals
 
 HEADER = "fedaug.run"
 STATE_PREFIX = "fedaug.client_state/"
+STATE_RUN = "fedaug.client_state.run"  # the experiment (run_key) the kept client state belongs to
 
 app = ClientApp()
 T = TypeVar("T")
@@ -105,6 +110,13 @@ def partition_id(context: Context) -> int:
     return int(context.node_config["partition-id"])
 
 
+def run_key(msg: Message) -> str:
+    """Which experiment a message belongs to: a digest of the config it carries (every run of a Flower run
+    differs in it: method, seed, options or name)."""
+    config_text = str(msg.content.config_records[HEADER]["config"])
+    return hashlib.sha256(config_text.encode()).hexdigest()[:16]
+
+
 def _open(msg: Message, context: Context) -> tuple[ClientHost, int, int]:
     header = msg.content.config_records[HEADER]
     client_id, round_num = int(str(header["client-id"])), int(str(header["round"]))
@@ -128,7 +140,7 @@ def _run_phase(
         round_num,
         phase,
         workspace=host.workspace,
-        client_state=load_client_state(context, host.device),
+        client_state=load_client_state(context, host.device, run=run_key(msg)),
     )
     payload = decode(msg.content, device=host.device)
     # engine.cuda_graphs: the server resolved it for its own device; the node trains by what its device allows
@@ -140,18 +152,24 @@ def _run_phase(
         return call(host.method, payload, ctx)
 
 
-def load_client_state(context: Context, device: torch.device | None = None) -> Any:
-    """The client state saved by :func:`save_client_state` (None before the first one), its tensors on
-    ``device`` (None: the CPU)."""
+def load_client_state(context: Context, device: torch.device | None = None, run: str | None = None) -> Any:
+    """The client state saved by :func:`save_client_state` (None before the first one, and when it belongs
+    to another experiment than ``run``, a :func:`run_key`; None: whichever it is), its tensors on ``device``
+    (None: the CPU)."""
+    if run is not None and (STATE_RUN not in context.state or context.state[STATE_RUN]["run"] != run):
+        return None
     records = {k[len(STATE_PREFIX) :]: v for k, v in context.state.items() if k.startswith(STATE_PREFIX)}
     return decode(RecordDict(records), device=device) if records else None
 
 
-def save_client_state(context: Context, state: Any) -> None:
+def save_client_state(context: Context, state: Any, run: str = "") -> None:
+    """Keeps ``state`` as the client state of experiment ``run`` (a :func:`run_key`), replacing whatever the
+    node kept before (of this experiment or another: a node keeps one)."""
     for key in [k for k in context.state if k.startswith(STATE_PREFIX)]:
         del context.state[key]
     for key, record in encode(state).items():
         context.state[STATE_PREFIX + key] = record
+    context.state[STATE_RUN] = ConfigRecord({"run": run})
 
 
 @app.query("partition")
@@ -167,7 +185,7 @@ def train(msg: Message, context: Context) -> Message:
         msg, context, "client", lambda method, payload, ctx: method.client_update(payload, ctx)
     )
     if update.client_state is not None:
-        save_client_state(context, update.client_state)
+        save_client_state(context, update.client_state, run_key(msg))
     return Message(encode(dataclasses.replace(update, client_state=None)), reply_to=msg)
 
 

@@ -28,7 +28,7 @@ import yaml
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
-from fedaug.api import ClientShare, ClientUpdate, Payload, ShareRequest
+from fedaug.api import ClientShare, ClientUpdate, Method, Payload, ServerState, ShareRequest
 from fedaug.config.load import config_from_dict, dump_yaml
 from fedaug.config.schema import ExperimentConfig
 from fedaug.engine.simulation import Simulation, SimulationSpec
@@ -36,6 +36,7 @@ from fedaug.errors import ClientError, FedaugError
 from fedaug.flower.client_app import HEADER
 from fedaug.flower.records import decode, encode
 from fedaug.runtime import startup
+from fedaug.training.client import HookedClient
 from fedaug.types import ClientId
 
 logger = logging.getLogger(__name__)
@@ -101,6 +102,20 @@ class FlowerEngine(Simulation):
         super().__init__(spec)
         self.link = link
 
+    def _start(self) -> tuple[ServerState, list[dict[str, Any]]]:
+        state, records = super()._start()
+        if state.round_num > 0 and keeps_client_state(self.spec.method):
+            logger.warning(
+                "resuming %s on Flower after round %d: its clients' state (%s keeps one per client) lived on "
+                "the nodes of the interrupted Flower run, and nodes start without it, so the rounds from %d "
+                "on differ from an uninterrupted run (fedaug run resumes it exactly)",
+                self.spec.run_dir,
+                state.round_num,
+                self.spec.method.name,
+                state.round_num + 1,
+            )
+        return state, records
+
     def run_client_updates(
         self, payload: Payload, participants: list[ClientId], round_num: int
     ) -> list[ClientUpdate]:
@@ -114,6 +129,12 @@ class FlowerEngine(Simulation):
             "query.share", request, request.client_ids, round_num, device=device
         )
         return shares
+
+
+def keeps_client_state(method: Method) -> bool:
+    """Whether ``method``'s clients keep a state between rounds (MOON, SCAFFOLD, FedDyn: they override
+    :meth:`HookedClient.kept_state`)."""
+    return isinstance(method, HookedClient) and type(method).kept_state is not HookedClient.kept_state
 
 
 def discover_nodes(grid: Grid, num_clients: int, *, timeout: float) -> dict[ClientId, int]:

@@ -16,7 +16,10 @@ number of steps this is FedAvg's weighted mean exactly (tested). No option and n
 
 # Deviation from paper: a_k = tau_k for every local optimizer. The paper derives a_k for SGD with momentum
 # and for proximal updates; under the FLea protocol's Adam (fedaug's default local optimizer) there is no
-# closed form, and the plain step count is the usual choice (FL-bench's and PFLlib's FedNova count steps).
+# closed form, and the plain step count is the usual choice (Flower's FedNova baseline counts steps for plain
+# SGD; FL-bench and PFLlib have no FedNova). Checked against the paper's update, and where Flower's baseline
+# departs from it (its aggregate divides by the sum of the scales), in
+# tests/unit/methods/test_published_references.py.
 # Deviation from paper: BN running statistics (the paper's models have none) take FedAvg's mean and integer
 # buffers its maximum; the normalised step moves the trainable weights only.
 """

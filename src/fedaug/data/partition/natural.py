@@ -3,8 +3,10 @@
 The split the data come with rather than a drawn one, as FL-bench, PFLlib, Flower and fedjax offer (FEMNIST
 by writer): a dataset that records who made each training sample in its ``extras`` (``<group>_train``, one
 id per sample: UCI-HAR's ``subject_train``, FSDD's ``speaker_train``) is split into one client per distinct
-id, clients in the order of their sorted ids. ``partition.num_clients`` must be the number of ids (an error
-names it). Nothing is random; the label skew and the sizes are the data's own.
+id, clients in the order of their sorted ids. A user's own CSV or ``.npz`` gives its group ids through
+``data.group_column`` / ``data.group_key`` (:mod:`fedaug.data.sources.file_groups`). ``partition.num_clients``
+must be the number of ids (an error names it), at least two. Nothing is random; the label skew and the sizes
+are the data's own.
 """
 
 from __future__ import annotations
@@ -57,8 +59,8 @@ def natural(
         One sorted int64 index array per client, clients in the order of their sorted ids.
 
     Raises:
-        PartitionError: If the dataset has no such group ids, they do not match the labels, or K is not
-            the number of ids.
+        PartitionError: If the dataset has no such group ids, they do not match the labels, there are
+            fewer than two ids, or K is not the number of ids.
     """
     del rng
     labels = check_common(labels, num_clients, num_classes)
@@ -76,6 +78,12 @@ def natural(
     if ids.size != labels.size:
         raise PartitionError(f"natural partition: {ids.size} {group} ids for {labels.size} training samples")
     values, inverse = np.unique(ids, return_inverse=True)
+    if values.size < 2:
+        raise PartitionError(
+            f"natural partition by {group}: the data have {values.size} {group} id"
+            f"{'' if values.size == 1 else 's'} ({', '.join(map(str, values.tolist()))}); a federation needs "
+            "at least two groups, one client each"
+        )
     if values.size != num_clients:
         raise PartitionError(
             f"natural partition by {group}: the data have {values.size} {group} ids, so set "

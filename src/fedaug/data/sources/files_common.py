@@ -5,7 +5,7 @@ split, the training set's normalisation and the :class:`Dataset` they return.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -133,10 +133,15 @@ def holdout(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A random ``fraction`` of the samples (at least one; from ``seed``) held out as the test set:
     ``x_train, y_train, x_test, y_test``."""
-    order = np.random.default_rng(seed).permutation(len(y))
-    n_test = min(max(1, round(fraction * len(y))), len(y) - 1)
-    test, train = order[:n_test], order[n_test:]
+    train, test = holdout_indices(len(y), fraction, seed)
     return x[train], y[train], x[test], y[test]
+
+
+def holdout_indices(num_samples: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``(train, test)`` sample indices of :func:`holdout` (for what else a sample carries: group ids)."""
+    order = np.random.default_rng(seed).permutation(num_samples)
+    n_test = min(max(1, round(fraction * num_samples)), num_samples - 1)
+    return order[n_test:], order[:n_test]
 
 
 def holdout_described(
@@ -170,8 +175,10 @@ def make_dataset(
     modality: str,
     source: str,
     files: Sequence[Path] = (),
+    extras: Mapping[str, torch.Tensor] | None = None,
 ) -> Dataset:
-    """The :class:`Dataset` of checked arrays ``x_train, y_train, x_test, y_test`` (read from ``files``)."""
+    """The :class:`Dataset` of checked arrays ``x_train, y_train, x_test, y_test`` (read from ``files``;
+    ``extras``: per-sample metadata such as the group ids of :mod:`fedaug.data.sources.file_groups`)."""
     x_train, y_train, x_test, y_test = arrays
     if x_train.shape[1:] != x_test.shape[1:]:
         raise DatasetError(
@@ -200,4 +207,5 @@ def make_dataset(
         std=std,
         modality=modality,
         source_files=tuple(files),
+        extras=dict(extras or {}),
     )
