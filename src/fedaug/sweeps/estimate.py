@@ -297,7 +297,7 @@ NO_ESTIMATE = "no estimate yet ('?' for each: no seed of these runs has logged t
 _SOURCE_WORDS = {
     "seeds": "round times of their seeds so far",
     "archive": "archived runs of their setting",
-    "ratio": "FedAvg's round times a round ratio",
+    "ratio": "FedAvg's round time times the method's round ratio",
 }
 
 
