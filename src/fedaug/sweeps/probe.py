@@ -47,7 +47,9 @@ def host_probe(seconds: float = 2.0, warmup: int = 5, min_steps: int = 5) -> flo
     import torch
 
     from fedaug.models import build_model
+    from fedaug.runtime.lazy_dynamo import defer_dynamo_import
 
+    defer_dynamo_import()  # as a run does: building Adam would import torch._dynamo (10 s on a loaded host)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
