@@ -206,3 +206,18 @@ def test_archive_times_probe_line_is_absent_until_a_probe_was_needed() -> None:
     archive.probe_here()
     line = archive.probe_line()
     assert line is not None and line.startswith("host probe: 0.1 s a reference step (measured now in ")
+
+
+def test_fedaug_run_dry_run_prints_the_plan_and_runs_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    smoke = str(REPO_ROOT / "configs" / "smoke.yaml")
+    assert main(["run", smoke, "--out-dir", str(tmp_path), "--set", "train.rounds=2", "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "plan: 1 run, one after the other: fedavg"
+    assert lines[1].split()[:2] == ["new", "?"]  # no archive in tests (FEDAUG_STUDIES is empty)
+    assert (
+        lines[-1] == "job: no estimate before the first round (no FedAvg round of this setting timed here); "
+        "then each round's line ends with the job's time left: fedavg by its own rounds"
+    )
+    assert not list(tmp_path.rglob("metrics.jsonl")) and not list(tmp_path.rglob("config.yaml"))
