@@ -35,6 +35,7 @@ from fedaug.config.load import config_to_dict
 from fedaug.engine.checkpoint import logged_round_times
 from fedaug.errors import FedaugError
 from fedaug.runs.resume import finished_summary, saved_env, saved_result_config
+from fedaug.runtime.files import atomic_write_text
 from fedaug.runtime.machine import HOST_PROBE_ENV
 from fedaug.sweeps.probe import CACHE_FILE, CACHE_MAX_AGE_S
 
@@ -234,8 +235,8 @@ def read_all(studies: Path, index: Path | None = None) -> list[ArchivedRun]:
     if index is not None and new != old:
         try:
             index.parent.mkdir(parents=True, exist_ok=True)
-            index.write_text(json.dumps(new))
-        except OSError as exc:
+            atomic_write_text(index, json.dumps(new))  # shards of one sweep may rewrite it at once
+        except (OSError, FedaugError) as exc:  # PathError: read-only, full, or another writer's rename
             logger.debug("archive index not written to %s: %s", index, exc)
     return runs
 

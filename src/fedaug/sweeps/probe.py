@@ -22,6 +22,8 @@ import platform
 import statistics
 import time
 
+from fedaug.errors import FedaugError
+from fedaug.runtime.files import atomic_write_text
 from fedaug.runtime.machine import HOST_PROBE_ENV, cpu_model, host_probe_fact
 from fedaug.runtime.paths import cache_dir
 
@@ -120,8 +122,8 @@ def cached_probe(now: float | None = None) -> tuple[float, str]:
     cached[key] = {"probe_s": probe, "measured_at": now}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(cached, indent=1, sort_keys=True))
-    except OSError as exc:  # a read-only cache: the probe still serves this estimate
+        atomic_write_text(path, json.dumps(cached, indent=1, sort_keys=True))
+    except (OSError, FedaugError) as exc:  # a read-only cache (PathError): the probe still serves now
         logger.debug("host probe not cached in %s: %s", path, exc)
     return probe, "measured"
 
