@@ -201,7 +201,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         logger.info(idle)
     summary = dry_run_lines(points, workers=args.workers, order=args.order, archive=archive)[-1]
     logger.info("%s (--dry-run lists them)", summary)
-    result = run_sweep(points, workers=args.workers, heartbeat=heartbeat, order=args.order, devices=spread)
+    result = run_sweep(
+        points, workers=args.workers, heartbeat=heartbeat, order=args.order, devices=spread, archive=archive
+    )
     busy = f", {len(result.busy)} busy (run by another process)" if result.busy else ""
     print(
         f"{len(points)} runs: {len(result.finished)} finished now, {len(result.skipped)} already finished, "

@@ -182,11 +182,13 @@ def estimated_seconds(point: SweepPoint, point_plan: Plan | None = None) -> floa
     return estimate(point, point_plan).seconds
 
 
-def sweep_job(current: SweepPoint, later: Sequence[SweepPoint]) -> JobEta:
+def sweep_job(
+    current: SweepPoint, later: Sequence[SweepPoint], archive: ArchiveTimes | None = None
+) -> JobEta:
     """What a sweep run in one process runs after ``current`` (the ``later`` points not started yet), for
     its round lines' ``job eta``: each unfinished point by :func:`estimated_seconds`; one of ``current``'s
-    setting without an estimate by the current run's round time and the ratios (a point of another setting
-    without one: not yet timed)."""
+    setting without an estimate by the current run's round time and the ratios; any other by the archived
+    runs of its setting (``archive``, :func:`estimate`); without one: not yet timed."""
     setting = current.run_dir.parents[1]
     runs = []
     for point in later:
@@ -198,6 +200,8 @@ def sweep_job(current: SweepPoint, later: Sequence[SweepPoint]) -> JobEta:
         same = point.run_dir.parents[1] == setting
         ratio = round_ratio(point.config, setting, point_plan.own) if same else None
         seconds = estimated_seconds(point, point_plan)
+        if seconds is None and ratio is None and archive is not None:
+            seconds = estimate(point, point_plan, archive).seconds
         ratio_value = None if ratio is None else ratio[0]
         runs.append(LaterRun(point.config.method.name, len(point_plan.needed), seconds, ratio_value))
     own = round_ratio(current.config, setting, plan(current).own)

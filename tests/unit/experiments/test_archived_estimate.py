@@ -22,7 +22,7 @@ from fedaug.sweeps.archived import (
     find_studies,
     read_all,
 )
-from fedaug.sweeps.estimate import dry_run_lines, job_plan
+from fedaug.sweeps.estimate import dry_run_lines, job_plan, sweep_job
 from fedaug.sweeps.order import SweepPoint, makespan, wall_seconds
 from tests.conftest import REPO_ROOT
 from tests.unit.experiments.helpers import sweep_points
@@ -221,3 +221,16 @@ def test_fedaug_run_dry_run_prints_the_plan_and_runs_nothing(
         "then each round's line ends with the job's time left: fedavg by its own rounds"
     )
     assert not list(tmp_path.rglob("metrics.jsonl")) and not list(tmp_path.rglob("config.yaml"))
+
+
+def test_a_sweeps_job_eta_costs_a_later_run_of_another_setting_by_the_archive(tmp_path: Path) -> None:
+    # Prepare: FedAvg on K = 4 (the running point) and on K = 6 (later, no seed of it timed here); the
+    # archive holds one GPU-less run of FedAvg on K = 6 at 3 s a round (no host probe: as it ran)
+    (current,) = sweep_points(tmp_path, "[fedavg]")
+    (later,) = sweep_points(tmp_path, "[fedavg]", "partition.num_clients=6")
+    key = ("synthetic", "bn_cnn_mnist", "fedavg", 6, None)
+    archived = ArchivedRun(Path("a"), "a", True, key, "cpu", 3.0, None, None)
+    archive = ArchiveTimes(Archive(Path("s"), [archived]), lambda: (0.1, "given"))
+    # Act / Assert: without the archive the later run is not yet timed; with it, 4 rounds at 3 s
+    assert sweep_job(current, [later]).later[0].seconds is None
+    assert sweep_job(current, [later], archive).later[0].seconds == pytest.approx(12.0)
