@@ -20,6 +20,13 @@ SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 SMOKE = REPO_ROOT / "configs" / "smoke.yaml"
 
 
+@pytest.fixture(autouse=True)
+def no_archived_estimates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Estimates in tests come from the runs the test makes, not from the checkout's ``studies/`` (a test of
+    the archive's estimates sets ``FEDAUG_STUDIES`` itself)."""
+    monkeypatch.setenv("FEDAUG_STUDIES", "")
+
+
 @pytest.fixture
 def shared_data() -> Path:
     """``../shared/data`` (the offline real datasets); skips the test when it is absent."""

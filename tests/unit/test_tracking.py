@@ -58,9 +58,10 @@ def test_a_stopped_and_resumed_run_is_read_once_per_round_by_mlflows_client(
     run_dir = _stop_after_round_2_and_resume(
         tmp_path, monkeypatch, command if tracked_before else command[:-2], command
     )
-    client = MlflowClient(f"sqlite:///{run_dir / 'mlflow' / 'mlflow.db'}")
+    client = MlflowClient(f"sqlite:///{tmp_path / 'smoke' / 'mlflow' / 'mlflow.db'}")  # the job's store
     run = client.get_run((run_dir / "mlflow" / "run_id").read_text().strip())
     assert run.info.status == "FINISHED"
+    assert run.info.run_name == str(run_dir.relative_to(tmp_path / "smoke"))
     metrics, timings = _lines(run_dir / "metrics.jsonl"), _lines(run_dir / "timings.jsonl")
     for key, log, field in (("test/acc", metrics, "test/acc"), ("time/round_time", timings, "round_time")):
         history = sorted(client.get_metric_history(run.info.run_id, key), key=lambda m: m.step)
@@ -106,6 +107,55 @@ def test_a_stopped_and_resumed_run_writes_each_round_once_for_tensorboards_reade
     session = next(content for tag, content in hparams.items() if "session_start" in tag)
     assert b"train.lr" in session and b"method.name" in session
     assert "config/text_summary" in reader.Tags()["tensors"]
+
+
+SWEEP = """extends: {smoke}
+name: sw
+out_dir: {out}
+train: {{rounds: 2}}
+engine: {{num_threads: 1}}
+tracking: [mlflow, tensorboard]
+grid:
+  method: [fedavg, fedprox]
+  partition.num_clients: [4, 6]
+"""
+
+
+@pytest.mark.slow  # 73 s on a loaded 2-core host: two worker processes, each importing MLflow
+def test_a_sweeps_runs_are_one_mlflow_experiment_and_one_tensorboard_log_dir(tmp_path: Path) -> None:
+    pytest.importorskip("mlflow")
+    pytest.importorskip("sqlalchemy")
+    pytest.importorskip("tensorboard")
+    from mlflow.tracking import MlflowClient
+    from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
+
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(SWEEP.format(smoke=SMOKE, out=tmp_path))
+    assert main(["sweep", str(sweep), "--workers", "2"]) == 0
+    # MLflow: one store and one experiment for the sweep, each run tagged with its grid point
+    client = MlflowClient(f"sqlite:///{tmp_path / 'sw' / 'mlflow' / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("sw")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id])
+    points = sorted((r.data.tags["fedaug.method"], r.data.tags["fedaug.setting"]) for r in runs)
+    assert points == [
+        ("fedavg", "synthetic-dirichlet0.5_2-K4"),
+        ("fedavg", "synthetic-dirichlet0.5_2-K6"),
+        ("fedprox", "synthetic-dirichlet0.5_2-K4"),
+        ("fedprox", "synthetic-dirichlet0.5_2-K6"),
+    ]
+    assert {r.info.status for r in runs} == {"FINISHED"}
+    assert {r.data.tags["fedaug.sweep"] for r in runs} == {"sw"}
+    fedprox_runs = client.search_runs([experiment.experiment_id], "tags.`fedaug.method` = 'fedprox'")
+    assert sorted(r.data.params["partition.num_clients"] for r in fedprox_runs) == ["4", "6"]
+    assert all(len(client.get_metric_history(r.info.run_id, "test/acc")) == 2 for r in runs)
+    # TensorBoard: the sweep's folder is one log dir, a run per run dir
+    multiplexer = EventMultiplexer().AddRunsFromDirectory(str(tmp_path / "sw"))
+    multiplexer.Reload()
+    assert sorted(multiplexer.Runs()) == sorted(
+        f"{r.info.run_name}/tensorboard".replace("/", os.sep) for r in runs
+    )
+    assert all(len(multiplexer.Scalars(run, "test/acc")) == 2 for run in multiplexer.Runs())
 
 
 PROBE = """

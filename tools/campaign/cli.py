@@ -46,10 +46,10 @@ def cmd_campaign_run(args: argparse.Namespace) -> int:
 def _plan_lines(args: argparse.Namespace) -> list[str]:
     """``campaign run --dry-run``: the runs the budget would take, in the order they would start."""
     from fedaug.runtime.device import resolve_device
+    from fedaug.sweeps.probe import given_or_measured
     from fedaug.sweeps.workers import usable_cores
     from tools.campaign.ledger import Ledger
     from tools.campaign.plan import grid_states, makespan, select
-    from tools.campaign.probe import given_or_measured
     from tools.campaign.spec import archive_path, read_campaign
 
     campaign = read_campaign(args.campaign).only(_names(args.only))  # a GPU plan may be made on a CPU
@@ -80,10 +80,10 @@ def cmd_campaign_import(args: argparse.Namespace) -> int:
 
 
 def cmd_campaign_status(args: argparse.Namespace) -> int:
+    from fedaug.sweeps.probe import given_or_measured
     from fedaug.sweeps.workers import usable_cores
     from tools.campaign.ledger import Ledger
     from tools.campaign.plan import grid_states, status_lines
-    from tools.campaign.probe import given_or_measured
     from tools.campaign.spec import read_campaign
 
     campaign = read_campaign(args.campaign).only(_names(args.only))

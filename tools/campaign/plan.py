@@ -2,34 +2,26 @@
 as many as the budget holds when they run longest first, ``workers`` at a time.
 
 The wall time of a set of runs is the makespan of handing them, longest first, to ``workers`` slots
-(:func:`makespan`); the selection adds points in list order while that stays within the budget, and stops at
-the first that does not fit (or whose cost is unknown), so that the list is worked through in order across
-commands. At most :data:`MAX_STUDIES` studies per command (fewer when asked), one archive each: a lent GPU
-machine returns at most 8 files, and the log and the timing summary are two of them.
+(:func:`fedaug.sweeps.order.makespan`); the selection adds points in list order while that stays within the
+budget, and stops at the first that does not fit (or whose cost is unknown), so that the list is worked
+through in order across commands. At most :data:`MAX_STUDIES` studies per command (fewer when asked), one
+archive each: a lent GPU machine returns at most 8 files, and the log and the timing summary are two of
+them.
 """
 
 from __future__ import annotations
 
-import heapq
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fedaug.sweeps.order import SweepPoint
+from fedaug.sweeps.order import SweepPoint, makespan
 from tools.campaign import MAX_STUDIES
 from tools.campaign.ledger import Ledger
 from tools.campaign.spec import Campaign, Grid, grid_points
 
 logger = logging.getLogger(__name__)
-
-
-def makespan(costs: Sequence[float], workers: int) -> float:
-    """Seconds until the last of ``costs`` ends when they are handed longest first to ``workers`` slots."""
-    slots = [0.0] * max(1, min(workers, len(costs) or 1))
-    for cost in sorted(costs, reverse=True):
-        heapq.heappush(slots, heapq.heappop(slots) + cost)
-    return max(slots)
 
 
 @dataclass

@@ -41,12 +41,12 @@ from fedaug.runtime.device import resolve_device
 from fedaug.runtime.paths import check_folder_target
 from fedaug.sweeps.estimate import format_duration, rounds_logged
 from fedaug.sweeps.order import Schedule, SweepPoint
+from fedaug.sweeps.probe import PROBE_ENV, given_or_measured
 from fedaug.sweeps.sweep import run_sweep
 from fedaug.sweeps.workers import usable_cores
 from tools.campaign import MAX_STUDIES
 from tools.campaign.ledger import Ledger
 from tools.campaign.plan import GridState, Pending, grid_states, makespan, select
-from tools.campaign.probe import PROBE_ENV, given_or_measured
 from tools.campaign.spec import Campaign, archive_path
 
 logger = logging.getLogger(__name__)
@@ -233,7 +233,7 @@ def run_campaign(
     saved_probe = os.environ.get(PROBE_ENV)
     if probe is not None:
         os.environ[PROBE_ENV] = f"{probe:.6g}"  # each run's env.json records it (and so do its workers')
-        logger.info("host probe: %.4f s a reference step (tools/campaign/probe.py)", probe)
+        logger.info("host probe: %.4f s a reference step (fedaug.sweeps.probe)", probe)
     try:
         summary = _run(
             campaign, states, budget, start, kind, at_once, out, runs_dir, data_dir, device, max_archives

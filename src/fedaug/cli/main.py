@@ -76,12 +76,16 @@ def _run_configs(args: argparse.Namespace) -> int:
     subs = comparison_configs(config)
     startup.mark("config")
     jobs: list[JobEta | None] = [None] * len(subs)
-    if len(subs) > 1:  # every method's options and run dir checked before the first one runs
+    if len(subs) > 1 or args.dry_run:  # every method's options and run dir checked before the first one runs
+        from fedaug.sweeps.archived import archive_times
         from fedaug.sweeps.estimate import job_plan
 
         for sub in subs:
             check_experiment(sub, fresh=args.fresh)
-        plan = job_plan(subs, fresh=args.fresh)
+        plan = job_plan(subs, fresh=args.fresh, archive=archive_times())
+        if args.dry_run:
+            print("\n".join(plan.lines))
+            return 0
         for line in plan.lines:
             logger.info(line)
         jobs = list(plan.jobs)
@@ -159,6 +163,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     preflight([args.config], [*shared_overrides(args), *args.overrides])  # the sweep file and its --set
     from fedaug.runs.runner import check_run_dir_path
     from fedaug.runtime.device import DeviceError, resolve_device
+    from fedaug.sweeps.archived import archive_times
     from fedaug.sweeps.cluster import run_commands, shard_points
     from fedaug.sweeps.estimate import dry_run_lines
     from fedaug.sweeps.sweep import expand_sweep, run_sweep
@@ -176,8 +181,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for point in points:
         check_run_dir_path(point.run_dir)  # an --out-dir naming a file: one error now
     devices = sorted({p.config.engine.device for p in points} | set(spread))
+    archive = archive_times()
     if args.dry_run:
-        print("\n".join(dry_run_lines(points)))
+        print("\n".join(dry_run_lines(points, workers=args.workers, order=args.order, archive=archive)))
         for name in devices:  # a plan may be written for another machine: a note, not a refusal
             try:
                 resolve_device(name)
@@ -193,8 +199,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         logger.warning(crowded)
     if idle := gpu_underuse(points, args.workers):
         logger.info(idle)
-    logger.info("%s (--dry-run lists them)", dry_run_lines(points)[-1])
-    result = run_sweep(points, workers=args.workers, heartbeat=heartbeat, order=args.order, devices=spread)
+    summary = dry_run_lines(points, workers=args.workers, order=args.order, archive=archive)[-1]
+    logger.info("%s (--dry-run lists them)", summary)
+    result = run_sweep(
+        points, workers=args.workers, heartbeat=heartbeat, order=args.order, devices=spread, archive=archive
+    )
     busy = f", {len(result.busy)} busy (run by another process)" if result.busy else ""
     print(
         f"{len(points)} runs: {len(result.finished)} finished now, {len(result.skipped)} already finished, "
@@ -338,7 +347,8 @@ def _add_sweep_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     sweep.add_argument(
         "--dry-run",
         action="store_true",
-        help="list the run dirs, their status and run time left (other seeds' round times); run nothing",
+        help="list the run dirs, their status and run time left (other seeds' round times, else archived "
+        "runs of the setting scaled by a host probe), and the wall time with --workers; run nothing",
     )
     sweep.add_argument(
         "--shard",
@@ -439,6 +449,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_config_args(run)
     run.add_argument("--fresh", action="store_true", help="discard an existing run dir and start over")
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan (run dirs, status, time left and where each estimate comes from); run nothing",
+    )
     add_device_arg(run)
     run.set_defaults(func=cmd_run)
     lst = sub.add_parser(

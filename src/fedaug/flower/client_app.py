@@ -40,6 +40,7 @@ from fedaug.api import ClientContext, Method, Payload
 from fedaug.config.load import config_from_dict
 from fedaug.engine.simulation import SimulationSpec, client_context, on_device
 from fedaug.errors import ConfigError
+from fedaug.flower.logs import quiet_actor
 from fedaug.flower.records import decode, encode
 from fedaug.models.base import SplitModel
 from fedaug.runtime.lazy_dynamo import defer_dynamo_import
@@ -118,6 +119,7 @@ def run_key(msg: Message) -> str:
 
 
 def _open(msg: Message, context: Context) -> tuple[ClientHost, int, int]:
+    quiet_actor()  # in a simulation's Ray actor: no shutdown notice outside fedaug's format at the end
     header = msg.content.config_records[HEADER]
     client_id, round_num = int(str(header["client-id"])), int(str(header["round"]))
     if client_id != partition_id(context):

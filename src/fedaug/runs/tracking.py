@@ -10,12 +10,20 @@ A run with ``--set 'tracking=[tensorboard]'`` also writes TensorBoard event file
   hyper-parameters (every key, flattened: ``train.lr``, ``method.name``, ...) with the summary's numbers as
   their metrics, and as text (``config``, the run's ``config.yaml``).
 
-``mlflow`` keeps one MLflow run per run dir in a local store, ``RUN_DIR/mlflow/mlflow.db`` (SQLite: MLflow 3
-refuses its file store by default; ``mlflow ui --backend-store-uri sqlite:///RUN_DIR/mlflow/mlflow.db``), the
-experiment named by the config's ``name``: the same per-round metrics (step = round), the resolved config as
-params, the summary as ``summary/<key>`` metrics, ``config.yaml`` as an artifact, and the run FINISHED (KILLED
-while stopped). Its resume reopens the same MLflow run (``RUN_DIR/mlflow/run_id``) and logs only the rounds
-the store lacks, so no step is logged twice.
+``mlflow`` keeps one MLflow run per run dir in a local store shared by every run of the same sweep (or
+job): ``OUT_DIR/<sweep name>/mlflow/mlflow.db`` (SQLite: MLflow 3 refuses its file store by default;
+``mlflow ui --backend-store-uri sqlite:///runs/<name>/mlflow/mlflow.db``), in one experiment named by the
+sweep (the config's ``name`` without the grid values a sweep appends, :func:`sweep_name`), so that the UI
+compares a sweep's runs side by side. Each MLflow run is named by its run dir inside the sweep's folder
+(``uci_har-quantity2-K75/flea/seed0``) and tagged ``fedaug.sweep``, ``fedaug.grid`` (those grid values),
+``fedaug.setting``, ``fedaug.method``, ``fedaug.seed`` and ``fedaug.run_dir`` (:func:`run_tags`), and holds
+the same per-round metrics (step = round), the resolved config as params, the summary as ``summary/<key>``
+metrics, ``config.yaml`` as an artifact, and the run FINISHED (KILLED while stopped). A sweep's workers take
+a file lock on the store while one of them creates it and the experiment; SQLite serializes their writes.
+The run's id is kept in ``RUN_DIR/mlflow/run_id``: a resume reopens the same MLflow run and logs only the
+rounds the store lacks, so no step is logged twice (a run dir tracked in its own ``RUN_DIR/mlflow/mlflow.db``
+before the store was shared keeps using that one). TensorBoard's files are one folder per run dir, so
+``tensorboard --logdir runs/<name>`` shows a sweep's runs side by side, each named by its run dir.
 
 A resumed run continues the same TensorBoard curves: its writer opens a new event file with ``purge_step`` at
 the last checkpointed round c, so TensorBoard drops what the stopped process wrote from round c on, and
@@ -29,14 +37,15 @@ a run asks for it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from fedaug.config.identity import flatten
+from fedaug.config.identity import flatten, format_suffix, parse_suffix
 from fedaug.config.load import config_to_dict, dump_yaml
 from fedaug.config.schema import ExperimentConfig
 from fedaug.engine.simulation import RoundObserver
@@ -48,6 +57,49 @@ TENSORBOARD_DIR = "tensorboard"
 
 MLFLOW_DIR = "mlflow"
 """The MLflow store's folder inside a run dir (``mlflow.db``, ``artifacts/``, ``run_id``)."""
+
+
+def sweep_name(name: str) -> tuple[str, list[tuple[str, str]]]:
+    """A run's sweep name and grid values: ``flea_table1_har/method.variant=shared_features`` ->
+    ``("flea_table1_har", [("method.variant", "shared_features")])`` (a sweep appends its non-path grid values
+    to the name as a last segment, :func:`~fedaug.config.identity.fedavg_name`); a plain name has none."""
+    head, _, last = name.rpartition("/")
+    items = parse_suffix(last)
+    return (head, items) if head and items is not None else (name, [])
+
+
+def shared_store(config: ExperimentConfig) -> Path:
+    """The MLflow store of every run of ``config``'s sweep (or job): ``out_dir/<sweep name>/mlflow``."""
+    return Path(config.out_dir) / sweep_name(config.name)[0] / MLFLOW_DIR
+
+
+def run_tags(config: ExperimentConfig, run_dir: Path, root: Path) -> tuple[str, dict[str, str]]:
+    """A run's MLflow run name (its run dir inside the sweep's folder ``root``) and the tags that tell a
+    sweep's runs apart in MLflow's UI and searches (``tags.`fedaug.method` = 'flea'``)."""
+    name, grid = sweep_name(config.name)
+    relative = run_dir.relative_to(root) if run_dir.is_relative_to(root) else run_dir
+    return str(relative), {
+        "fedaug.sweep": name,
+        "fedaug.grid": format_suffix(grid),
+        "fedaug.setting": run_dir.parents[1].name,
+        "fedaug.method": config.method.name,
+        "fedaug.seed": str(config.seed),
+        "fedaug.run_dir": str(run_dir),
+    }
+
+
+@contextlib.contextmanager
+def _store_lock(store: Path) -> Iterator[None]:
+    """Holds ``store/.lock`` (an OS file lock, waiting for it): the processes of a sweep that start together
+    would otherwise race to create the SQLite database's tables and the experiment."""
+    import fcntl
+
+    with open(store / ".lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def open_trackers(config: ExperimentConfig, run_dir: Path) -> tuple[RoundObserver, ...]:
@@ -180,25 +232,32 @@ class MLflowTracker:
             logging.getLogger(name).setLevel(logging.WARNING)
         from mlflow.tracking import MlflowClient
 
+        run_dir = self.store_dir.parent
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        self.client = MlflowClient(f"sqlite:///{self.store_dir / 'mlflow.db'}")
+        own_store = self.store_dir / "mlflow.db"  # a run tracked before sweeps shared one keeps its own
+        store = self.store_dir if own_store.is_file() else shared_store(self.config)
+        store.mkdir(parents=True, exist_ok=True)
         id_file = self.store_dir / "run_id"
-        if id_file.is_file():  # a resume: the same MLflow run, running again
-            self.run_id = id_file.read_text().strip()
-            self.client.update_run(self.run_id, status="RUNNING")
-        else:
-            experiment = self.client.get_experiment_by_name(self.config.name)
-            experiment_id = (
-                experiment.experiment_id
-                if experiment is not None
-                else self.client.create_experiment(
-                    self.config.name, artifact_location=(self.store_dir / "artifacts").as_uri()
+        with _store_lock(store):  # a sweep's workers: one creates the database and the experiment
+            self.client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+            if id_file.is_file():  # a resume: the same MLflow run, running again
+                self.run_id = id_file.read_text().strip()
+                self.client.update_run(self.run_id, status="RUNNING")
+            else:
+                experiment_name = sweep_name(self.config.name)[0]
+                experiment = self.client.get_experiment_by_name(experiment_name)
+                experiment_id = (
+                    experiment.experiment_id
+                    if experiment is not None
+                    else self.client.create_experiment(
+                        experiment_name, artifact_location=(store / "artifacts").as_uri()
+                    )
                 )
-            )
-            run = self.client.create_run(experiment_id, run_name=self.store_dir.parent.name)
-            self.run_id = run.info.run_id
-            self._log_params()
-            id_file.write_text(f"{self.run_id}\n")
+                run_name, tags = run_tags(self.config, run_dir, store.parent)
+                run = self.client.create_run(experiment_id, run_name=run_name, tags=tags)
+                self.run_id = run.info.run_id
+                self._log_params()
+                id_file.write_text(f"{self.run_id}\n")
         logged = self.client.get_metric_history(self.run_id, "time/round_time")
         last_logged = max((m.step for m in logged), default=0)
         timings = _timings(self.store_dir.parent / "timings.jsonl")

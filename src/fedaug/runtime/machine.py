@@ -146,7 +146,7 @@ def fedaug_version() -> str:
 
 
 HOST_PROBE_ENV = "FEDAUG_HOST_PROBE_S"
-"""Set by the campaign (``tools/campaign/probe.py``): the seconds of its reference step on this host, which
+"""Set by the campaign (:mod:`fedaug.sweeps.probe`): the seconds of its reference step on this host, which
 ``env.json`` records as ``host_probe_s`` so that later estimates can scale this run's round times by host."""
 
 

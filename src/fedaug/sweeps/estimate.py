@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,11 +35,13 @@ from fedaug.engine.progress import JobEta, LaterRun
 from fedaug.runs.branch import branch_plan, has_start_checkpoint
 from fedaug.runs.resume import finished_summary
 from fedaug.runtime.machine import cpu_model, other_recorded_cpu
-from fedaug.sweeps.order import Schedule, SweepPoint
+from fedaug.sweeps.archived import STUDIES_ENV
+from fedaug.sweeps.order import Schedule, SweepPoint, wall_seconds
 from fedaug.sweeps.round_ratio import mean_round_time, round_ratio
 
 if TYPE_CHECKING:
     from fedaug.config.schema import ExperimentConfig
+    from fedaug.sweeps.archived import ArchiveTimes
 
 
 def round_times(method_dir: Path) -> dict[int, float]:
@@ -132,24 +134,61 @@ def remaining_seconds(point: SweepPoint, point_plan: Plan | None = None) -> floa
     return math.fsum(times.get(round_num, fallback) for round_num in needed)
 
 
-def estimated_seconds(point: SweepPoint, point_plan: Plan | None = None) -> float | None:
-    """:func:`remaining_seconds`, else (no seed of the point timed) FedAvg's mean round time on its setting
-    times the method's round ratio (:func:`.round_ratio.round_ratio`) times its rounds left;
-    None when neither is known."""
+@dataclass(frozen=True)
+class Estimate:
+    """A point's run time left and where it comes from.
+
+    ``source``: ``seeds`` (its seeds' round times, :func:`remaining_seconds`), ``archive`` (archived runs
+    of its setting, :mod:`fedaug.sweeps.archived`), ``ratio`` (FedAvg's round here or archived, times the
+    method's round ratio) or ``none`` (``seconds`` None); ``note``: the source in words, for the plan's line.
+    """
+
+    seconds: float | None
+    source: str
+    note: str = ""
+
+
+def estimate(
+    point: SweepPoint, point_plan: Plan | None = None, archive: ArchiveTimes | None = None
+) -> Estimate:
+    """``point``'s :class:`Estimate`: by its seeds' round times; else by the archived runs of its setting
+    (``archive``); else FedAvg's mean round time on its setting (here, else archived) times the method's round
+    ratio (:func:`.round_ratio.round_ratio`) times its rounds left; else none."""
     point_plan = point_plan or plan(point)
     seconds = remaining_seconds(point, point_plan)
     if seconds is not None:
-        return seconds
-    fedavg = mean_round_time(point.run_dir.parents[1] / "fedavg")
+        return Estimate(seconds, "seeds")
+    rounds = len(point_plan.needed)
+    found = None if archive is None else archive.round_time(point.config)
+    if found is not None:
+        return Estimate(found.seconds * rounds, "archive", found.describe())
     ratio = round_ratio(point.config, point.run_dir.parents[1], point_plan.own)
-    return None if fedavg is None or ratio is None else fedavg * ratio[0] * len(point_plan.needed)
+    if ratio is None:
+        return Estimate(None, "none")
+    fedavg = mean_round_time(point.run_dir.parents[1] / "fedavg")
+    if fedavg is not None:
+        note = f"{ratio[0]:.2f}x FedAvg's round, {_RATIO_SOURCE[ratio[1]]}"
+        return Estimate(fedavg * ratio[0] * rounds, "ratio", note)
+    found = None if archive is None else archive.round_time(point.config, method="fedavg")
+    if found is None:
+        return Estimate(None, "none")
+    note = f"{ratio[0]:.2f}x FedAvg's round ({_RATIO_SOURCE[ratio[1]]}) {found.describe('FedAvg here')}"
+    return Estimate(found.seconds * ratio[0] * rounds, "ratio", note)
 
 
-def sweep_job(current: SweepPoint, later: Sequence[SweepPoint]) -> JobEta:
+def estimated_seconds(point: SweepPoint, point_plan: Plan | None = None) -> float | None:
+    """:func:`estimate`'s seconds without the archive: by its seeds' round times, else FedAvg's mean round
+    time on its setting times the method's round ratio; None when neither is known."""
+    return estimate(point, point_plan).seconds
+
+
+def sweep_job(
+    current: SweepPoint, later: Sequence[SweepPoint], archive: ArchiveTimes | None = None
+) -> JobEta:
     """What a sweep run in one process runs after ``current`` (the ``later`` points not started yet), for
     its round lines' ``job eta``: each unfinished point by :func:`estimated_seconds`; one of ``current``'s
-    setting without an estimate by the current run's round time and the ratios (a point of another setting
-    without one: not yet timed)."""
+    setting without an estimate by the current run's round time and the ratios; any other by the archived
+    runs of its setting (``archive``, :func:`estimate`); without one: not yet timed."""
     setting = current.run_dir.parents[1]
     runs = []
     for point in later:
@@ -161,6 +200,8 @@ def sweep_job(current: SweepPoint, later: Sequence[SweepPoint]) -> JobEta:
         same = point.run_dir.parents[1] == setting
         ratio = round_ratio(point.config, setting, point_plan.own) if same else None
         seconds = estimated_seconds(point, point_plan)
+        if seconds is None and ratio is None and archive is not None:
+            seconds = estimate(point, point_plan, archive).seconds
         ratio_value = None if ratio is None else ratio[0]
         runs.append(LaterRun(point.config.method.name, len(point_plan.needed), seconds, ratio_value))
     own = round_ratio(current.config, setting, plan(current).own)
@@ -176,43 +217,100 @@ def format_duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def dry_run_lines(points: Sequence[SweepPoint]) -> list[str]:
-    """One line per point (status, time left, run dir, the FedAvg run it waits for), then a summary line."""
+def dry_run_lines(
+    points: Sequence[SweepPoint],
+    *,
+    workers: int = 1,
+    order: str = "grid",
+    archive: ArchiveTimes | None = None,
+) -> list[str]:
+    """One line per point (status, time left, run dir, the FedAvg run it waits for, where an estimate not by
+    its seeds comes from), then the host probe's line if one was taken, then a summary line; with ``workers``
+    > 1 the summary gives the wall time of the sweep's order on that many processes
+    (:func:`~fedaug.sweeps.order.wall_seconds`) beside the run time."""
     waits = Schedule(points).waits_for()
     lines = []
     counts: dict[str, int] = defaultdict(int)
-    total, unknown = 0.0, 0
+    sources: dict[str, int] = defaultdict(int)
+    seconds_of: dict[Path, float | None] = {}
     for point in points:
         status = run_status(point)
         counts[status.split(" ")[0]] += 1
         point_plan = None if status == "finished" else plan(point)
-        seconds = None if point_plan is None else estimated_seconds(point, point_plan)
+        found = Estimate(0.0, "seeds") if point_plan is None else estimate(point, point_plan, archive)
+        seconds_of[point.run_dir] = found.seconds
+        sources[found.source] += status != "finished"
         if status == "finished":
             left = ""
-        elif seconds is None:
-            left, unknown = "?", unknown + 1
+        elif found.seconds is None:
+            left = "?"
         else:
-            left, total = f"~{format_duration(seconds)}", total + seconds
+            left = f"~{format_duration(found.seconds)}"
         if point_plan is not None and point_plan.alone is not None:
             source = point_plan.alone
             after = f"  (from round 1: no FedAvg checkpoint in {source}{_other_cpu(source)})"
         else:
             after = f"  (after {waits[point.run_dir]})" if point.run_dir in waits else ""
+        if found.note and status != "finished":
+            after += f"  ({found.note})"
         lines.append(f"{status:<26}{left:<10}{point.run_dir}{after}")
-    states = ", ".join(f"{counts[s]} {s}" for s in ("finished", "partial", "new") if counts[s])
-    summary = f"{_runs(len(points))}: {states}"
-    if unknown and unknown == counts["partial"] + counts["new"]:
-        summary += f"; {NO_ESTIMATE}"
-    elif counts["partial"] + counts["new"]:
-        summary += f"; about {format_duration(total)} of run time left (round times of their seeds so far)"
-        if unknown:
-            summary += f"; {_runs(unknown)} without an estimate ('?': no seed has logged that kind of round)"
-    lines.append(summary)
+    if archive is not None and (probe := archive.probe_line()) is not None:
+        lines.append(probe)
+    lines.append(_summary(points, counts, sources, seconds_of, workers, order, archive))
     return lines
 
 
+def _summary(
+    points: Sequence[SweepPoint],
+    counts: Mapping[str, int],
+    sources: Mapping[str, int],
+    seconds_of: Mapping[Path, float | None],
+    workers: int,
+    order: str,
+    archive: ArchiveTimes | None,
+) -> str:
+    """:func:`dry_run_lines`' last line."""
+    unknown, left = sources["none"], counts["partial"] + counts["new"]
+    summary = f"{_runs(len(points))}: {', '.join(f'{counts[s]} {s}' for s in _STATES if counts[s])}"
+    if unknown and unknown == left:
+        return f"{summary}; {NO_ESTIMATE}{_no_archive(archive)}"
+    if not left:
+        return summary
+    total = math.fsum(seconds for seconds in seconds_of.values() if seconds is not None)
+    summary += f"; about {format_duration(total)} of run time left ({_sources(sources)})"
+    if workers > 1:
+        wall = wall_seconds(points, lambda p: seconds_of[p.run_dir], workers, order)
+        summary += f", about {format_duration(wall)} of wall time on {workers} workers (--order {order})"
+    if unknown:
+        summary += f"; {_runs(unknown)} without an estimate ('?': no seed has logged that kind of round)"
+    return summary
+
+
+def _no_archive(archive: ArchiveTimes | None) -> str:
+    """Why the archive gave no estimate either: none found, or none of these settings in it."""
+    if archive is None:
+        return f" (and no archived runs: no studies/ found, ${STUDIES_ENV} names one)"
+    return f" (nor has any run archived in {archive.archive.studies} of their settings)"
+
+
+_STATES = ("finished", "partial", "new")
+
 NO_ESTIMATE = "no estimate yet ('?' for each: no seed of these runs has logged that kind of round)"
 """The summary of :func:`dry_run_lines` when no unfinished run has an estimate (a fresh checkout)."""
+
+_SOURCE_WORDS = {
+    "seeds": "round times of their seeds so far",
+    "archive": "archived runs of their setting",
+    "ratio": "FedAvg's round time times the method's round ratio",
+}
+
+
+def _sources(sources: Mapping[str, int]) -> str:
+    """``round times of their seeds so far`` or, with other sources, ``3 by ..., 5 by ...``."""
+    used = [source for source in _SOURCE_WORDS if sources.get(source)]
+    if used == ["seeds"]:
+        return _SOURCE_WORDS["seeds"]
+    return ", ".join(f"{sources[source]} by {_SOURCE_WORDS[source]}" for source in used)
 
 
 @dataclass(frozen=True)
@@ -228,13 +326,20 @@ class JobPlan:
     jobs: list[JobEta]
 
 
-def job_plan(configs: Sequence[ExperimentConfig], *, fresh: bool = False) -> JobPlan:
-    """The :class:`JobPlan` of running ``configs`` one after the other (``fresh``: each starts over)."""
+def job_plan(
+    configs: Sequence[ExperimentConfig], *, fresh: bool = False, archive: ArchiveTimes | None = None
+) -> JobPlan:
+    """The :class:`JobPlan` of running ``configs`` one after the other (``fresh``: each starts over), each
+    run estimated by :func:`estimate` (``archive``: the archived runs' round times, if any)."""
     points = [SweepPoint(config, run_dir_for(config), {}) for config in configs]
     names = ", then ".join(config.method.name for config in configs)
     redo = "; --fresh starts each over" if fresh else ""
-    lines = [f"plan: {_runs(len(points))}, one after the other: {names}{redo}", *dry_run_lines(points)]
+    lines = [
+        f"plan: {_runs(len(points))}, one after the other: {names}{redo}",
+        *dry_run_lines(points, archive=archive),
+    ]
     runs: list[LaterRun | None] = []
+    estimates: list[Estimate] = []
     ratios: list[tuple[float, str] | None] = []
     for point in points:
         point_plan = plan(point)
@@ -246,47 +351,46 @@ def job_plan(configs: Sequence[ExperimentConfig], *, fresh: bool = False) -> Job
         ratio = round_ratio(point.config, point.run_dir.parents[1], point_plan.own)
         ratios.append(ratio)
         rounds = len(point_plan.needed)
-        seconds = remaining_seconds(point, point_plan) if rounds else None
-        later = LaterRun(point.config.method.name, rounds, seconds, None if ratio is None else ratio[0])
+        found = estimate(point, point_plan, archive) if rounds else Estimate(None, "none")
+        estimates.append(found)
+        # a run with a round ratio follows the running run's round times once they come (this host, its
+        # load) rather than a fixed estimate; one without, the archive's
+        fixed = found.seconds if found.source == "seeds" or ratio is None else None
+        later = LaterRun(point.config.method.name, rounds, fixed, None if ratio is None else ratio[0])
         runs.append(later if rounds else None)
     jobs = [
         JobEta(tuple(r for r in runs[i + 1 :] if r), ratio=None if ratio is None else ratio[0])
         for i, ratio in enumerate(ratios)
     ]
-    lines.append(job_line(points, runs, ratios))
+    lines.append(job_line(points, runs, ratios, estimates))
     return JobPlan(lines, jobs)
 
 
 def job_line(
-    points: Sequence[SweepPoint], runs: Sequence[LaterRun | None], ratios: Sequence[tuple[float, str] | None]
+    points: Sequence[SweepPoint],
+    runs: Sequence[LaterRun | None],
+    ratios: Sequence[tuple[float, str] | None],
+    estimates: Sequence[Estimate],
 ) -> str:
-    """The plan's last line: the whole job's run time, each run by its seeds' round times, else by FedAvg's
-    round time on this setting times the run's round ratio (recorded here, or fedaug's default); without them,
-    what the progress lines' ``job eta`` will go on."""
+    """The plan's last line: the whole job's run time, each run by its :func:`estimate` (and where that
+    comes from); without one, what the progress lines' ``job eta`` will go on."""
     parts, total, waiting, fedavg_untimed = [], 0.0, False, False
-    for point, run, ratio in zip(points, runs, ratios, strict=True):
+    for point, run, ratio, found in zip(points, runs, ratios, estimates, strict=True):
         if run is None:
             continue
-        fedavg_round = mean_round_time(point.run_dir.parents[1] / "fedavg")
-        if run.seconds is not None:
-            total += run.seconds
-            parts.append(f"{run.method} ~{format_duration(run.seconds)} (its seeds' round times)")
+        if found.seconds is not None:
+            total += found.seconds
+            note = found.note or "its seeds' round times"
+            parts.append(f"{run.method} ~{format_duration(found.seconds)} ({note})")
             continue
-        waiting = waiting or ratio is None or fedavg_round is None
-        fedavg_untimed = fedavg_untimed or fedavg_round is None
+        waiting = True
+        fedavg_untimed = fedavg_untimed or mean_round_time(point.run_dir.parents[1] / "fedavg") is None
         if ratio is None:
             parts.append(f"{run.method} once its first round is timed (no round ratio to FedAvg known)")
         elif run.method == "fedavg":
             parts.append("fedavg by its own rounds")
-        elif fedavg_round is None:
-            parts.append(f"{run.method} at {ratio[0]:.2f}x FedAvg's round ({_RATIO_SOURCE[ratio[1]]})")
         else:
-            seconds = fedavg_round * ratio[0] * run.rounds
-            total += seconds
-            parts.append(
-                f"{run.method} ~{format_duration(seconds)} ({ratio[0]:.2f}x FedAvg's round, "
-                f"{_RATIO_SOURCE[ratio[1]]})"
-            )
+            parts.append(f"{run.method} at {ratio[0]:.2f}x FedAvg's round ({_RATIO_SOURCE[ratio[1]]})")
     if not parts:
         return "job: nothing left to run"
     if not waiting:

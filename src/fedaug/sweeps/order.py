@@ -18,6 +18,7 @@ through 16 workers gives 694 s against 838 s in grid order (``studies/speed/READ
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -95,3 +96,28 @@ class Schedule:
 
     def ended(self, point: SweepPoint) -> None:
         self._released.extend(self._waiting.pop(point.run_dir, []))
+
+
+def makespan(costs: Sequence[float], workers: int) -> float:
+    """Seconds until the last of ``costs`` ends when they are handed longest first to ``workers`` slots."""
+    slots = [0.0] * max(1, min(workers, len(costs) or 1))
+    for cost in sorted(costs, reverse=True):
+        heapq.heappush(slots, heapq.heappop(slots) + cost)
+    return max(slots)
+
+
+def wall_seconds(points: Sequence[SweepPoint], cost: Cost, workers: int, order: str = "grid") -> float:
+    """Seconds from the sweep's start to its last run's end on ``workers`` processes, each point taking
+    ``cost(point)`` (None: 0), handed out as the sweep hands them out (:class:`Schedule` in ``order``, a
+    branching point after its FedAvg point): what ``--dry-run --workers N`` prints as the wall time."""
+    schedule = Schedule(points, cost if order == "longest-first" else None)
+    running: list[tuple[float, int, SweepPoint]] = []  # (end, tie-break, point)
+    now, started = 0.0, 0
+    while True:
+        while len(running) < max(1, workers) and (point := schedule.next()) is not None:
+            heapq.heappush(running, (now + (cost(point) or 0.0), started, point))
+            started += 1
+        if not running:
+            return now
+        now, _, point = heapq.heappop(running)
+        schedule.ended(point)

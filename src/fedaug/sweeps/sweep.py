@@ -49,6 +49,7 @@ from fedaug.errors import ConfigError, RunLockedError, out_of_memory_sentence
 from fedaug.runs.resolve import method_option_names
 from fedaug.runs.runner import run_experiment
 from fedaug.runtime.device import release_cached_memory
+from fedaug.sweeps.archived import ArchiveTimes
 from fedaug.sweeps.cluster import least_loaded, on_device
 from fedaug.sweeps.estimate import remaining_seconds, run_status, running_line, sweep_job
 from fedaug.sweeps.options import HEARTBEAT_SECONDS as HEARTBEAT_SECONDS
@@ -328,6 +329,7 @@ def run_sweep(
     order: str = "grid",
     schedule: Schedule | None = None,
     devices: Sequence[str] = (),
+    archive: ArchiveTimes | None = None,
 ) -> SweepResult:
     """Runs every point (skipping finished ones), with ``workers`` processes; logs one line per run.
 
@@ -347,6 +349,8 @@ def run_sweep(
             :class:`tools.campaign.run.BudgetSchedule`).
         devices: with several workers, each run starts on the one of these with the fewest runs
             (:func:`fedaug.sweeps.cluster.least_loaded`); empty: each run's own ``engine.device``.
+        archive: with one worker, the archived runs' round times that cost the runs to come in each round
+            line's ``job eta`` where their own seeds have none (:func:`fedaug.sweeps.estimate.sweep_job`).
 
     Returns:
         The finished, skipped and failed run dirs (failures with their error message).
@@ -361,7 +365,7 @@ def run_sweep(
         while (point := schedule.next()) is not None:
             done += 1
             started.add(point.run_dir)
-            job = sweep_job(point, [p for p in points if p.run_dir not in started])
+            job = sweep_job(point, [p for p in points if p.run_dir not in started], archive)
             _record(result, point, execute(point.config, job=job), done, len(points))
             schedule.ended(point)
         return result

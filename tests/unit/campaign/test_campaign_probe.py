@@ -11,9 +11,9 @@ import pytest
 
 from fedaug.errors import ConfigError
 from fedaug.runtime.machine import host_probe_fact
+from fedaug.sweeps.probe import PROBE_ENV, given_or_measured, host_probe, speed_ratio
 from tests.conftest import REPO_ROOT
 from tools.campaign.ledger import Ledger
-from tools.campaign.probe import PROBE_ENV, given_or_measured, host_probe, speed_ratio
 from tools.campaign.spec import grid_points, read_campaign
 
 STUDIES = REPO_ROOT / "studies"

@@ -159,7 +159,8 @@ def test_no_run_with_an_estimate_says_so_instead_of_0_s(tmp_path: Path) -> None:
     lines = dry_run_lines([zdas])
     assert lines[0].startswith("new                       ?         ")
     assert lines[-1] == (
-        "1 run: 1 new; no estimate yet ('?' for each: no seed of these runs has logged that kind of round)"
+        "1 run: 1 new; no estimate yet ('?' for each: no seed of these runs has logged that kind of round) "
+        "(and no archived runs: no studies/ found, $FEDAUG_STUDIES names one)"
     )
 
 
