@@ -131,3 +131,46 @@ def test_a_sweep_point_with_an_overflowing_lr_fails_in_one_line_without_a_run_di
     )
     made = sorted(p.parents[3].name for p in out.rglob("config.yaml"))
     assert made == ["train.lr=0.001"]
+
+
+def test_a_run_that_diverges_before_its_first_checkpoint_removes_the_run_dir_it_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Prepare: an lr whose first step stays finite (the check passes) but whose third step does not
+    out = tmp_path / "runs"
+    argv = ["run", SMOKE, "--out-dir", str(out), "--set", "train.lr=1e10", "--set", "train.optimizer=sgd"]
+    # Execute
+    code = main(argv)
+    # Assert: one line naming the step and the lr, and nothing left (the out dir was made by this run too)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "FloatingPointError: non-finite training loss (nan) at local step 3" in err[0]
+    assert err[0].endswith(
+        "(train.lr=1e+10, train.optimizer=sgd); it stopped before its first checkpoint, so the run dir it "
+        "made was removed"
+    ), err[0]
+    assert not out.exists()
+
+
+def test_a_run_that_diverges_after_a_checkpoint_keeps_its_run_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Prepare: the fourth client's training (round 2; the smoke run trains 3 clients a round) diverges
+    import fedaug.training.loop as loop
+
+    calls = []
+    real = loop.check_finite_values
+
+    def diverging(losses: list[float]) -> None:
+        calls.append(1)
+        real([math.nan] if len(calls) == 4 else losses)
+
+    monkeypatch.setattr(loop, "check_finite_values", diverging)
+    out = tmp_path / "runs"
+    # Execute
+    code = main(["run", SMOKE, "--out-dir", str(out)])
+    # Assert: the error is the engine's, and round 1's checkpoint is there to resume from
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("fedaug: error: round 2, client "), err
+    assert "run dir it made was removed" not in err
+    assert len(list(out.rglob("ckpt/latest.pt"))) == 1
