@@ -283,3 +283,17 @@ def test_rewind_refuses_metrics_shorter_than_the_checkpoint(finished: Path, tmp_
     run_dir = run_dirs.copy_run(finished, tmp_path, after_round=1)
     with pytest.raises(CheckpointError, match="1 rounds logged, but the checkpoint is of round 2"):
         RunStore(run_dir).rewind(2)
+
+
+def test_report_reads_a_run_whose_checkpoint_it_cannot_read_with_a_warning(
+    finished: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only a checkpoint that says otherwise refuses a report; one that cannot be read is named."""
+    run_dir = run_dirs.copy_run(finished, tmp_path)
+    (run_dir / "ckpt" / "latest.pt").write_bytes(b"x" * 100)
+    with caplog.at_level(logging.WARNING):
+        run = load_run(run_dir)
+    assert run is not None and run.summary == run_dirs.results(finished)[1]
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warning.startswith(f"{run_dir}: its numbers are not checked against its checkpoint: "), warning
+    assert "latest.pt is corrupt or not a fedaug checkpoint" in warning
