@@ -32,7 +32,8 @@ from tests.conftest import REPO_ROOT
 
 SMOKE = str(REPO_ROOT / "configs" / "smoke.yaml")
 QUICK = 1.0
-"""Seconds a refusal may take on a busy 2-core machine (each measured well under 0.1 s)."""
+"""CPU seconds (of this process: other processes on a busy machine do not count) a refusal may take; each
+measured well under 0.3 s."""
 
 NODES = f"expands to more than {MAX_EXPANDED_NODES:,} values"
 TEXT = f"expands to more than {MAX_EXPANDED_TEXT:,} characters of text"
@@ -78,10 +79,10 @@ def test_an_alias_bomb_is_refused_at_once_naming_the_file_and_the_limit(
     path = tmp_path / "bomb.yaml"
     path.write_text(text)
     # Execute
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(ConfigError) as error:
         read_yaml_file(path)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     # Assert
     message = str(error.value)
     assert message.startswith(f"malformed YAML in {path}, line "), message
@@ -97,9 +98,9 @@ def test_a_bomb_in_a_configs_options_is_one_line_and_writes_nothing(
     path = tmp_path / "c.yaml"
     path.write_text("method:\n  name: fedavg\n  bomb:\n" + _nested("list", 7, 9, indent="    "))
     # Execute
-    start = time.perf_counter()
+    start = time.process_time()
     code = main(["run", str(path), "--out-dir", str(tmp_path / "runs")])
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     # Assert
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
@@ -166,11 +167,11 @@ def _layered(layers: list[tuple[str, int]]) -> tuple[str, int, int, int]:
 
 def _check_layers(layers: list[tuple[str, int]]) -> None:
     document, aliases, values, text = _layered(layers)
-    start = time.perf_counter()
+    start = time.process_time()
     try:
         loaded = parse_yaml(document, "doc")
     except ConfigError as error:
-        assert time.perf_counter() - start < QUICK
+        assert time.process_time() - start < QUICK
         assert aliases > MAX_ALIASES or values > MAX_EXPANDED_NODES or text > MAX_EXPANDED_TEXT, error
         return
     assert aliases <= MAX_ALIASES and values <= MAX_EXPANDED_NODES and text <= MAX_EXPANDED_TEXT
