@@ -110,6 +110,18 @@ CONFIG_VALUES = [
     ("lr-inf", ["train.lr=.inf"], "train.lr must be a finite number > 0, got inf"),
     ("lr-minus-inf", ["train.lr=-.inf"], "train.lr must be a finite number > 0, got -inf"),
     ("lr-zero", ["train.lr=0"], "train.lr must be a finite number > 0, got 0"),
+    # issue 68: an lr that overflows in the first step left a run dir behind (a FloatingPointError at step 2)
+    (
+        "lr-overflows-first-step",
+        ["train.lr=1e30"],
+        "train.lr=1e+30 (train.optimizer=adam) overflows model 'mlp' on dataset 'synthetic' in one step: the "
+        "loss after the first step is nan; lower train.lr",
+    ),
+    (
+        "lr-overflows-first-step-sgd",
+        ["train.lr=1e30", "train.optimizer=sgd", "train.weight_decay=0.5"],
+        "train.lr=1e+30 (train.optimizer=sgd, train.weight_decay=0.5) overflows model 'mlp'",
+    ),
     ("lr-negative-exponent", ["train.lr=-1e-3"], "train.lr must be a finite number > 0, got -0.001"),
     ("lr-underflow", ["train.lr=1e-400"], "train.lr must be a finite number > 0, got 0.0"),
     ("lr-string", ["train.lr=fast"], "train.lr must be of type float, got 'fast'"),

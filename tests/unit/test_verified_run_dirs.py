@@ -4,8 +4,10 @@ run ends byte-identical to an uninterrupted one."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import pytest
 import torch
 
 from fedaug.cli.main import main
+from fedaug.config.identity import run_dir_for
 from fedaug.engine.checkpoint import read_checkpoint
 from fedaug.errors import CheckpointError
 from fedaug.results.store import load_run, load_runs
@@ -193,8 +196,35 @@ def test_a_damaged_finished_run_is_neither_skipped_nor_reported(
     edit(run_dir / name, damage)
     before = snapshot(run_dir)
     refused(capsys, run_dirs.argv(tmp_path), expected)
-    if expected != DIGEST_REFUSAL:  # report reads no checkpoint: it checks the summary against the metrics
-        refused(capsys, ["report", str(tmp_path)], expected)
+    refused(capsys, ["report", str(tmp_path)], expected)  # it reads the checkpoint's record (not its weights)
+    assert snapshot(run_dir) == before
+
+
+@pytest.mark.parametrize(
+    "copied",
+    [("metrics.jsonl", "summary.json"), ("metrics.jsonl", "summary.json", IDENTITY_NAME, "config.yaml")],
+)
+def test_numbers_copied_in_from_another_run_are_refused_by_report(
+    finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], copied: tuple[str, ...]
+) -> None:
+    """Issue 68: metrics and summary that agree with each other but come from another run (here seed 1)
+    were reported as this run's; its checkpoint recorded other metrics (and, with its config, another
+    config)."""
+    # Prepare: another finished run, and a copy of the finished run with that run's files put in
+    other = dataclasses.replace(run_dirs.config(tmp_path / "other"), seed=1)
+    run_experiment(other)
+    run_dir = run_dirs.copy_run(finished, tmp_path / "runs")
+    for name in copied:
+        shutil.copyfile(run_dir_for(other) / name, run_dir / name)
+    before = snapshot(run_dir)
+    # Execute, Assert
+    expected = (
+        "metrics.jsonl: its rounds 1..3 differ from those latest.pt recorded (SHA-256): a value was changed, "
+        "or the file was copied in from another run"
+        if len(copied) == 2  # with the other run's config too, the checkpoint's identity refuses it first
+        else "(ckpt/latest.pt): differs in seed (the run used 0, config.yaml says 1)"
+    )
+    refused(capsys, ["report", str(tmp_path / "runs")], expected)
     assert snapshot(run_dir) == before
 
 
@@ -253,3 +283,17 @@ def test_rewind_refuses_metrics_shorter_than_the_checkpoint(finished: Path, tmp_
     run_dir = run_dirs.copy_run(finished, tmp_path, after_round=1)
     with pytest.raises(CheckpointError, match="1 rounds logged, but the checkpoint is of round 2"):
         RunStore(run_dir).rewind(2)
+
+
+def test_report_reads_a_run_whose_checkpoint_it_cannot_read_with_a_warning(
+    finished: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only a checkpoint that says otherwise refuses a report; one that cannot be read is named."""
+    run_dir = run_dirs.copy_run(finished, tmp_path)
+    (run_dir / "ckpt" / "latest.pt").write_bytes(b"x" * 100)
+    with caplog.at_level(logging.WARNING):
+        run = load_run(run_dir)
+    assert run is not None and run.summary == run_dirs.results(finished)[1]
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warning.startswith(f"{run_dir}: its numbers are not checked against its checkpoint: "), warning
+    assert "latest.pt is corrupt or not a fedaug checkpoint" in warning

@@ -6,8 +6,11 @@ saved run configs and ``report --reference`` files.
   exponent floats without a dot or without an exponent sign as strings).
 * A key given twice in one mapping is an error (PyYAML keeps the last one silently).
 * Limits: a file must be a regular file of at most :data:`MAX_FILE_BYTES` (a FIFO, a device or ``/dev/zero``
-  is refused before it is read); a document may use at most :data:`MAX_ALIASES` aliases (an alias bomb
-  expands exponentially).
+  is refused before it is read); a document may use at most :data:`MAX_ALIASES` aliases, and once its
+  aliases are resolved it may hold at most :data:`MAX_EXPANDED_NODES` values and :data:`MAX_EXPANDED_TEXT`
+  characters of scalars (an alias bomb under the alias count, nested aliases of aliases, expands
+  exponentially: the bound is checked on the composed node graph, in time linear in the file, before any
+  Python object is built). An alias inside the node it names (a recursive document) is refused too.
 * Every error is one line (a :class:`~fedaug.errors.ConfigError`) naming the file (or the ``--set`` value),
   line and column; a file that is not UTF-8 is refused naming the file.
 """
@@ -34,9 +37,74 @@ MAX_FILE_BYTES = 1 << 20
 MAX_ALIASES = 100
 """The most aliases (``*name``) one YAML document may use."""
 
+MAX_EXPANDED_NODES = 100_000
+"""The most values (scalars, lists and mappings) one YAML document may hold once its aliases are resolved
+(the largest file fedaug ships, ``published_numbers.yaml``, holds about 1,600)."""
+
+MAX_EXPANDED_TEXT = MAX_FILE_BYTES
+"""The most characters of scalar text one YAML document may hold once its aliases are resolved (what a file
+without aliases holds at most, escapes aside)."""
+
+_Size = tuple[int, int]
+"""A node's expansion: (values, characters of scalar text)."""
+
+
+def _expansion_error(node: yaml.Node, problem: str) -> yaml.composer.ComposerError:
+    return yaml.composer.ComposerError(None, None, problem, node.start_mark)
+
+
+def _too_large(node: yaml.Node, limit: int, what: str) -> yaml.composer.ComposerError:
+    return _expansion_error(
+        node,
+        f"the document expands to more than {limit:,} {what} (the most one may hold) once its aliases are "
+        "resolved: an alias bomb?",
+    )
+
+
+def _expanded(node: yaml.Node, sizes: dict[int, _Size], open_nodes: set[int]) -> _Size:
+    """``node``'s size with every alias expanded, each shared node sized once (``sizes``, by id).
+
+    Raises:
+        yaml.composer.ComposerError: past :data:`MAX_EXPANDED_NODES` or :data:`MAX_EXPANDED_TEXT` (at the
+            first node that crosses it), or a node that contains itself.
+    """
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_nodes:
+        raise _expansion_error(
+            node, "this node contains an alias of itself (a recursive document never ends)"
+        )
+    if isinstance(node, yaml.ScalarNode):
+        size = (1, len(node.value))
+    else:
+        open_nodes.add(key)
+        children = (
+            node.value if isinstance(node, yaml.SequenceNode) else [n for pair in node.value for n in pair]
+        )
+        count, text = 1, 0
+        for child in children:
+            child_count, child_text = _expanded(child, sizes, open_nodes)
+            count, text = count + child_count, text + child_text
+            if count > MAX_EXPANDED_NODES:
+                raise _too_large(node, MAX_EXPANDED_NODES, "values")
+            if text > MAX_EXPANDED_TEXT:
+                raise _too_large(node, MAX_EXPANDED_TEXT, "characters of text")
+        open_nodes.discard(key)
+        size = (count, text)
+    sizes[key] = size
+    return size
+
 
 class Loader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` with YAML 1.2 exponent floats, duplicate keys refused and aliases limited."""
+    """``yaml.SafeLoader`` with YAML 1.2 exponent floats, duplicate keys refused and aliases limited (in
+    number and in what they expand to)."""
+
+    def compose_document(self) -> yaml.Node | None:
+        node: yaml.Node | None = super().compose_document()
+        if node is not None:
+            _expanded(node, {}, set())
+        return node
 
     def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):

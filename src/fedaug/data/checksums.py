@@ -177,6 +177,21 @@ class _Verifier:
         )
 
 
+def file_digests(paths: Sequence[Path]) -> dict[Path, str]:
+    """The SHA-256 of each file in ``paths``, hashed only when its size or mtime differs from the version
+    ``checksums.json`` holds (the cache :func:`verify_files` keeps): a start with unchanged files hashes none.
+
+    Raises:
+        DatasetError: a file cannot be read.
+    """
+    verifier = _Verifier()
+    try:
+        return {path: verifier.digest(path, path.stat(), "sha256", gunzip=False) for path in paths}
+    finally:
+        if verifier.changed:
+            _save_cache(verifier.cache)
+
+
 def verify_files(files: Sequence[tuple[Path, Official]], *, dataset: str) -> int:
     """Verifies each recognised file against its official checksum; returns how many files were hashed.
 

@@ -114,9 +114,8 @@ def load_run(path: Path, *, include_unfinished: bool = False) -> Run | None:
     check_identity(path)  # config.yaml as the run started (run dirs from before identity.json: not checked)
     finished = bool(summary) and summary.get("rounds") == config.get("train.rounds")
     if finished:
-        verify_results(
-            path, int(config["train.rounds"]), summary, checkpoint=False
-        )  # metrics 1..n, summary computed from them
+        # metrics 1..n, the summary computed from them, the checkpoint's record of both (its entries only)
+        verify_results(path, int(config["train.rounds"]), summary, weights=False)
     else:
         if not include_unfinished:
             return None

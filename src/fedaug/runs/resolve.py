@@ -11,6 +11,7 @@ half-made run dir.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import logging
@@ -42,6 +43,7 @@ from fedaug.runtime.device import default_eval_batch_size, resolve_device, set_d
 from fedaug.runtime.memory_format import resolve_channels_last
 from fedaug.runtime.paths import cache_dir
 from fedaug.runtime.precision import bf16_warning
+from fedaug.training.loop import first_step_problem
 
 logger = logging.getLogger(__name__)
 
@@ -215,6 +217,7 @@ def resolve_components(config: ExperimentConfig, method_fn: Callable[[], Method]
 
     model = model_fn()  # fail now, with the config's words, rather than inside round 1
     check_model_fits_data(model, config.model.name, dataset)
+    check_first_step(model, config, dataset)
     num_clients = len(partition.train_indices)
     if config.train.clients_per_round is not None and config.train.clients_per_round > num_clients:
         raise ConfigError(
@@ -272,6 +275,23 @@ def check_model_fits_data(model: torch.nn.Module, name: str, dataset: Dataset) -
         got = f"shape {list(out.shape)}" if isinstance(out, torch.Tensor) else type(out).__name__
         raise IncompatibleModelError(
             f"{what}: a batch of {len(batch)} must give logits of shape {expected}, got {got}"
+        )
+
+
+def check_first_step(model: torch.nn.Module, config: ExperimentConfig, dataset: Dataset) -> None:
+    """One local step of plain cross-entropy on two training samples (a copy of ``model``, round 1's
+    optimizer settings, on the CPU, the random generator's state restored after), before the run dir is made:
+    a ConfigError naming ``train.lr`` (and the optimizer and weight decay) when it overflows, rather than a
+    run dir left behind by a failure at the first client's second step. An lr that trains is never refused
+    by this: it only finds a loss or parameter that is already NaN or infinite after one step."""
+    settings = config.train.settings(1)
+    with torch.random.fork_rng(devices=[]):
+        problem = first_step_problem(copy.deepcopy(model), dataset.x_train[:2], dataset.y_train[:2], settings)
+    if problem is not None:
+        decay = f", train.weight_decay={config.train.weight_decay:g}" if config.train.weight_decay else ""
+        raise ConfigError(
+            f"train.lr={settings.lr:g} (train.optimizer={settings.optimizer}{decay}) overflows model "
+            f"{config.model.name!r} on dataset {dataset.name!r} in one step: {problem}; lower train.lr"
         )
 
 

@@ -13,6 +13,7 @@ instead of silently mixing results (unless the run never finished a round).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -30,7 +31,7 @@ from fedaug.config.schema import ExperimentConfig, MethodSpec
 from fedaug.engine.checkpoint import write_json
 from fedaug.engine.progress import JobEta
 from fedaug.engine.simulation import Simulation, SimulationSpec, round_train_settings
-from fedaug.errors import PathError, path_error
+from fedaug.errors import ClientError, FedaugError, PathError, path_error
 from fedaug.runs.branch import start_from_fedavg
 from fedaug.runs.lock import LOCK_NAME, RunDirLock, check_unlocked
 from fedaug.runs.resolve import (
@@ -139,8 +140,48 @@ def run_experiment(
     defer_dynamo_import()  # torch.optim's first optimizer would import torch._dynamo (seconds) for nothing
     resolved = resolve_run(config, run_dir, method_fn=method_fn)  # before the run dir is made or changed
     spec = replace(resolved.spec, job=job, progress=resolved.spec.progress and not quiet)
+    made = _missing_dirs(run_dir)
     with RunDirLock(run_dir):  # released on any exit, by the kernel if the process is killed
-        return _run_locked(replace(resolved, spec=spec), fresh=fresh, engine=engine, method_fn=method_fn)
+        try:
+            return _run_locked(replace(resolved, spec=spec), fresh=fresh, engine=engine, method_fn=method_fn)
+        except ClientError as exc:
+            if not (made and _diverged_before_a_checkpoint(exc, run_dir)):
+                raise
+            clear_run_dir(run_dir)
+            failure = exc
+    _remove_made(run_dir, made)
+    train = config.train
+    raise FedaugError(
+        f"{failure} (train.lr={train.lr:g}, train.optimizer={train.optimizer}); it stopped before its first "
+        f"checkpoint, so the run dir it made was removed"
+    ) from failure.__cause__
+
+
+def _missing_dirs(run_dir: Path) -> list[Path]:
+    """``run_dir`` and those of its parents that do not exist yet, innermost first (empty: it exists)."""
+    missing, path = [], run_dir
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def _diverged_before_a_checkpoint(error: ClientError, run_dir: Path) -> bool:
+    """Whether a run's client failed on a non-finite loss before the run wrote any checkpoint (a run dir
+    this process made then holds nothing a resume could use: the same command fails again the same way)."""
+    return isinstance(error.__cause__, FloatingPointError) and not (run_dir / "ckpt" / "latest.pt").exists()
+
+
+def _remove_made(run_dir: Path, made: list[Path]) -> None:
+    """Removes the lock file left in ``run_dir`` (emptied, its lock released) and the folders in ``made``
+    that are empty (another run's folder beside it keeps its parents)."""
+    with contextlib.suppress(OSError):
+        (run_dir / LOCK_NAME).unlink()
+    for path in made:
+        try:
+            path.rmdir()
+        except OSError:
+            return
 
 
 def _run_locked(

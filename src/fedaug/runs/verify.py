@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,6 +44,8 @@ from fedaug.engine.round_log import bad_file, log_digest, read_rounds
 from fedaug.errors import CheckpointError, ConfigError, shorten
 from fedaug.plugins import file_digest, plugin_digests
 from fedaug.runs.resume import saved_result_config
+
+logger = logging.getLogger(__name__)
 
 IDENTITY_NAME = "identity.json"
 """The run's identity in its run dir, written as it starts."""
@@ -143,25 +146,22 @@ def _check_recorded(run_dir: Path, recorded: dict[str, Any], source: str) -> Non
         )
 
 
-def verify_results(run_dir: Path, rounds: int, summary: dict[str, Any], *, checkpoint: bool = True) -> None:
-    """Refuses a finished run whose ``metrics.jsonl`` does not hold its ``rounds`` rounds line by line, or
-    whose ``summary`` (its ``summary.json``) differs from the one computed from them in a value it holds; with
-    ``checkpoint``, also one whose kept ``latest.pt`` is not of its last round or recorded other metrics
-    (``report`` reads no checkpoint: the summary and the metrics are what it reports)."""
+def verify_results(run_dir: Path, rounds: int, summary: dict[str, Any], *, weights: bool = True) -> None:
+    """Refuses a finished run whose ``metrics.jsonl`` does not hold its ``rounds`` rounds line by line, whose
+    ``summary`` (its ``summary.json``) differs from the one computed from them in a value it holds, or whose
+    kept ``latest.pt`` is not of its last round, was trained with another config or recorded other metrics
+    (metrics and summary copied in from another run). ``weights=False`` (``report``) reads the checkpoint's
+    entries without its tensors (mapped to the meta device: about 0.1 s for a 94 MB ResNet-50 checkpoint) and
+    so without checking the weights' digest: the metrics' digest and the identity are what a report needs (a
+    checkpoint it cannot read is a WARNING there, :func:`_check_checkpoint_record`)."""
     store = RunStore(run_dir)
     metrics = read_rounds(store.metrics_path)
     if metrics.partial is not None or metrics.rounds != rounds:
         cut = " and a line cut short" if metrics.partial is not None else ""
         problem = f"{metrics.rounds} complete rounds{cut}, but the run finished {rounds}"
         raise bad_file(store.metrics_path, problem)
-    if checkpoint and store.ckpt_path.exists():  # a run dir that keeps its checkpoint (archived ones do not)
-        ckpt = read_checkpoint(store.ckpt_path)
-        check_checkpoint_identity(run_dir, ckpt, store.ckpt_path)
-        if ckpt.get("round_num") != rounds:
-            raise corrupt_file(
-                store.ckpt_path, f"it is of round {ckpt.get('round_num')!r}, but the run finished"
-            )
-        _check_digest(store, ckpt, metrics.records)
+    if store.ckpt_path.exists():  # a run dir that keeps its checkpoint (archived ones do not)
+        _check_checkpoint_record(store, rounds, metrics.records, weights=weights)
     core, fairness = summarize(metrics.records), fairness_summary(metrics.records)
     # older summaries lack the fairness keys, all of them; any other missing key is damage
     needed = core.keys() | (fairness.keys() if summary.keys() & fairness.keys() else set())
@@ -180,6 +180,26 @@ def verify_results(run_dir: Path, rounds: int, summary: dict[str, Any], *, check
                 f"{key} is {shorten(json.dumps(summary.get(key)))}, but {store.metrics_path.name} gives "
                 f"{shorten(json.dumps(expected.get(key)))}",
             )
+
+
+def _check_checkpoint_record(
+    store: RunStore, rounds: int, records: list[dict[str, Any]], *, weights: bool
+) -> None:
+    """Refuses a finished run whose ``latest.pt`` is not of its last round, of its config or of its metrics.
+    Without ``weights`` (``report``), a checkpoint that cannot be read is a WARNING naming the run, not a
+    refusal: the run's numbers are still checked against each other, and the run dir is not resumed."""
+    if weights:
+        ckpt = read_checkpoint(store.ckpt_path)
+    else:
+        try:
+            ckpt = read_checkpoint(store.ckpt_path, map_location="meta")
+        except CheckpointError as exc:
+            logger.warning("%s: its numbers are not checked against its checkpoint: %s", store.run_dir, exc)
+            return
+    check_checkpoint_identity(store.run_dir, ckpt, store.ckpt_path)
+    if ckpt.get("round_num") != rounds:
+        raise corrupt_file(store.ckpt_path, f"it is of round {ckpt.get('round_num')!r}, but the run finished")
+    _check_digest(store, ckpt, records)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -217,7 +237,7 @@ def _check_digest(store: RunStore, ckpt: dict[str, Any], records: list[dict[str,
         raise bad_file(
             store.metrics_path,
             f"its rounds 1..{len(records)} differ from those {store.ckpt_path.name} recorded (SHA-256): "
-            "a value was changed",
+            "a value was changed, or the file was copied in from another run",
         )
 
 

@@ -198,6 +198,29 @@ def check_finite_values(step_losses: list[float]) -> None:
             )
 
 
+def first_step_problem(model: nn.Module, x: Tensor, y: Tensor, settings: TrainSettings) -> str | None:
+    """What goes non-finite when ``model`` takes one local step of plain cross-entropy on ``(x, y)`` with
+    ``settings``' optimizer and lr (in place: give it a copy), or None: the loss before the step, a
+    parameter after it, or the loss after it (the loss of the next step, where a run that overflows stops)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        return None
+    model.train()
+    optimizer = make_optimizer(params, settings)
+    loss = cross_entropy_loss(model, x, y).loss
+    if not torch.isfinite(loss):
+        return f"the loss before the first step is {loss.item()}"
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()  # type: ignore[no-untyped-call]
+    optimizer.step()
+    bad = next((n for n, p in model.named_parameters() if not torch.isfinite(p).all()), None)
+    if bad is not None:
+        return f"the first step makes parameter {bad!r} non-finite"
+    with torch.no_grad():
+        after = cross_entropy_loss(model, x, y).loss
+    return None if torch.isfinite(after) else f"the loss after the first step is {after.item()}"
+
+
 @contextmanager
 def batchnorm_eval(model: nn.Module) -> Iterator[None]:
     """BatchNorm layers of ``model`` in eval mode (running statistics used, not updated) inside the block;

@@ -295,3 +295,19 @@ def test_real_mnist_is_verified_and_fashion_labels_are_refused(tmp_path: Path) -
         (swapped / name).write_bytes(source.read_bytes())
     with pytest.raises(DatasetError, match=r"train-labels-idx1-ubyte\.gz does not match the official mnist"):
         load_dataset("mnist", data_dir=tmp_path)
+
+
+def test_file_digests_hash_a_file_only_when_its_size_or_mtime_changed(
+    tmp_path: Path, hashes: list[Path]
+) -> None:
+    """What keys the processed-data cache (issue 68): one SHA-256 per file version, read from
+    checksums.json at every other start."""
+    source = tmp_path / "data.bin"
+    source.write_bytes(b"abcdef")
+    assert checksums.file_digests([source]) == {source: hashlib.sha256(b"abcdef").hexdigest()}
+    checksums.file_digests([source])
+    assert hashes == [source]
+    stat = source.stat()
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    checksums.file_digests([source])
+    assert hashes == [source, source]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -62,7 +62,7 @@ def cached_log_mel(
     cache_dir: Path,
     namespace: str,
     config: SpectrogramConfig,
-    signature: str,
+    sources: Sequence[Path],
     clips: Callable[[], tuple[int, Iterable[tuple[str, bytes]]]],
     extra: Callable[[], dict[str, np.ndarray]],
 ) -> dict[str, np.ndarray]:
@@ -72,7 +72,8 @@ def cached_log_mel(
         cache_dir: cache root.
         namespace: cache sub-folder.
         config: the pipeline.
-        signature: source signature of the audio files.
+        sources: the audio files (or their archive) the spectrograms are made from (their SHA-256 keys the
+            cache entry, :func:`fedaug.data.cache.load_or_build`).
         clips: returns the number of clips and an iterable of ``(name, wav bytes)`` in dataset order (only
             called on a cache miss).
         extra: returns the per-clip metadata arrays to store beside ``x``.
@@ -89,4 +90,4 @@ def cached_log_mel(
         return arrays
 
     params = {**config.as_dict(), "pipeline_version": PIPELINE_VERSION}
-    return load_or_build(cache_dir, namespace, params=params, signature=signature, build=build)
+    return load_or_build(cache_dir, namespace, params=params, sources=sources, build=build)

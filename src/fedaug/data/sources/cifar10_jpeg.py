@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from fedaug.data.cache import load_or_build, source_signature
+from fedaug.data.cache import load_or_build
 from fedaug.errors import DatasetError
 
 logger = logging.getLogger(__name__)
@@ -112,6 +112,6 @@ def load_jpeg_arrays(archive: Path, class_names: list[str], cache_dir: Path) -> 
         cache_dir,
         "cifar10_jpeg_lossy",
         params={"decoder": "pillow-rgb-uint8", "version": 1},
-        signature=source_signature([archive]),
+        sources=[archive],
         build=build,
     )

@@ -39,7 +39,6 @@ import torch
 
 from fedaug.data.audio import SpectrogramConfig
 from fedaug.data.base import Dataset, LoadContext
-from fedaug.data.cache import source_signature
 from fedaug.data.download import RemoteFile, download_file
 from fedaug.data.sources.audio_common import cached_log_mel, make_config
 from fedaug.errors import DatasetError
@@ -161,7 +160,7 @@ def _compute(ctx: LoadContext, source: Path, config: SpectrogramConfig) -> dict[
         cache_dir=ctx.cache_dir,
         namespace="fsdd",
         config=config,
-        signature=source_signature(files_for_signature),
+        sources=files_for_signature,
         clips=lambda: (len(files()), files().items()),
         extra=lambda: _metadata(list(files())),
     )

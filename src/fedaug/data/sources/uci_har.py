@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from fedaug.data.base import Dataset, LoadContext, option_key
-from fedaug.data.cache import load_or_build, source_signature
+from fedaug.data.cache import load_or_build
 from fedaug.data.download import RemoteFile, download_file
 from fedaug.data.sources.uci_har_pack import is_packed, unpack
 from fedaug.errors import DatasetError
@@ -147,7 +147,7 @@ def _load_official_cached(ctx: LoadContext, location: Path) -> Arrays:
         ctx.cache_dir,
         "uci_har_official",
         params={"format": "uci-har-inertial-txt", "version": 1},
-        signature=source_signature(files),
+        sources=files,
         build=lambda: read_official(location),
     )
 

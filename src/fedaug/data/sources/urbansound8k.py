@@ -38,7 +38,6 @@ import torch
 
 from fedaug.data.audio import SpectrogramConfig
 from fedaug.data.base import Dataset, LoadContext, option_key
-from fedaug.data.cache import source_signature
 from fedaug.data.download import RemoteFile, download_file, extract_archive, verify_checksum
 from fedaug.data.sources.audio_common import cached_log_mel, make_config
 from fedaug.errors import DatasetError
@@ -118,7 +117,7 @@ def _audio_arrays(ctx: LoadContext, config: SpectrogramConfig) -> tuple[Arrays, 
         cache_dir=ctx.cache_dir,
         namespace="urbansound8k",
         config=config,
-        signature=source_signature([csv_path, *paths]),
+        sources=[csv_path, *paths],
         clips=clips,
         extra=extra,
     )
