@@ -102,10 +102,28 @@ class PartitionConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Which model (options are passed to its builder, e.g. ``width`` for convnet)."""
+    """Which model (options are passed to its builder, e.g. ``width`` for convnet).
+
+    Attributes:
+        name: the registered model.
+        stand_in_for: the paper's model this one stands in for, as reports name it (e.g. ``MobileNetV2``;
+            default None: the model is the paper's own). Every table, plot title and report header of the
+            run then says "stand-in model for ..." beside the model's name. Changes no result (neither the
+            run dir nor its identity).
+        options: the builder's keywords.
+    """
 
     name: str = "harnet"
+    stand_in_for: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        paper_model = self.stand_in_for
+        if paper_model is not None and (not isinstance(paper_model, str) or not paper_model):
+            raise ConfigError(
+                f"model.stand_in_for must be the name of the paper's model (e.g. MobileNetV2) or null, "
+                f"got {paper_model!r}"
+            )
 
 
 @dataclass(frozen=True)
