@@ -121,3 +121,12 @@ def test_one_stand_in_model_is_named_though_the_model_never_varies(
         _stand_in_model_run(make_run, tmp_path / "runs", "bn_cnn_cifar", seed)
     (column,) = {setting_label(r.config) for r in load_runs(tmp_path / "runs")}
     assert column == f"{LABEL} Qua(3) K=500, bn_cnn_cifar {STAND_IN}"
+
+
+def test_the_run_title_of_a_config_names_its_stand_in_model() -> None:
+    from fedaug.config.load import load_config
+    from fedaug.results.store import config_setting_label
+
+    config = load_config([], ["model.name=bn_cnn_cifar", "model.stand_in_for=MobileNetV2"])
+    assert config_setting_label(config) == f"uci_har Qua(2) K=75, bn_cnn_cifar {STAND_IN}"
+    assert config_setting_label(load_config([], ["model.name=bn_cnn_cifar"])) == "uci_har Qua(2) K=75"
