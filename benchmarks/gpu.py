@@ -31,10 +31,10 @@ Each mode runs ``--rounds`` rounds (default 100; fewer are scaled to 100 in ``ru
 time per round (median), time per run, runs per hour, peak GPU memory of the process, allocated and reserved
 (the caching allocator's; not for packed workers, which are other processes), and the achieved model
 arithmetic in TFLOP/s against the device's dense peak: HARNet forward + backward FLOPs per training sample
-(counted with ``torch.utils.flop_counter``) times the training samples processed, plus the test forward
-passes, divided by the run's wall time. FLea's extra work (dCor, teacher, buffer) is not counted, so its
-TFLOP/s is a lower bound. The FLea authors' code on an H200 is quoted for comparison (1.3 s and 8 s per
-round), not measured here.
+(:func:`fedaug.models.flops.count_flops`, from the layers' shapes) times the training samples processed, plus
+the test forward passes, divided by the run's wall time. FLea's extra work (dCor, teacher, buffer) is not
+counted, so its TFLOP/s is a lower bound. The FLea authors' code on an H200 is quoted for comparison (1.3 s
+and 8 s per round), not measured here.
 
 Usage::
 
@@ -67,7 +67,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from machine import (  # benchmarks/ is on sys.path
     add_device_argument,
@@ -84,6 +83,7 @@ import fedaug.training.step_graphs as step_graphs  # noqa: E402
 from fedaug.config.identity import run_dir_for  # noqa: E402
 from fedaug.config.load import load_config  # noqa: E402
 from fedaug.engine.checkpoint import read_jsonl  # noqa: E402
+from fedaug.models.flops import count_flops  # noqa: E402
 from fedaug.runs.runner import prepare, run_experiment  # noqa: E402
 from fedaug.runtime import startup  # noqa: E402
 from fedaug.sweeps.sweep import expand_sweep, run_sweep  # noqa: E402
@@ -113,16 +113,9 @@ def model_flops(batch: int = 32) -> tuple[float, float, int, list[int]]:
     the test set size, and the clients' local sizes (seed 0's partition, the one ``one_run`` trains)."""
     config = load_config([DEFAULT], ["engine.device=cpu"])
     spec = prepare(config, Path(tempfile.mkdtemp())).spec
-    model = spec.model_fn()
-    x, y = spec.train_x[:batch], spec.train_y[:batch]
-    with FlopCounterMode(display=False) as counter:
-        torch.nn.functional.cross_entropy(model(x), y).backward()  # type: ignore[no-untyped-call]
-    train = counter.get_total_flops() / batch
-    model.eval()
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        model(x)
+    flops = count_flops(spec.model_fn(), tuple(spec.train_x.shape[1:]), batch=batch)
     sizes = [int(i.numel()) for i in spec.client_indices]
-    return train, counter.get_total_flops() / batch, int(spec.test_y.shape[0]), sizes
+    return flops.train, flops.forward, int(spec.test_y.shape[0]), sizes
 
 
 MODES = {  # engine overrides of each mode

@@ -4,7 +4,8 @@ One question per ``--compare`` (they were three scripts: ``channels_last.py``, `
 ``eval_batch.py``; each writes the JSON its old script wrote, so the committed results read the same):
 
 * ``memory_format``: the model in ``torch.contiguous_format`` vs ``torch.channels_last`` (inputs stay NCHW,
-  as in the engine's ``engine.channels_last``): one batch-32 training step (forward, CE, backward, Adam) and
+  as in the engine's ``engine.channels_last``): one training step of ``--train-batch`` images (default 32;
+  forward, CE, backward, Adam) and
   one evaluation pass of the test-set size, per model of ``--models`` ->
   ``benchmarks/results/channels_last.json``;
 * ``precision``: float32 vs bf16 autocast, the step through the real
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,17 +46,37 @@ from fedaug.training.loop import cross_entropy_loss, train_local
 from machine import (  # benchmarks/ is the script's directory
     add_device_argument,
     benchmark_device,
-    clock,
     machine_facts,
     write_report,
 )
+from machine import clock as wall_clock
 
 RESULTS = Path(__file__).resolve().parent / "results"
-MODELS = {"harnet": ((1, 128, 3), 6, 2947), "bn_cnn_mnist": ((1, 28, 28), 10, 10000)}
-"""Input shape, classes and test-set size (UCI-HAR, Fashion-MNIST) of each model."""
+MODELS = {
+    "harnet": ((1, 128, 3), 6, 2947),
+    "bn_cnn_mnist": ((1, 28, 28), 10, 10000),
+    "bn_cnn_cifar": ((3, 32, 32), 10, 10000),
+    "lenet5": ((3, 32, 32), 10, 10000),
+    "audionet": ((2, 64, 344), 10, 873),
+}
+"""Input shape, classes and test-set size of each model (UCI-HAR, Fashion-MNIST, CIFAR-10 for the BN CNN and
+the 3-channel LeNet-5 of the CIFAR-10 stand-in grids, one UrbanSound8K fold)."""
+DEFAULT_MODELS = ["harnet", "bn_cnn_mnist"]
 FORMATS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
 NOTE = "medians of interleaved repeats in one process; the machine may be shared (see loadavg)"
 Timer = Callable[[], float]
+CLOCKS: dict[str, Callable[[torch.device], float]] = {
+    "wall": wall_clock,
+    "thread": lambda device: time.thread_time(),
+}
+"""``--clock``: wall time, or the CPU time of this thread (a 1-thread CPU benchmark on cores that other
+processes share: time spent waiting for a core is not counted, cache contention still is)."""
+_CLOCK = [wall_clock]
+
+
+def clock(device: torch.device) -> float:
+    """The ``--clock`` chosen (wall time unless ``--clock thread``)."""
+    return _CLOCK[0](device)
 
 
 def interleaved(timers: dict[str, Timer], repeats: int) -> dict[str, float]:
@@ -69,15 +91,15 @@ def interleaved(timers: dict[str, Timer], repeats: int) -> dict[str, float]:
 
 
 def inputs(
-    name: str, device: torch.device, test_size: int | None = None
+    name: str, device: torch.device, test_size: int | None = None, batch: int = 32
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """A batch of 32 and a test set (``test_size``, default the dataset's) of ``name``'s shapes (labels cycle
-    through the classes)."""
+    """A training batch (default 32) and a test set (``test_size``, default the dataset's) of ``name``'s
+    shapes (labels cycle through the classes)."""
     shape, classes, full_size = MODELS[name]
     test_size = test_size or full_size
     gen = torch.Generator().manual_seed(0)
-    x, test_x = torch.randn(32, *shape, generator=gen), torch.randn(test_size, *shape, generator=gen)
-    y, test_y = torch.arange(32) % classes, torch.arange(test_size) % classes
+    x, test_x = torch.randn(batch, *shape, generator=gen), torch.randn(test_size, *shape, generator=gen)
+    y, test_y = torch.arange(batch) % classes, torch.arange(test_size) % classes
     return x.to(device), y.to(device), test_x.to(device), test_y.to(device)
 
 
@@ -125,7 +147,7 @@ def memory_format(args: argparse.Namespace, device: torch.device) -> dict[str, A
 
 
 def memory_format_of(name: str, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
-    x, y, test_x, _ = inputs(name, device, args.test_size)
+    x, y, test_x, _ = inputs(name, device, args.test_size, args.train_batch)
     models = models_by_format(name, device)
     step = interleaved(
         {f: lambda m=m: adam_steps_s(m, x, y, args.steps) for f, m in models.items()}, args.repeats
@@ -133,6 +155,7 @@ def memory_format_of(name: str, args: argparse.Namespace, device: torch.device) 
     ev = interleaved({f: lambda m=m: bare_eval_s(m, test_x) for f, m in models.items()}, args.repeats)
     return {
         "input_shape": list(MODELS[name][0]),
+        "train_batch": args.train_batch,
         "step_ms": {f: 1000 * s for f, s in step.items()},
         "eval_s": ev,
         "speedup_step": step["contiguous"] / step["channels_last"],
@@ -213,19 +236,26 @@ COMPARISONS: dict[str, tuple[Callable[[argparse.Namespace, torch.device], dict[s
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--compare", required=True, choices=list(COMPARISONS), help="the question")
-    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--models", nargs="+", default=DEFAULT_MODELS, choices=list(MODELS))
+    parser.add_argument("--train-batch", type=int, default=32, help="memory_format's training batch")
     parser.add_argument("--batches", type=int, nargs="+", default=[256, 1024, 2947], help="eval_batch's")
     parser.add_argument("--test-size", type=int, help="test-set size (default: the dataset's, e.g. 2947)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=10, help="training steps per repeat")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--clock", choices=list(CLOCKS), default="wall", help="wall (default) or thread")
     parser.add_argument("--out", help="JSON file (default: benchmarks/results/<the comparison's file>)")
     add_device_argument(parser)
     args = parser.parse_args()
     device = benchmark_device(args.device)
     torch.set_num_threads(args.threads)
+    if args.clock == "thread" and (device.type != "cpu" or args.threads != 1):
+        parser.error("--clock thread needs --device cpu and --threads 1 (other threads' work is not counted)")
+    _CLOCK[0] = CLOCKS[args.clock]
     run, default_out = COMPARISONS[args.compare]
-    write_report(args.out or RESULTS / default_out, run(args, device), echo=True)
+    report = run(args, device)
+    clock = {"clock": args.clock} if args.clock != "wall" else {}  # the old files are wall time, unnamed
+    write_report(args.out or RESULTS / default_out, {**report, **clock}, echo=True)
 
 
 if __name__ == "__main__":

@@ -76,7 +76,8 @@ def test_step_variants_write_the_json_their_old_scripts_wrote(
     assert _keys(report) == _keys(old)
     if compare == "memory_format":
         assert list(report["models"]) == ["harnet"]
-        assert set(report["models"]["harnet"]) == set(old["models"]["harnet"])
+        # train_batch (--train-batch) is newer than the committed file
+        assert set(report["models"]["harnet"]) == set(old["models"]["harnet"]) | {"train_batch"}
         assert set(report["models"]["harnet"]["step_ms"]) == {"contiguous", "channels_last"}
     elif compare == "precision":
         assert set(report["step_ms"]) == {"float32", "bf16"} and report["test_size"] == 64
@@ -178,3 +179,14 @@ def test_test_suite_reads_pytests_summary_line_and_durations() -> None:
         "passed": 3,
         "errors": 2,
     }
+
+
+@pytest.mark.slow  # ~30 s: FlopCounterMode over ResNet-18 and MobileNetV2
+def test_flops_writes_both_counts_and_they_differ_only_for_mobilenet(tmp_path: Path) -> None:
+    out = tmp_path / "flops.json"
+    done = _run("flops.py", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    models = json.loads(out.read_text())["models"]
+    assert models == json.loads((RESULTS / "flops_per_image.json").read_text())["models"]  # nothing timed
+    differ = [n for n, m in models.items() if m["gflop_train"] != m["gflop_train_flop_counter_mode"]]
+    assert differ == ["mobilenet_v2_cifar"]

@@ -189,3 +189,38 @@ def test_eval_batch_size_defaults_to_the_device_and_an_explicit_one_wins(tmp_pat
     assert prepare(config, tmp_path).spec.eval_batch_size == 64
     with pytest.raises(ConfigError, match=r"engine\.eval_batch_size must be >= 1, got 0"):
         load_config([SMOKE], ["engine.eval_batch_size=0"])
+
+
+def test_the_cpu_eval_batch_size_follows_the_models_measurement() -> None:
+    # bn_cnn_cifar: batch 256 measured faster than 1024 (benchmarks/results/eval_batch_bn_cnn_cifar_cpu.json)
+    assert default_eval_batch_size(torch.device("cpu"), "bn_cnn_cifar") == 256
+    assert default_eval_batch_size(torch.device("cuda", 0), "bn_cnn_cifar") == 8192
+    assert default_eval_batch_size(torch.device("cpu"), "audionet") == 32
+    assert default_eval_batch_size(torch.device("cpu"), "lenet5") == 1024
+    assert default_eval_batch_size(torch.device("cpu"), None) == 1024
+
+
+def test_a_cifar_bn_cnn_run_on_the_cpu_gets_its_measured_defaults(tmp_path: Path) -> None:
+    from fedaug.runs.runner import prepare
+
+    shape = ["data.shape=[3, 32, 32]", "data.num_classes=10", "model.name=bn_cnn_cifar", "engine.device=cpu"]
+    spec = prepare(load_config([SMOKE], [f"out_dir={tmp_path}", *shape]), tmp_path).spec
+    assert (spec.eval_batch_size, spec.channels_last) == (256, "all")
+    explicit = [f"out_dir={tmp_path}", *shape, "engine.eval_batch_size=1024", "engine.channels_last=eval"]
+    spec = prepare(load_config([SMOKE], explicit), tmp_path).spec
+    assert (spec.eval_batch_size, spec.channels_last) == (1024, "eval")
+
+
+@pytest.mark.parametrize(("name", "shape"), [("bn_cnn_cifar", (3, 32, 32)), ("audionet", (2, 16, 32))])
+def test_the_measured_cpu_eval_batch_changes_no_prediction(name: str, shape: tuple[int, ...]) -> None:
+    from fedaug.engine.evaluation import evaluate
+    from fedaug.models import build_model
+
+    torch.manual_seed(0)
+    model = build_model(name, num_classes=10, input_shape=shape).eval()
+    x = torch.randn(96, *shape, generator=torch.Generator().manual_seed(1))
+    y = torch.arange(96) % 10
+    measured = default_eval_batch_size(torch.device("cpu"), name)
+    small, large = (evaluate(model, x, y, num_classes=10, batch_size=b) for b in (measured, 1024))
+    assert small["acc"] == large["acc"] and small["class_acc_var"] == large["class_acc_var"]
+    assert small["loss"] == pytest.approx(large["loss"], rel=1e-6)

@@ -24,6 +24,7 @@ import logging
 import sys
 
 from tools.results import campaign as results_campaign
+from tools.results import cpu_speed as results_cpu_speed
 from tools.results import fedzda_prose as results_fedzda_prose
 from tools.results import flea as results_flea
 from tools.results import gpu_guide as results_gpu_guide
@@ -67,6 +68,7 @@ FRAGMENT_MODULES = (
     results_speed_prose,
     results_privacy_oneseed,
     results_fedzda_prose,
+    results_cpu_speed,
 )
 """Imported for their registered fragments (in this order in the registry)."""
 

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from fedaug.config.load import config_to_dict
-from fedaug.results.stand_ins import dataset_label
+from fedaug.results.stand_ins import dataset_label, model_label
 from fedaug.results.store import flatten
 from tools.campaign.ledger import Ledger
 from tools.campaign.plan import GridState, core_hours, grid_states, minutes_text
@@ -23,7 +23,7 @@ def _what(state: GridState, runs_dir: Path) -> str:
     """``uci_har, harnet, K = 75, 150``: the datasets (a stand-in by its label) with their models, and the
     client counts (or mean local sizes)."""
     configs = [flatten(config_to_dict(p.config)) for p in grid_points(state.grid, runs_dir)]
-    data = dict.fromkeys(f"{dataset_label(c)}, {c['model.name']}" for c in configs)
+    data = dict.fromkeys(f"{dataset_label(c)}, {model_label(c)}" for c in configs)
     clients = sorted({int(c["partition.num_clients"]) for c in configs if c["partition.num_clients"]})
     sizes = sorted({c["partition.mean_local_size"] for c in configs if not c["partition.num_clients"]})
     counts = [f"K = {', '.join(map(str, clients))}"] if clients else []

@@ -97,7 +97,9 @@ def _run_configs(args: argparse.Namespace) -> int:
         rows.append((sub.method.name, summary))
     from fedaug.results.store import config_setting_label
 
-    title = f"{config_setting_label(config)}, {config.model.name}, seed {config.seed}"
+    label = config_setting_label(config)  # names a stand-in model itself
+    model = "" if config.model.stand_in_for else f", {config.model.name}"
+    title = f"{label}{model}, seed {config.seed}"
     plot_job(title, [(sub.method.name, run_dir_for(sub)) for sub in subs], seed=config.seed)
     print(f"\n{title}:")
     print(comparison_table(rows))

@@ -10,7 +10,8 @@ A run dir is resumed, branched from, de-duplicated in a sweep and grouped into a
 ``out_dir``), which comparisons a run reports (``compare``), where the data files are read from
 (``data.data_dir``: ``data.name`` says which dataset), where user code is imported from (``plugins``:
 ``data.name``, ``model.name`` and ``method.name`` say what it registered), which experiment trackers it
-writes for (``tracking``) and the engine's settings, which
+writes for (``tracking``), which paper's model the model stands in for in reports (``model.stand_in_for``)
+and the engine's settings, which
 change speed, not numbers (tested by the engine's determinism tests), except ``engine.precision`` (bf16
 autocast changes the numbers) and ``engine.flush_denormals`` (subnormals become 0).
 """
@@ -25,7 +26,7 @@ from typing import Any
 from fedaug.config.schema import ExperimentConfig, MethodSpec
 from fedaug.errors import ConfigError
 
-NEUTRAL_KEYS = ("name", "out_dir", "compare", "data.data_dir", "plugins", "tracking")
+NEUTRAL_KEYS = ("name", "out_dir", "compare", "data.data_dir", "plugins", "tracking", "model.stand_in_for")
 """Dotted config keys that never change a run's results (nor does ``engine.*``: :func:`changes_results`)."""
 
 RESULT_ENGINE_KEYS = ("engine.precision", "engine.flush_denormals")

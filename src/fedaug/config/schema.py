@@ -102,10 +102,28 @@ class PartitionConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Which model (options are passed to its builder, e.g. ``width`` for convnet)."""
+    """Which model (options are passed to its builder, e.g. ``width`` for convnet).
+
+    Attributes:
+        name: the registered model.
+        stand_in_for: the paper's model this one stands in for, as reports name it (e.g. ``MobileNetV2``;
+            default None: the model is the paper's own). Every table, plot title and report header of the
+            run then says "stand-in model for ..." beside the model's name. Changes no result (neither the
+            run dir nor its identity).
+        options: the builder's keywords.
+    """
 
     name: str = "harnet"
+    stand_in_for: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        paper_model = self.stand_in_for
+        if paper_model is not None and (not isinstance(paper_model, str) or not paper_model):
+            raise ConfigError(
+                f"model.stand_in_for must be the name of the paper's model (e.g. MobileNetV2) or null, "
+                f"got {paper_model!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -191,8 +209,9 @@ class EngineConfig:
     Attributes:
         name: ``simulation`` (in-process) for now.
         num_threads: torch intra-op threads (None: torch's default).
-        eval_batch_size: test-set batch size (None, the default: 1024 on a CPU, 8192 on a GPU, where a
-            large batch costs little memory and one launch per layer instead of several).
+        eval_batch_size: test-set batch size (None, the default: on a CPU the model's measured batch,
+            :data:`fedaug.runtime.device.CPU_EVAL_BATCH_SIZES`, else 1024; 8192 on a GPU, where a large
+            batch costs little memory and one launch per layer instead of several).
         progress: show a progress bar / per-round log lines.
         precision: ``float32`` (default) or ``bf16``: local training and evaluation forward passes under
             bfloat16 autocast with float32 weights, optimizer and loss (faster on CPUs with AVX-512 BF16 /
@@ -214,8 +233,9 @@ class EngineConfig:
             ``batched_clients: true`` or ``deterministic``; ``true``: on wherever a GPU computes (a CPU run
             warns and trains without); ``false``: off.
         channels_last: channels-last memory format for conv models: ``auto`` (default: the evaluation model of
-            HARNet and the BN CNNs, where it was measured faster), ``none``, ``eval`` or ``all`` (training
-            too; see :mod:`fedaug.runtime.memory_format`).
+            HARNet and the BN CNNs, where it was measured faster, and on a CPU training too for
+            ``bn_cnn_cifar``), ``none``, ``eval`` or ``all`` (training too; see
+            :mod:`fedaug.runtime.memory_format`).
         keep_checkpoints: rounds whose checkpoint is also kept as ``ckpt/round_NNNN.pt`` (besides
             ``latest.pt``), e.g. ``[1, 30]`` for attacks on an early and a late global model (default: none).
         local_eval_every: evaluate the global model on every client's local test set (client-level

@@ -13,7 +13,7 @@ from fedaug.errors import ConfigError, FedaugError
 from fedaug.results import plots as figures
 from fedaug.results.fairness_plot import plot_fairness
 from fedaug.results.reference import ReferenceTable, load_reference
-from fedaug.results.stand_ins import stand_in_notes
+from fedaug.results.stand_ins import stand_in_model_notes, stand_in_notes
 from fedaug.results.store import Grouping, Run, group_runs, load_runs
 from fedaug.results.tables import (
     FAIRNESS_METRICS,
@@ -87,6 +87,7 @@ def _summary_line(grouping: Grouping, runs_dir: str) -> str:
     text = f"{len(runs)} runs from `{runs_dir}`: {shape}, rounds {', '.join(map(str, rounds))}"
     text += f" ({unfinished} unfinished runs included)" if unfinished else ""
     notes = "".join(f"\n\nData: {note}." for note in stand_in_notes(r.config for r in runs))
+    notes += "".join(f"\n\nModel: {note}." for note in stand_in_model_notes(r.config for r in runs))
     return text + f"; ran on: {_cpu_counts(runs)}" + notes
 
 

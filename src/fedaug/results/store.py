@@ -26,7 +26,7 @@ from fedaug.config.yamlio import read_yaml_file
 from fedaug.engine.checkpoint import read_jsonl, summarize
 from fedaug.engine.round_log import read_rounds
 from fedaug.errors import FedaugError
-from fedaug.results.stand_ins import dataset_label
+from fedaug.results.stand_ins import dataset_label, model_label
 from fedaug.runs.resume import saved_env
 from fedaug.runs.verify import check_identity, verify_results
 from fedaug.runtime.machine import processor_of
@@ -250,7 +250,8 @@ def _fmt(value: Any) -> str:
 
 def setting_label(config: Mapping[str, Any], extra_keys: Iterable[str] = ()) -> str:
     """E.g. ``uci_har Dir(0.3) K=75`` (+ ``, key=value`` for each extra key); a stand-in dataset by its label,
-    e.g. ``CIFAR-10 (JPEG q75 copy) Qua(3) K=500`` (:mod:`fedaug.results.stand_ins`)."""
+    e.g. ``CIFAR-10 (JPEG q75 copy) Qua(3) K=500``, and a stand-in model always, e.g. ``..., bn_cnn_cifar
+    (stand-in model for MobileNetV2)`` (:mod:`fedaug.results.stand_ins`)."""
     name = str(config.get("partition.name"))
     params = [
         _fmt(v)
@@ -262,8 +263,14 @@ def setting_label(config: Mapping[str, Any], extra_keys: Iterable[str] = ()) -> 
     size = f"K={clients}" if clients is not None else f"n={_fmt(config.get('partition.mean_local_size'))}"
     if config.get("partition.seed") is not None:
         size += f" pseed={config['partition.seed']}"
-    extras = "".join(f", {k.split('.', 1)[-1]}={_fmt(config.get(k))}" for k in extra_keys)
-    return f"{dataset_label(config)} {partition} {size}{extras}"
+    stand_in_model = config.get("model.stand_in_for") is not None
+    extras = "".join(
+        f", {k.split('.', 1)[-1]}={_fmt(config.get(k))}"
+        for k in extra_keys
+        if not (stand_in_model and k == "model.name")  # in the model's label below
+    )
+    model = f", {model_label(config)}" if stand_in_model else ""
+    return f"{dataset_label(config)} {partition} {size}{model}{extras}"
 
 
 def config_setting_label(config: ExperimentConfig) -> str:
@@ -331,7 +338,7 @@ def group_runs(runs: Sequence[Run]) -> Grouping:
     row_info: dict[str, tuple[str, dict[str, Any]]] = {}
     members: dict[str, list[Run]] = {}
     for run in runs:
-        row, column = _label(run, per_row), setting_label(_setting_keys(run), extra)
+        row, column = _label(run, per_row), setting_label(run.config, extra)
         cell = cells.setdefault((row, column), [])
         duplicate = next((r for r in cell if r.seed == run.seed), None)
         if duplicate is not None:

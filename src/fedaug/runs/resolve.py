@@ -360,12 +360,12 @@ def resolve_run(
         train_settings=config.train.settings,
         clients_per_round=parts.per_round,
         run_dir=run_dir,
-        eval_batch_size=engine.eval_batch_size or default_eval_batch_size(settings.device),
+        eval_batch_size=engine.eval_batch_size or default_eval_batch_size(settings.device, config.model.name),
         progress=engine.progress,
         precision=settings.precision,
         batched_clients=engine.batched_clients,
         cuda_graphs=cuda_graphs_on(engine, settings.device),
-        channels_last=resolve_channels_last(engine.channels_last, config.model.name),
+        channels_last=resolve_channels_last(engine.channels_last, config.model.name, settings.device.type),
         keep_checkpoints=tuple(engine.keep_checkpoints),
         local_test_indices=None
         if partition.test_indices is None

@@ -129,10 +129,20 @@ def _cudnn_version() -> int | None:
     return int(cudnn.version()) if cudnn.is_available() else None
 
 
-def default_eval_batch_size(device: torch.device) -> int:
-    """``engine.eval_batch_size`` when the config leaves it out: 1024 on a CPU, 8192 on a GPU (UCI-HAR's
-    2947 test windows in one forward pass)."""
-    return 8192 if device.type == "cuda" else 1024
+CPU_EVAL_BATCH_SIZES: dict[str, int] = {"bn_cnn_cifar": 256, "audionet": 32}
+"""``engine.eval_batch_size`` on a CPU for the models where a batch other than 1024 was measured clearly
+faster (``benchmarks/step_variants.py --compare eval_batch``: benchmarks/results/eval_batch_<model>_cpu.json;
+docs/guide/cpu-campaign.md). Evaluation only: the batch size changes no trained weight, and these models'
+logits came out bit-identical at batch 32, 256 and 1024 (the mean test loss is summed in another order)."""
+
+
+def default_eval_batch_size(device: torch.device, model_name: str | None = None) -> int:
+    """``engine.eval_batch_size`` when the config leaves it out: on a CPU the model's measured batch
+    (:data:`CPU_EVAL_BATCH_SIZES`) or 1024; 8192 on a GPU (UCI-HAR's 2947 test windows in one forward
+    pass)."""
+    if device.type == "cuda":
+        return 8192
+    return CPU_EVAL_BATCH_SIZES.get(model_name or "", 1024)
 
 
 def describe_device(device: torch.device) -> str:
