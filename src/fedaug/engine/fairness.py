@@ -20,7 +20,8 @@ import torch
 from torch import Tensor, nn
 
 from fedaug.runtime.precision import autocast
-from fedaug.types import Metrics
+from fedaug.training.loop import load_weights
+from fedaug.types import Metrics, StateDict
 
 
 @torch.inference_mode()
@@ -67,6 +68,36 @@ def local_metrics(accuracies: Tensor) -> Metrics:
     """``local/acc_mean`` and ``local/acc_var`` (client-level fairness) of per-client accuracies."""
     mean, var = spread(accuracies)
     return {"local/acc_mean": mean, "local/acc_var": var}
+
+
+def own_model_accuracies(
+    model: nn.Module,
+    states: Sequence[StateDict],
+    x: Tensor,
+    y: Tensor,
+    client_indices: Sequence[Tensor],
+    *,
+    batch_size: int = 1024,
+    precision: str = "float32",
+) -> Tensor:
+    """Accuracy of client i's own model ``states[i]`` (loaded into ``model``) on client i's samples, shape
+    ``[K]`` (float64): the local test of a method that keeps a model per client (``local``)."""
+    accuracies = []
+    for state, idx in zip(states, client_indices, strict=True):
+        load_weights(model, state)
+        accuracies.append(client_accuracies(model, x, y, [idx], batch_size=batch_size, precision=precision))
+    return torch.cat(accuracies)
+
+
+def mean_client(per_client: Sequence[Metrics]) -> Metrics:
+    """The mean client of per-client test metrics (:func:`fedaug.engine.evaluation.evaluate` of each client's
+    own model on the same test set): every metric averaged over the clients, plus the spread of their
+    accuracies (``client_acc_var``: population variance; ``client_acc_min``: the worst client)."""
+    keys = [key for key in per_client[0] if all(key in m for m in per_client)]
+    mean: Metrics = {key: sum(m[key] for m in per_client) / len(per_client) for key in keys}
+    accuracies = torch.tensor([m["acc"] for m in per_client], dtype=torch.float64)
+    _, variance = spread(accuracies)
+    return {**mean, "client_acc_var": variance, "client_acc_min": float(accuracies.min())}
 
 
 FAIRNESS_KEYS = {
