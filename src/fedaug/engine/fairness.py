@@ -105,13 +105,17 @@ FAIRNESS_KEYS = {
     "local_acc_var": "local/acc_var",
     "global_acc": "test/acc",
     "class_acc_var": "test/class_acc_var",
+    # a method with a model per client (local): the spread of its clients' global-test accuracies
+    "client_acc_var": "test/client_acc_var",
+    "client_acc_min": "test/client_acc_min",
 }
 
 
 def fairness_summary(records: Sequence[dict[str, Any]], *, last: int = 10) -> dict[str, float]:
     """The fairness numbers of a run: final value and mean over the last ``last`` rounds of each.
 
-    Keys: ``local_acc_mean``, ``local_acc_var``, ``global_acc``, ``class_acc_var`` (final round that has the
+    Keys: ``local_acc_mean``, ``local_acc_var``, ``global_acc``, ``class_acc_var`` and, for a method with a
+    model per client (``local``), ``client_acc_var`` and ``client_acc_min`` (final round that has the
     metric) and the same with ``_last10``: the mean over the evaluations in the last ``last`` rounds, like
     ``last10_acc``. The local tests run every ``engine.local_eval_every`` rounds and at the last round, so
     with 5 that is rounds 95 and 100 of 100 (not the last 10 evaluations, which would reach back to round 55,
