@@ -299,3 +299,24 @@ def fedavg_rounds_of(method: Method, num_rounds: int) -> int:
     """``method.fedavg_rounds(num_rounds)`` where the method declares FedAvg rounds
     (:class:`BranchesFromFedAvg`), else 0."""
     return method.fedavg_rounds(num_rounds) if isinstance(method, BranchesFromFedAvg) else 0
+
+
+@runtime_checkable
+class KeepsClientModels(Protocol):
+    """Optional: a method whose result is one model per client rather than one global model (``local``, the
+    train-alone reference run). The engine then evaluates every client's model on the global test set and
+    logs the mean client (``test/acc``, ``test/loss``, per-class accuracies: means over the clients) with the
+    spread (``test/client_acc``: every client's accuracy; ``test/client_acc_var``, ``test/client_acc_min``),
+    and evaluates client i's own model on client i's local test split (``local/acc``)."""
+
+    def client_eval_states(self, state: ServerState, run: RunContext) -> list[StateDict]:
+        """The weights to evaluate for each client ``0..run.num_clients - 1``, in client order."""
+        ...
+
+
+def client_eval_states_of(method: Method, state: ServerState, run: RunContext) -> list[StateDict] | None:
+    """``method.client_eval_states(state, run)`` where the method keeps a model per client
+    (:class:`KeepsClientModels`), else None (one global model: :meth:`Method.eval_state`)."""
+    if isinstance(method, KeepsClientModels):
+        return method.client_eval_states(state, run)
+    return None

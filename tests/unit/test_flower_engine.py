@@ -103,6 +103,34 @@ def test_method_on_flower_equals_engine(tmp_path: Path, name: str) -> None:
     assert grid.sent.count("query.partition") == 4
 
 
+def test_local_keeps_the_engines_client_models_on_flower(tmp_path: Path) -> None:
+    """``local``'s result is a model per client: the server's copies after a Flower run are the engine's,
+    and each node keeps its own (the client state), which the server's checkpoint does not hold."""
+    # Prepare
+    config = tiny_config(tmp_path, "local", **{"train.rounds": "3"})
+    flower = dataclasses.replace(config, name="smoke-flower")
+    grid = loopback(num_nodes=4)
+    run_experiment(config)
+    # Execute
+    serve(grid, [flower], fresh=False, node_timeout=5)
+    # Assert
+    engine = torch.load(run_dir_for(config) / "ckpt" / "latest.pt", weights_only=True)
+    on_flower = torch.load(run_dir_for(flower) / "ckpt" / "latest.pt", weights_only=True)
+    models, flower_models = (
+        engine["state"]["extra"]["local_models"],
+        on_flower["state"]["extra"]["local_models"],
+    )
+    assert models.keys() == flower_models.keys() == set(engine["client_states"])
+    for client, weights in models.items():
+        assert all(torch.equal(weights[k], flower_models[client][k]) for k in weights), client
+    assert on_flower["client_states"] == {}
+    for ctx in grid.contexts.values():
+        client = int(ctx.node_config["partition-id"])
+        if client in models:
+            kept = client_app.load_client_state(ctx)
+            assert all(torch.equal(kept[k], models[client][k]) for k in kept), client
+
+
 def test_client_state_stays_on_the_node(tmp_path: Path) -> None:
     """MOON's previous local model is kept in the node's context.state, not sent to the server."""
     # Prepare

@@ -253,6 +253,8 @@ def _final_state(run_dir: Path) -> dict[str, Tensor]:
 EAGER_BY_DESIGN = {  # method -> why its default trains without recorded steps
     "scaffold": "its default control update reads every step's gradient by parameter hooks",
 }
+TRAINED_ON = {"centralized": "centralized"}
+"""The workspace a method's training runs in, where not the clients' (centralized trains on the server)."""
 
 
 @pytest.mark.parametrize("gpu_path", [False, True], ids=["unrecorded", "checked-replays"])
@@ -284,7 +286,7 @@ def test_every_method_trains_with_the_setting_exactly_as_without(
             _final_state(tmp_path / str(graphs)),
         )
         if graphs:
-            recorded = step_graphs._GRAPHS.get(sim.workspace("client"))
+            recorded = step_graphs._GRAPHS.get(sim.workspace(TRAINED_ON.get(name, "client")))
     (eager_metrics, eager_state), (graph_metrics, graph_state) = runs[False], runs[True]
     assert [{k: v for k, v in r.items() if k != "time"} for r in graph_metrics] == [
         {k: v for k, v in r.items() if k != "time"} for r in eager_metrics
@@ -294,7 +296,7 @@ def test_every_method_trains_with_the_setting_exactly_as_without(
     # Every method's local steps are recorded here: each client's 20 samples make batches of 8, 8 and 4, so
     # two shapes, recorded once per run (plain cross-entropy) or once per round (closures, the first client's
     # recording serving the round's other two); FedBR and FedGen are plain CE in these rounds (later their
-    # hooks are not BatchableLoss and train eagerly).
+    # hooks are not BatchableLoss and train eagerly); centralized's pool of 60 makes batches of 8 and 4.
     if name in EAGER_BY_DESIGN:
         assert recorded is None or recorded.counts["captured"] == 0
         return

@@ -388,8 +388,9 @@ def _add_report_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     report.add_argument(
         "--exclude",
-        default="feddata",
-        help="methods not counted as 'best other' (default: feddata, as the papers)",
+        default="feddata,local,centralized",  # fedaug.results.tables.NOT_COMPARED (not imported here)
+        help="methods not counted as 'best other' (default: feddata, as the papers, and the reference "
+        "runs local and centralized)",
     )
     report.add_argument("--methods", help="comma-separated: only these methods' runs (default: all)")
     report.add_argument(

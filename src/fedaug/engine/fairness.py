@@ -20,7 +20,8 @@ import torch
 from torch import Tensor, nn
 
 from fedaug.runtime.precision import autocast
-from fedaug.types import Metrics
+from fedaug.training.loop import load_weights
+from fedaug.types import Metrics, StateDict
 
 
 @torch.inference_mode()
@@ -69,18 +70,52 @@ def local_metrics(accuracies: Tensor) -> Metrics:
     return {"local/acc_mean": mean, "local/acc_var": var}
 
 
+def own_model_accuracies(
+    model: nn.Module,
+    states: Sequence[StateDict],
+    x: Tensor,
+    y: Tensor,
+    client_indices: Sequence[Tensor],
+    *,
+    batch_size: int = 1024,
+    precision: str = "float32",
+) -> Tensor:
+    """Accuracy of client i's own model ``states[i]`` (loaded into ``model``) on client i's samples, shape
+    ``[K]`` (float64): the local test of a method that keeps a model per client (``local``)."""
+    accuracies = []
+    for state, idx in zip(states, client_indices, strict=True):
+        load_weights(model, state)
+        accuracies.append(client_accuracies(model, x, y, [idx], batch_size=batch_size, precision=precision))
+    return torch.cat(accuracies)
+
+
+def mean_client(per_client: Sequence[Metrics]) -> Metrics:
+    """The mean client of per-client test metrics (:func:`fedaug.engine.evaluation.evaluate` of each client's
+    own model on the same test set): every metric averaged over the clients, plus the spread of their
+    accuracies (``client_acc_var``: population variance; ``client_acc_min``: the worst client)."""
+    keys = [key for key in per_client[0] if all(key in m for m in per_client)]
+    mean: Metrics = {key: sum(m[key] for m in per_client) / len(per_client) for key in keys}
+    accuracies = torch.tensor([m["acc"] for m in per_client], dtype=torch.float64)
+    _, variance = spread(accuracies)
+    return {**mean, "client_acc_var": variance, "client_acc_min": float(accuracies.min())}
+
+
 FAIRNESS_KEYS = {
     "local_acc_mean": "local/acc_mean",
     "local_acc_var": "local/acc_var",
     "global_acc": "test/acc",
     "class_acc_var": "test/class_acc_var",
+    # a method with a model per client (local): the spread of its clients' global-test accuracies
+    "client_acc_var": "test/client_acc_var",
+    "client_acc_min": "test/client_acc_min",
 }
 
 
 def fairness_summary(records: Sequence[dict[str, Any]], *, last: int = 10) -> dict[str, float]:
     """The fairness numbers of a run: final value and mean over the last ``last`` rounds of each.
 
-    Keys: ``local_acc_mean``, ``local_acc_var``, ``global_acc``, ``class_acc_var`` (final round that has the
+    Keys: ``local_acc_mean``, ``local_acc_var``, ``global_acc``, ``class_acc_var`` and, for a method with a
+    model per client (``local``), ``client_acc_var`` and ``client_acc_min`` (final round that has the
     metric) and the same with ``_last10``: the mean over the evaluations in the last ``last`` rounds, like
     ``last10_acc``. The local tests run every ``engine.local_eval_every`` rounds and at the last round, so
     with 5 that is rounds 95 and 100 of 100 (not the last 10 evaluations, which would reach back to round 55,

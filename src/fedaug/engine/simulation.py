@@ -33,13 +33,20 @@ from fedaug.api import (
     ServerState,
     ShareRequest,
     TrainSettings,
+    client_eval_states_of,
     fedavg_rounds_of,
 )
 from fedaug.engine.batched.modes import BATCHED_MODES
 from fedaug.engine.batched.stacked import batching_refusal, round_clients, train_round_batched
 from fedaug.engine.checkpoint import RunStore, check_run_checkpoint, read_jsonl, summarize, write_json
 from fedaug.engine.evaluation import evaluate
-from fedaug.engine.fairness import client_accuracies, fairness_summary, local_metrics
+from fedaug.engine.fairness import (
+    client_accuracies,
+    fairness_summary,
+    local_metrics,
+    mean_client,
+    own_model_accuracies,
+)
 from fedaug.engine.progress import JobEta, LaterRun, RoundClock, format_duration
 from fedaug.engine.round_log import log_digest
 from fedaug.engine.sampling import sample_clients
@@ -49,7 +56,7 @@ from fedaug.runtime import startup
 from fedaug.runtime.memory_format import apply_channels_last
 from fedaug.runtime.seeding import seed_for, torch_generator
 from fedaug.training.loop import load_weights, snapshot_state
-from fedaug.types import ClientId, Metrics
+from fedaug.types import ClientId, Metrics, StateDict
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -255,13 +262,16 @@ class Simulation:
         timing["aggregate"] = clock.lap()
         state = self._share(state, round_num=round_num, participants=participants)
         timing["share"] = clock.lap()
-        test = self._evaluate(state)
-        local = self._evaluate_local(round_num)
+        own_models = client_eval_states_of(method, state, spec.run)  # None: one global model
+        test, client_acc = self._evaluate(state, own_models)
+        local = self._evaluate_local(round_num, own_models)
         timing["eval"] = clock.lap()
         record = {"round": round_num, "lr": train.lr, "clients": participants}
         record.update(_mean_metrics(updates))
         record.update({f"test/{k}": v for k, v in test.items() if not k.startswith("class_acc/")})
         record["test/class_acc"] = [v for k, v in test.items() if k.startswith("class_acc/")]
+        if client_acc is not None:
+            record["test/client_acc"] = client_acc
         if local is not None:
             record.update(local_metrics(local))
             record["local/acc"] = local.tolist()
@@ -352,32 +362,41 @@ class Simulation:
                 method=self.spec.method.name,
             ) from exc
 
-    def _evaluate(self, state: ServerState) -> Metrics:
-        model = self.workspace("eval")
-        load_weights(model, self.spec.method.eval_state(state))
-        return evaluate(
-            model,
-            self.spec.test_x,
-            self.spec.test_y,
-            num_classes=self.spec.run.num_classes,
-            batch_size=self.spec.eval_batch_size,
-            precision=self.spec.precision,
+    def _evaluate(
+        self, state: ServerState, own_models: list[StateDict] | None
+    ) -> tuple[Metrics, list[float] | None]:
+        """The test metrics of the global model; with ``own_models`` (a model per client), those of the mean
+        client and every client's accuracy (:func:`~fedaug.engine.fairness.mean_client`)."""
+        spec, model = self.spec, self.workspace("eval")
+        test = partial(
+            evaluate,
+            x=spec.test_x,
+            y=spec.test_y,
+            num_classes=spec.run.num_classes,
+            batch_size=spec.eval_batch_size,
+            precision=spec.precision,
         )
+        if own_models is None:
+            load_weights(model, spec.method.eval_state(state))
+            return test(model), None
+        per_client = []
+        for weights in own_models:
+            load_weights(model, weights)
+            per_client.append(test(model))
+        return mean_client(per_client), [m["acc"] for m in per_client]
 
-    def _evaluate_local(self, round_num: int) -> Tensor | None:
-        """Every client's local test accuracy with the model :meth:`_evaluate` just loaded, when due."""
+    def _evaluate_local(self, round_num: int, own_models: list[StateDict] | None) -> Tensor | None:
+        """Every client's local test accuracy, when due: with the global model :meth:`_evaluate` just loaded,
+        or with each client's own model (``own_models``)."""
         spec = self.spec
         due = round_num % spec.local_eval_every == 0 or round_num == spec.run.num_rounds
         if spec.local_test_indices is None or not due:
             return None
-        return client_accuracies(
-            self.workspace("eval"),
-            spec.train_x,
-            spec.train_y,
-            spec.local_test_indices,
-            batch_size=spec.eval_batch_size,
-            precision=spec.precision,
-        )
+        model, indices = self.workspace("eval"), spec.local_test_indices
+        options: dict[str, Any] = {"batch_size": spec.eval_batch_size, "precision": spec.precision}
+        if own_models is not None:
+            return own_model_accuracies(model, own_models, spec.train_x, spec.train_y, indices, **options)
+        return client_accuracies(model, spec.train_x, spec.train_y, indices, **options)
 
     def _use_bar(self) -> bool:
         return self.spec.progress and sys.stderr.isatty()

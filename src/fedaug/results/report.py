@@ -17,6 +17,7 @@ from fedaug.results.stand_ins import stand_in_model_notes, stand_in_notes
 from fedaug.results.store import Grouping, Run, group_runs, load_runs
 from fedaug.results.tables import (
     FAIRNESS_METRICS,
+    NOT_COMPARED,
     Table,
     build_table,
     gain_table,
@@ -45,7 +46,7 @@ def build_tables(
     grouping: Grouping,
     *,
     highlight: str | None = None,
-    exclude: Sequence[str] = ("feddata",),
+    exclude: Sequence[str] = NOT_COMPARED,
     reference: Sequence[ReferenceTable] = (),
     baseline: str | None = None,
 ) -> list[Table]:
@@ -133,7 +134,7 @@ def write_report(
     out_dir: Path | None = None,
     reference: Path | None = None,
     highlight: str | None = None,
-    exclude: Sequence[str] = ("feddata",),
+    exclude: Sequence[str] = NOT_COMPARED,
     include_unfinished: bool = False,
     plots: bool = False,
     heatmaps: bool = False,
@@ -151,7 +152,8 @@ def write_report(
         out_dir: write ``report.<format>`` here; None returns the texts in ``printed`` instead.
         reference: a published-numbers YAML (see :mod:`fedaug.results.reference`).
         highlight: a method (or row label) compared with the best other row of each setting.
-        exclude: methods never counted as the best other (the papers leave out FedData).
+        exclude: methods never counted as the best other (default: the bounds, FedData as the papers, and
+            the reference runs ``local`` and ``centralized``).
         include_unfinished: also use runs without a final ``summary.json`` (their numbers so far).
         plots: write learning curves, FLea dCor/exposure curves and the Beta density (with FLea runs),
             hyper-parameter plots and the fairness figure (with local accuracies) under
@@ -185,7 +187,7 @@ def write_report(
         if name is not None and resolve_row(grouping, name) is None:
             raise FedaugError(f"{option} {name}: no such method among {', '.join(grouping.rows)}")
     methods_known = set(registry.available("method"))
-    for name in exclude:  # absent from these runs is fine (the default, feddata, often is); a typo is not
+    for name in exclude:  # absent from these runs is fine (the defaults often are); a typo is not
         if name not in methods_known and resolve_row(grouping, name) is None:
             raise FedaugError(
                 f"--exclude {name}: not a method; methods with runs here: {', '.join(grouping.rows)}"

@@ -230,10 +230,14 @@ class Grouping:
 
 
 METHOD_ORDER = (
+    "local",  # the floor (a reference run), above FedAvg
     *("fedavg", "fedprox", "feddecorr", "fedlc", "fedntd", "fedrs", "moon", "qffl", "fedbr", "ccvr"),
     *("fedgen", "fedmix", "feddata", "fedzdac", "fedzdas", "augmix", "flea", "flea_official"),
 )
-"""Row order (the papers' Table 1 order); other methods follow alphabetically."""
+"""Row order (the papers' Table 1 order, after the ``local`` floor); other methods follow alphabetically,
+then the rows of :data:`LAST_ROWS`."""
+LAST_ROWS = ("centralized",)
+"""Rows below every other: the ceiling (a reference run)."""
 
 
 def row_label(run: Run) -> str:
@@ -359,7 +363,10 @@ def _common(runs: Sequence[Run]) -> dict[str, Any]:
 
 
 def _row_key(method: str, label: str) -> tuple[int, str, str]:
-    rank = METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER)
+    if method in LAST_ROWS:
+        rank = len(METHOD_ORDER) + 1 + LAST_ROWS.index(method)
+    else:
+        rank = METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER)
     return (rank, method, label)
 
 

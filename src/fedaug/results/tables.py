@@ -2,9 +2,9 @@
 
 One :class:`Table` per metric (``best_acc``: best test accuracy over rounds, the papers' number;
 ``last10_acc``: mean of the last 10 rounds, steadier). The best mean of each column is bold; with a
-highlighted method, its relative improvement over the best *other* method (``exclude`` left out, FedData by
-default, as the papers do) is shown with the papers' arrows: ↑ above 5 %, ↑↑ above 10 %. Published numbers
-(:mod:`fedaug.results.reference`) go in a column beside each setting they match.
+highlighted method, its relative improvement over the best *other* method (``exclude`` left out: by default
+the bounds, :data:`NOT_COMPARED`) is shown with the papers' arrows: ↑ above 5 %, ↑↑ above 10 %. Published
+numbers (:mod:`fedaug.results.reference`) go in a column beside each setting they match.
 """
 
 from __future__ import annotations
@@ -18,6 +18,11 @@ from dataclasses import dataclass, field
 from fedaug.results.reference import ReferenceTable, lookup
 from fedaug.results.stand_ins import labels_stand_in
 from fedaug.results.store import Grouping, Run, Stat, aggregate
+
+NOT_COMPARED = ("feddata", "local", "centralized")
+"""Never the "best other" method by default: the bounds beside the federated methods. FedData gives up privacy
+(the papers leave it out); ``local`` (every client alone, the floor) and ``centralized`` (the pooled data, the
+ceiling) are reference runs."""
 
 _ACCURACY = ("best_acc", "last10_acc")
 METRICS = {
@@ -108,7 +113,7 @@ def build_table(
     metric: str,
     *,
     highlight: str | None = None,
-    exclude: Sequence[str] = ("feddata",),
+    exclude: Sequence[str] = NOT_COMPARED,
     reference: Sequence[ReferenceTable] = (),
 ) -> Table:
     """Aggregates ``metric`` (a fraction in summary.json) over the seeds of every cell, in percent.

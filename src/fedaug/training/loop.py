@@ -91,6 +91,16 @@ def batch_indices(order: Tensor, batch_size: int) -> Iterator[Tensor]:
         yield order[start:end]
 
 
+def steps_per_epoch(num_examples: int, batch_size: int) -> int:
+    """How many mini-batches :func:`batch_indices` makes of ``num_examples`` samples: one per started batch,
+    less one when a trailing batch of one sample joins the previous one."""
+    if num_examples <= 0:
+        return 0
+    steps = -(-num_examples // batch_size)
+    trailing = num_examples - batch_size * (steps - 1)
+    return steps - 1 if steps > 1 and trailing == 1 else steps
+
+
 def train_local(
     model: nn.Module,
     data: ClientData,
@@ -99,6 +109,7 @@ def train_local(
     settings: TrainSettings,
     generator: torch.Generator,
     batch_transform: BatchTransform | None = None,
+    max_steps: int | None = None,
 ) -> Metrics:
     """Runs ``settings.local_epochs`` epochs of mini-batch training on ``data`` in place.
 
@@ -109,6 +120,9 @@ def train_local(
         settings: optimizer, lr, epochs, batch size and precision for this round.
         generator: source of the batch order (and of any randomness the hooks draw).
         batch_transform: optional change of each batch before the loss.
+        max_steps: train for exactly this many steps instead of ``local_epochs`` epochs: as many epochs as
+            they need, each in a fresh order, the last one cut short (the ``centralized`` reference run's
+            step budget); None: ``local_epochs`` whole epochs.
 
     Returns:
         Mean of every logged loss part over steps as ``"train/<name>"``, plus ``"train/steps"``.
@@ -122,11 +136,15 @@ def train_local(
         sums: dict[str, Tensor] = {}
         step_losses: list[Tensor] = []
         num_steps = 0
-        for _ in range(settings.local_epochs):
+        per_epoch = steps_per_epoch(data.num_examples, settings.batch_size)
+        epochs = settings.local_epochs if max_steps is None else -(-max_steps // max(per_epoch, 1))
+        for _ in range(epochs):
             # The batch order is drawn on the CPU (the same on every device) and moved to the data's device
             # once per epoch, without waiting for the GPU, so gathering a batch copies nothing from the host.
             order = host_to_device(torch.randperm(data.num_examples, generator=generator), data.x.device)
             for idx in batch_indices(order, settings.batch_size):
+                if num_steps == max_steps:  # the budget's last epoch is cut short
+                    break
                 x, y = data.x[idx], data.y[idx]
                 if batch_transform is not None:
                     x, y = batch_transform(x, y, generator)

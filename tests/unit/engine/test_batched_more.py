@@ -181,6 +181,8 @@ FALLBACKS = {
     "qffl": "method 'qffl' has a client step of its own",
     "feddyn": "method 'feddyn' has a client step of its own",
     "scaffold": "method 'scaffold' has a client step of its own",
+    "local": "method 'local' has a client step of its own",
+    "centralized": "method 'centralized' has a client step of its own",
 }
 
 

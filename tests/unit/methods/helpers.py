@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from fedaug.runs.resolve import build_method
 from fedaug.training.loop import snapshot_state
 from fedaug.types import StateDict
 from tests.conftest import REPO_ROOT, make_blobs, make_spec
+from tests.helpers import killed_in_round, run_files
 
 ModelFn = Callable[[], SplitModel]
 
@@ -224,3 +226,26 @@ def pooled_optimum(
     for _ in range(5):
         optimizer.step(closure)
     return {k: v.float() for k, v in snapshot_state(model).items()}
+
+
+def resumed_and_full(tmp_path: Path, method_cls: type[Method], **spec: Any) -> tuple[Any, Any]:
+    """Runs ``method_cls()`` in full and once killed in round 3 (after one client) then resumed; asserts that
+    the cut run resumed after round 2 and that both wrote the same ``metrics.jsonl`` and ``summary.json``;
+    returns their final checkpoints (full, resumed)."""
+    run_sim(tmp_path / "full", method_cls(), **spec)
+    killed = killed_in_round(method_cls, kill_round=3, calls_before_kill=1)
+    with pytest.raises(KeyboardInterrupt):
+        run_sim(tmp_path / "cut", killed, **spec)
+    cut_from = torch.load(tmp_path / "cut" / "ckpt" / "latest.pt", weights_only=True)["round_num"]
+    assert cut_from == 2
+    run_sim(tmp_path / "cut", method_cls(), **spec)
+    assert run_files(tmp_path / "cut") == run_files(tmp_path / "full")
+    load = partial(torch.load, weights_only=True)
+    return load(tmp_path / "full" / "ckpt" / "latest.pt"), load(tmp_path / "cut" / "ckpt" / "latest.pt")
+
+
+def assert_same_seed_same_metrics(tmp_path: Path, method_cls: type[Method], **spec: Any) -> None:
+    """Two runs of ``method_cls()`` with the same seed write the same ``metrics.jsonl``."""
+    first, _ = run_sim(tmp_path / "a", method_cls(), **spec)
+    second, _ = run_sim(tmp_path / "b", method_cls(), **spec)
+    assert first == second

@@ -53,6 +53,21 @@ def test_markdown_bold_best_and_arrows(grouping: Grouping) -> None:
     )
 
 
+def test_the_reference_runs_frame_the_table_and_are_not_the_best_other(
+    tmp_path: Path, make_run: Callable[..., Path]
+) -> None:
+    # Prepare: the floor (local) and the ceiling (centralized) beside FedAvg and FLea
+    for method, value in {"centralized": 0.90, "flea": 0.70, "fedavg": 0.60, "local": 0.30}.items():
+        make_run(tmp_path, method=method, partition="qua2", seed=0, accs=[value])
+    # Execute
+    grouping = group_runs(load_runs(tmp_path))
+    best, _ = build_tables(grouping, highlight="flea")
+    # Assert: local first, centralized last; FLea is compared with FedAvg, (70 - 60) / 60 = +16.7 %
+    assert grouping.rows == ["local", "fedavg", "flea", "centralized"]
+    found = best.improvements["uci_har Qua(2) K=75"]
+    assert found.other == "fedavg" and found.percent == pytest.approx(100 * 10 / 60)
+
+
 def test_unpaired_improvement_is_marked(tmp_path: Path, make_run: Callable[..., Path]) -> None:
     """A mean over seeds 0-2 against a best other over seed 0 alone is flagged, with both counts."""
     for seed, value in enumerate([0.70, 0.72, 0.74]):
