@@ -55,15 +55,18 @@ def test_every_point_has_an_estimate_where_it_runs_and_cifar10_is_the_labelled_j
 def test_the_cpu_works_through_cpu_sized_grids_in_the_issues_order(campaign: Campaign) -> None:
     """Issue #65: (a) FLea on CIFAR-10 with a stand-in model, its pilot first; (b) Fed-ZDA's CIFAR-10 rows;
     (c) the tuned baselines; (d) the rest of UCI-HAR. MobileNetV2 and ResNet-50 stay for a GPU. Issue #66's
-    FSDD evidence (minutes a run) goes second, after the pilot."""
+    FSDD evidence (minutes a run) goes second, after the pilot; its UCI-HAR rows after the image grids."""
     cpu = [grid.name for grid in campaign.in_order("cpu")]
-    assert cpu[:7] == [
+    assert cpu[:10] == [
         "flea_cifar10_standin_pilot",
         "fsdd_drift_baselines",
+        "fsdd_reference_runs",
         "flea_cifar10_standin",
         "flea_cifar10_standin_baselines",
         "fedzda_tables_cifar10",
         "fedzda_tables_cifar10_zda",
+        "har_drift_baselines_qua2",
+        "har_drift_baselines_subject",
         "flea_har_tuning",
     ]
     cuda = [grid.name for grid in campaign.in_order("cuda")]
@@ -88,6 +91,23 @@ def test_fsdd_drift_baselines_are_issue_66s_grid(points: dict[str, list[SweepPoi
         ("fsdd", 27, seed) for seed in (0, 1, 2)
     }
     assert [p.config.seed for p in rows[:21]] == [0] * 21
+
+
+def test_issue_66s_reference_runs_and_uci_har_rows(
+    campaign: Campaign, points: dict[str, list[SweepPoint]]
+) -> None:
+    """Issue #66: local and centralized on FSDD beside the rest; on UCI-HAR, seed 0, Qua(2) K = 75 and by
+    subject, queued on the CPU after the image grids."""
+    fsdd = points["fsdd_reference_runs"]
+    assert sorted({p.config.method.name for p in fsdd}) == ["centralized", "local"] and len(fsdd) == 18
+    qua2, subject = points["har_drift_baselines_qua2"], points["har_drift_baselines_subject"]
+    assert {(p.config.partition.name, p.config.partition.num_clients) for p in qua2} == {("quantity", 75)}
+    assert {(p.config.partition.name, p.config.partition.num_clients) for p in subject} == {("natural", 21)}
+    assert {p.config.seed for p in qua2 + subject} == {0}
+    methods = {p.config.method.name for p in qua2}
+    assert {p.config.method.name for p in subject} == methods | {"fedavg", "flea"}
+    cpu = [grid.name for grid in campaign.in_order("cpu")]
+    assert cpu.index("har_drift_baselines_qua2") > cpu.index("fedzda_tables_cifar10_zda")
 
 
 def test_fed_zda_cifar10_rows_are_the_papers_grid(points: dict[str, list[SweepPoint]]) -> None:
