@@ -23,6 +23,7 @@ import argparse
 import logging
 import sys
 
+from tools.results import baselines as results_baselines
 from tools.results import campaign as results_campaign
 from tools.results import cpu_speed as results_cpu_speed
 from tools.results import fedzda_prose as results_fedzda_prose
@@ -54,7 +55,7 @@ STUDY_READMES = (
 DOCUMENTS = (
     *("README.md", "docs/results.md", "docs/methods/flea.md", "docs/methods/fedaugmix.md"),
     *("docs/guide/gpu.md", "docs/guide/privacy-attacks.md", "docs/guide/speed.md", "docs/methods/fedzda.md"),
-    "docs/guide/cpu-campaign.md",
+    *("docs/guide/cpu-campaign.md", "docs/methods/baselines.md"),
     *(f"studies/{name}/README.md" for name in STUDY_READMES),
 )
 FRAGMENT_MODULES = (
@@ -69,6 +70,7 @@ FRAGMENT_MODULES = (
     results_privacy_oneseed,
     results_fedzda_prose,
     results_cpu_speed,
+    results_baselines,
 )
 """Imported for their registered fragments (in this order in the registry)."""
 
