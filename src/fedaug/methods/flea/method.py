@@ -300,11 +300,7 @@ class FLea(FedAvg):
         request = ShareRequest(
             round_num=round_num, client_ids=list(participants), model_state=state.model_state
         )
-        if self.dp is not None:
-            if share_dp.exhausted(state.extra, self.dp, run.num_clients):
-                return None  # the budget has stopped the sharing (receive_shares said so)
-            request.extra = share_dp.request_extra(state.extra, request.client_ids)
-        return request
+        return share_dp.attach(request, state.extra, self.dp, run)
 
     def client_share(self, request: ShareRequest, ctx: ClientContext) -> ClientShare:
         model = frozen_model(ctx, "share", request.model_state)
