@@ -15,19 +15,19 @@ if [ -z "$tiny" ]; then
     for name in runs/privacy_dp_fmnist_* runs/privacy_dp_har_*; do
         [ -d "$name" ] && archive_finished "$name" "$S/runs/$(basename "$name")"
     done
-    R=$S/runs A=$S/attacks O=$S length=""
-else  # a shortened run's name gets its length as a last segment
-    R=runs A=runs/privacy_dp_tiny_attacks O=runs/privacy_dp_tiny length=/train.rounds=2,train.local_epochs=1
+    R=$S/runs A=$S/attacks O=$S
+else
+    R=runs A=runs/privacy_dp_tiny_attacks O=runs/privacy_dp_tiny
 fi
 [ -d "$A" ] && fedaug attack summary "$A" --out "$O/summary"
 frontier() {  # KEY TAIL UNDEFENDED_DIR UNDEFENDED_ATTACKS FEDAVG_DIR
     local key=$1 tail=$2 settings=()
     for eps in inf 8 4 2 1; do
         for layer in 1 2; do
-            d=$R/privacy_dp${tiny}_${key}_l${layer}_eps$eps$length/$tail/flea
+            d=$R/privacy_dp${tiny}_${key}_l${layer}_eps$eps/$tail/flea
             [ -d "$d" ] && settings+=("flea l$layer eps $eps=$d")
         done
-        d=$R/privacy_dp${tiny}_${key}_eps$eps$length/$tail/fedmix
+        d=$R/privacy_dp${tiny}_${key}_eps$eps/$tail/fedmix
         [ -d "$d" ] && settings+=("fedmix eps $eps=$d")
     done
     [ ${#settings[@]} -eq 0 ] && { echo "no $key runs yet"; return 0; }

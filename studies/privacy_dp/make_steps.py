@@ -108,11 +108,7 @@ def run_name(data: Dataset, method: str, layer: int | None, epsilon: float, tiny
 
 
 def run_dir(data: Dataset, method: str, layer: int | None, epsilon: float, seed: int, tiny: bool) -> str:
-    """The run's dir; a tiny run's name gets its shortened length as a last segment (fedaug run does so)."""
-    name = run_name(data, method, layer, epsilon, tiny)
-    if tiny:
-        name += f"/train.rounds={TINY['rounds']},train.local_epochs=1"
-    return f"runs/{name}/{data.tail}/{method}/seed{seed}"
+    return f"runs/{run_name(data, method, layer, epsilon, tiny)}/{data.tail}/{method}/seed{seed}"
 
 
 def options(data: Dataset, method: str, layer: int | None, epsilon: float) -> list[str]:
@@ -137,9 +133,10 @@ def run_steps(
     sets = [*options(data, method, layer, epsilon), f"name={name}"]
     last = data.last_round
     reconstruct, context = data.reconstruct, data.context
-    if tiny:
+    config = data.config
+    if tiny:  # 2 rounds of 1 local epoch (tiny_<key>.yaml)
         last, reconstruct, context = TINY["rounds"], TINY["reconstruct"], TINY["context"]
-        sets += [f"train.rounds={last}", "train.local_epochs=1", f"engine.keep_checkpoints=[{last}]"]
+        config = f"studies/privacy_dp/tiny_{data.key}.yaml"
     set_text = " ".join(f"--set {s}" for s in sets)
     data_dir = f" {data.data}" if data.data else ""
     common = f"--seed {seed} --threads 1 --device cpu{data_dir}"
@@ -147,7 +144,7 @@ def run_steps(
     where = "runs/privacy_dp_tiny_attacks" if tiny else "studies/privacy_dp/attacks"
     out = f"{where}/{data.key}/{name}/seed{seed}"
     return [
-        f"fedaug run {data.config} --method {method}{data_dir} --seed {seed} {set_text}",
+        f"fedaug run {config} --method {method}{data_dir} --seed {seed} {set_text}",
         f"fedaug attack reconstruct {target} --out {out}/reconstruct {reconstruct} {common}",
         f"fedaug attack context {target} --out {out}/context {context} {common}",
     ]
