@@ -136,6 +136,8 @@ def run_steps(
     config = data.config
     if tiny:  # 2 rounds of 1 local epoch (tiny_<key>.yaml)
         last, reconstruct, context = TINY["rounds"], TINY["reconstruct"], TINY["context"]
+        if "--marker" in data.context:  # the dataset's marker (UCI-HAR's stuck sensor), the tiny sizes
+            context += " " + data.context[data.context.index("--marker") :]
         config = f"studies/privacy_dp/tiny_{data.key}.yaml"
     set_text = " ".join(f"--set {s}" for s in sets)
     data_dir = f" {data.data}" if data.data else ""
