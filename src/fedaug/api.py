@@ -102,6 +102,8 @@ class RunContext:
     input_modality: str = "image"
     workspace: Callable[[str], SplitModel] | None = field(default=None, compare=False, repr=False)
     device: torch.device = field(default=torch.device("cpu"), compare=False)
+    clients_per_round: int = field(default=0, compare=False)
+    """The clients of a round (0: not stated); what a method may size per-round state by (FLea's buffer)."""
 
 
 @dataclass

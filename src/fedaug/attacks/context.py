@@ -132,7 +132,7 @@ def make_samples(
     pixels[marked_rows] = marker.apply(pixels[marked_rows])
     inputs = from_pixels(target.dataset, pixels)
     if target.shared == "averages":
-        items = inputs.view(count, size, *inputs.shape[1:]).mean(dim=1)
+        items = target.average(inputs.view(count, size, *inputs.shape[1:]))
     else:
         items = target.observe(inputs)
     return items.flatten(1), labels

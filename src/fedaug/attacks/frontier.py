@@ -7,7 +7,9 @@ deviation (ddof = 1) on both axes. Attack records are matched to runs by run dir
 latest attacked round of each run unless ``--round`` says which. Reference lines: the accuracy of runs given
 with ``--reference`` (FedAvg, horizontal) and the exposure of what FedMix / FedData share (their records in
 the attack outputs, vertical), plus the MSE of the trivial attacker that outputs the mean input (image or
-window).
+window). A setting whose runs are FedMix's (their records are of shared averages, no decoder) is plotted at
+the MSE of its averages as the guess for random groups, one point per setting whatever the decoder (the
+DP frontier's FedMix point per epsilon, studies/privacy_dp).
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ from fedaug.runtime import files as jsonio
 
 LINE_COLOURS = ("dimgrey", "saddlebrown", "black", "darkgrey", "olive")
 """Colours of the vertical reference lines (apart from the settings' C0-C9)."""
+FEDMIX_GUESS = "average (random groups"
+"""The reconstruction record a FedMix setting is plotted at: its average as the guess of each member of a
+random group (no decoder is trained on averages; one point per setting, whatever ``--decoder``)."""
 MIN_SPAN = 10.0
 """The accuracy axis spans at least this many points."""
 
@@ -96,9 +101,11 @@ def point(
 ) -> Point:
     """The setting's accuracy (%) and the attacks on its runs (one record per run)."""
     keys = {run_key(run.path) for run in runs}
-    recon: list[ReconRecord] = _at_round(
-        [r for r in reports.reconstruct if r.run in keys and r.attacker == decoder], round_num
-    )
+    mine = [r for r in reports.reconstruct if r.run in keys]
+    by_decoder = [r for r in mine if r.attacker == decoder]
+    # FedMix's runs: no decoder, their averages are the guess (random groups: the member of a random group)
+    averages = [r for r in mine if r.shared == "averages" and r.attacker.startswith(FEDMIX_GUESS)]
+    recon: list[ReconRecord] = _at_round(by_decoder or averages, round_num)
     ctx: list[ContextRecord] = _at_round([r for r in reports.context if r.run in keys], round_num)
     attacked = {r.run: r.round for r in recon} | {c.run: c.round for c in ctx if c.round is not None}
     at = {

@@ -206,6 +206,8 @@ def attack_direct(
             continue
         on_device = members.to(pix_eval.device)
         averages = pix_eval[on_device].mean(dim=1)
+        if target.dp is not None:  # the shared averages are of clipped normalised inputs, plus noise
+            averages = to_pixels(target.dataset, target.average(x_eval[on_device]))
         guess = averages[:, None].expand(-1, target.group_size, *averages.shape[1:])
         name = f"average ({'one class' if same_class else 'random'} groups of {target.group_size})"
         rows.append(

@@ -8,6 +8,12 @@ global model. What the run's clients share decides what the attacker gets (:data
 * ``averages`` (FedMix): averages of ``mean_group_size`` inputs (pixel space), no model involved;
 * ``raw`` (FedData): the inputs themselves (the ceiling: reconstruction MSE 0).
 
+A run with ``method.share_dp`` on shared its rows clipped and noised (:mod:`fedaug.privacy.gaussian`); the
+attacker knows the mechanism (it is in the run's config) and observes its own inputs through it too:
+activations clipped to the clip plus noise of std sigma times it, FedMix averages of inputs clipped before
+averaging plus noise of std sigma times clip / g (:meth:`Target.observe`, :meth:`Target.average`), the noise
+from a CPU stream of the run's seed.
+
 A method that shares nothing is attacked only when ``--layer`` says which activations to attack as if they
 were shared (what its encoder would leak); without it the command stops, naming the methods that share. A
 ``--layer`` other than the one a FLea run shared stops it too. Every target is checked (config, checkpoint,
@@ -42,8 +48,10 @@ from fedaug.engine.checkpoint import RunStore, corrupt_file, read_jsonl, short_r
 from fedaug.errors import CheckpointError, ConfigError
 from fedaug.models import build_model
 from fedaug.models.base import SplitModel
+from fedaug.privacy.gaussian import GaussianShare, clip_rows, gaussian_noise
 from fedaug.runs.resolve import build_method
 from fedaug.runtime.device import resolve_device
+from fedaug.runtime.seeding import torch_generator
 from fedaug.validation import add_device_argument, flag_int
 
 SHARED = {
@@ -72,6 +80,8 @@ class Target:
         layer: the split layer whose activations are observed (None unless ``features``).
         group_size: inputs per FedMix average (1 otherwise).
         metrics: the run's logged metrics of that round (``test/acc``, ``flea/dcor``, ...), if any.
+        dp: the run's ``method.share_dp`` mechanism (None: off, the rows are observed as computed).
+        noise: the CPU stream the mechanism's noise is drawn from (None without ``dp``).
     """
 
     label: str
@@ -84,16 +94,36 @@ class Target:
     layer: int | None
     group_size: int
     metrics: dict[str, Any]
+    dp: GaussianShare | None = None
+    noise: torch.Generator | None = None
 
     @torch.no_grad()
     def observe(self, x: Tensor, batch_size: int = 512) -> Tensor:
-        """What the attacker sees of each (normalised) input ``x``: its activation, or ``x`` itself."""
+        """What the attacker sees of each (normalised) input ``x``: its activation, or ``x`` itself (under
+        ``method.share_dp``: clipped, plus the mechanism's noise)."""
         if self.shared == "averages":
             raise ConfigError(f"{self.label}: FedMix averages are observed per group, not per input")
         if self.model is None or self.layer is None:
             return x.clone()
         parts = [self.model.encode(x[i : i + batch_size], self.layer) for i in range(0, len(x), batch_size)]
-        return torch.cat(parts)
+        return self._noised(torch.cat(parts), 1)
+
+    @torch.no_grad()
+    def average(self, groups: Tensor) -> Tensor:
+        """The shared average of each group of (normalised) inputs ``[G, g, ...]`` (under
+        ``method.share_dp``: of the inputs clipped, plus the mechanism's noise)."""
+        if self.dp is not None:
+            groups = clip_rows(groups.flatten(0, 1), self.dp.clip).view(groups.shape)
+        return self._noised(groups.mean(dim=1), groups.shape[1])
+
+    def _noised(self, rows: Tensor, group: int) -> Tensor:
+        """``rows`` (averages of ``group`` clipped inputs, or rows to clip when 1) plus the noise."""
+        if self.dp is None or self.noise is None:
+            return rows
+        if group == 1:
+            rows = clip_rows(rows, self.dp.clip)
+        std = self.dp.noise_multiplier * self.dp.clip / group
+        return rows + gaussian_noise(tuple(rows.shape), std, self.noise, rows)
 
     def record(self) -> dict[str, Any]:
         """The target as attack reports list it (``fedaug attack summary`` / ``frontier`` read it back)."""
@@ -248,6 +278,7 @@ def _target(
     group_size = int(getattr(method.config, "mean_group_size", 1)) if shared == "averages" else 1
     metrics = next((r for r in read_jsonl(run_dir / "metrics.jsonl") if r["round"] == done), {})
     default_label = f"{name}" + (f" ({config.name})" if config.name else "") + f" r{done}"
+    dp = getattr(method, "dp", None) if shared in ("features", "averages") else None
     return Target(
         label=label or default_label,
         run_dir=run_dir,
@@ -259,6 +290,8 @@ def _target(
         layer=split,
         group_size=group_size,
         metrics=metrics,
+        dp=dp,
+        noise=None if dp is None else torch_generator(config.seed, "attack-share-dp", done),
     )
 
 

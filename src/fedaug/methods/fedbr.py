@@ -21,13 +21,18 @@ sample):
 
 Defaults are the values of the FedBR entry in the official FLea code (mu = 0.5, lambda = 0.8, tau = 2).
 Aggregation is FedAvg's; D is local and never leaves the client.
+
+``method.share_dp`` (off by default) shares the averages as FedMix does under it
+(:func:`fedaug.methods.parts.share_dp.group_means`): every input clipped to ``clip`` before averaging, noise
+of std ``noise_multiplier * clip / average_size`` on each average, each sample released once; the server's
+choice of ``num_pseudo`` of them is post-processing and spends nothing.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn.functional as F
@@ -46,14 +51,15 @@ from fedaug.api import (
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.fedmix import group_means
 from fedaug.methods.flea.buffer import BufferStream
-from fedaug.methods.parts import data_pool
+from fedaug.methods.parts import data_pool, share_dp
 from fedaug.methods.parts.checks import check_at_least, check_nonnegative
 from fedaug.methods.parts.losses import features_and_logits, frozen_model, soft_cross_entropy
 from fedaug.methods.parts.payloads import SharedSamples
+from fedaug.privacy import gaussian
 from fedaug.registry import register
 from fedaug.runtime.seeding import torch_generator, uninitialised
 from fedaug.training.loop import LossFn, LossOutput, cross_entropy_loss
-from fedaug.types import ClientId, Metrics
+from fedaug.types import ClientId, Extra, Metrics
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,10 @@ class FedBRConfig(MethodConfig):
         mix_with_local: pair each pseudo-sample with a local sample, u = (p + x)/2 with target
             (uniform + onehot(y))/2, as the official FLea code does (off: use p itself, as the FLea papers
             describe).
+        share_dp: differential privacy for the shared averages, off by default (``epsilon``, ``delta``,
+            ``clip``, ``noise_multiplier``, ``releases``; :mod:`fedaug.privacy.gaussian`): every input
+            clipped to ``clip`` before averaging, noise of std ``noise_multiplier * clip / average_size``
+            on each average; each sample is released once.
     """
 
     num_pseudo: int = 32
@@ -80,6 +90,7 @@ class FedBRConfig(MethodConfig):
     temperature: float = 2.0
     disc_width: int = 256
     mix_with_local: bool = False
+    share_dp: gaussian.ShareDPConfig = field(default_factory=gaussian.ShareDPConfig)
 
     def __post_init__(self) -> None:
         check_at_least(self, ("num_pseudo", "average_size", "disc_width"), 1)
@@ -104,8 +115,15 @@ class FedBR(FedAvg):
     config_cls = FedBRConfig
     config: FedBRConfig
 
+    def __init__(self, config: FedBRConfig | None = None) -> None:
+        super().__init__(config)
+        self.dp = gaussian.resolve(self.config.share_dp)
+        """The shared averages' Gaussian mechanism (None: ``method.share_dp`` off)."""
+
     def init_server(self, model_state: dict[str, Tensor], run: RunContext) -> ServerState:
         extra = data_pool.empty_pool(run.input_shape, (run.num_classes,), torch.float32, device=run.device)
+        if self.dp is not None:
+            share_dp.warn_if_nothing_allowed(self.dp)
         return ServerState(round_num=0, model_state=model_state, extra=extra)
 
     def payload(self, state: ServerState, round_num: int, train: TrainSettings) -> Payload:
@@ -115,24 +133,41 @@ class FedBR(FedAvg):
         self, state: ServerState, *, round_num: int, participants: Sequence[ClientId], run: RunContext
     ) -> ShareRequest | None:
         del participants
-        return data_pool.pool_request(state, round_num, run)
+        return share_dp.attach(data_pool.pool_request(state, round_num, run), state.extra, self.dp, run)
 
     def client_share(self, request: ShareRequest, ctx: ClientContext) -> ClientShare:
-        del request
-        x_bar, _ = group_means(
-            ctx.data.x, ctx.data.y, ctx.run.num_classes, self.config.average_size, ctx.generator
-        )
+        dp_extra: Extra = {}
+        if self.dp is not None:
+            x_bar, _, dp_extra, metrics = share_dp.group_means(
+                request, ctx, self.dp, self.config.average_size
+            )
+        else:
+            x_bar, _ = group_means(
+                ctx.data.x, ctx.data.y, ctx.run.num_classes, self.config.average_size, ctx.generator
+            )
+            metrics = {"num_shared": float(len(x_bar))}
         # No labels leave the client: the pool holds uniform label vectors.
         uniform = torch.full(
             (x_bar.shape[0], ctx.run.num_classes), 1.0 / ctx.run.num_classes, device=x_bar.device
         )
-        metrics = {"num_shared": float(len(x_bar))}
-        return ClientShare(ctx.client_id, extra=SharedSamples(x_bar, uniform).to_extra(), metrics=metrics)
+        extra = {**SharedSamples(x_bar, uniform).to_extra(), **dp_extra}
+        return ClientShare(ctx.client_id, extra=extra, metrics=metrics)
 
     def receive_shares(
         self, state: ServerState, shares: Sequence[ClientShare], run: RunContext
     ) -> ServerState:
+        round_num = state.round_num
         state = data_pool.receive_pool(state, shares, run)
+        if self.dp is not None:  # FedBR shares once, before round 1
+            extra = share_dp.receive(
+                state.extra,
+                shares,
+                self.dp,
+                round_num=round_num,
+                num_clients=run.num_clients,
+                shares_again=False,
+            )
+            state = replace(state, extra=extra)
         pool = data_pool.DataPool.from_extra(state.extra)
         total = pool.y.shape[0]
         keep = torch.randperm(total, generator=torch_generator(run.seed, "fedbr-pseudo"))
@@ -141,7 +176,10 @@ class FedBR(FedAvg):
         return replace(state, extra={**state.extra, **pseudo.to_extra()})
 
     def round_metrics(self, state: ServerState) -> Metrics:
-        return data_pool.pool_metrics("fedbr", state.extra)
+        return {
+            **data_pool.pool_metrics("fedbr", state.extra),
+            **share_dp.round_metrics(state.extra, self.dp),
+        }
 
     def loss_fn(self, payload: Payload, ctx: ClientContext) -> LossFn:
         pool_x = data_pool.DataPool.from_extra(payload.extra).x

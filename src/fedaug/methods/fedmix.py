@@ -189,12 +189,7 @@ class FedMix(FedAvg):
         self, state: ServerState, *, round_num: int, participants: Sequence[ClientId], run: RunContext
     ) -> ShareRequest | None:
         del participants
-        request = data_pool.pool_request(state, round_num, run)
-        if request is not None and self.dp is not None:
-            if share_dp.exhausted(state.extra, self.dp, run.num_clients):
-                return None
-            request.extra = share_dp.request_extra(state.extra, request.client_ids)
-        return request
+        return share_dp.attach(data_pool.pool_request(state, round_num, run), state.extra, self.dp, run)
 
     def client_share(self, request: ShareRequest, ctx: ClientContext) -> ClientShare:
         if self.dp is not None:
@@ -208,26 +203,14 @@ class FedMix(FedAvg):
     def _private_share(
         self, request: ShareRequest, ctx: ClientContext, dp: gaussian.GaussianShare
     ) -> ClientShare:
-        """The averages of groups of clipped inputs plus noise of std sigma * clip / g (the per-sample bound
-        of an average), over the samples the budget still allows (each is in at most one group)."""
+        """The averages of groups of clipped inputs plus noise (:func:`share_dp.group_means`), with the
+        averaged one-hot labels of the same groups (in the clear)."""
         group = self.config.mean_group_size
-        order = torch.randperm(ctx.data.num_examples, generator=ctx.generator)
-        counts = share_dp.client_counts(request, ctx.client_id, ctx.data.num_examples)
-        allowed, _ = share_dp.gate(order, counts, dp)
-        count = allowed.shape[0] // group
-        used = allowed[: count * group]
-        x = gaussian.clip_rows(ctx.data.x[used].float(), dp.clip)
-        x_bar = x.view(count, group, *x.shape[1:]).mean(dim=1)
-        noise = share_dp.noise_generator(ctx, request.round_num)
-        x_bar = x_bar + gaussian.gaussian_noise(
-            tuple(x_bar.shape), dp.noise_multiplier * dp.clip / group, noise, x_bar
-        )
+        x_bar, used, dp_extra, metrics = share_dp.group_means(request, ctx, dp, group)
         onehot = F.one_hot(ctx.data.y[used], ctx.run.num_classes).float()
-        y_bar = onehot.view(count, group, ctx.run.num_classes).mean(dim=1)
-        withheld = ctx.data.num_examples - allowed.shape[0]
-        dp_extra, dp_metrics = share_dp.share_extra(counts, used, withheld)
+        y_bar = onehot.view(x_bar.shape[0], group, ctx.run.num_classes).mean(dim=1)
         extra = {**SharedSamples(x_bar, y_bar).to_extra(), **dp_extra}
-        return ClientShare(ctx.client_id, extra=extra, metrics={"num_shared": float(count), **dp_metrics})
+        return ClientShare(ctx.client_id, extra=extra, metrics=metrics)
 
     def receive_shares(
         self, state: ServerState, shares: Sequence[ClientShare], run: RunContext

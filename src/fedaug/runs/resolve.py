@@ -236,10 +236,11 @@ def resolve_components(config: ExperimentConfig, method_fn: Callable[[], Method]
         input_std=dataset.std,
         input_modality=dataset.modality,
         device=settings.device,
+        clients_per_round=min(per_round, num_clients),
     )
     method.check(model, run)  # options that do not fit the model or the data (FLea's split layer), now
     startup.mark("model")
-    return Components(settings, method, dataset, partition, model_fn, run, min(per_round, num_clients))
+    return Components(settings, method, dataset, partition, model_fn, run, run.clients_per_round)
 
 
 def check_model_fits_data(model: torch.nn.Module, name: str, dataset: Dataset) -> None:

@@ -7,14 +7,17 @@
 # while the study runs does not change it half-way; restart the runner to pick up a newer source.
 # Use (from the repository root): nohup bash studies/privacy/multiseed/run_steps.sh > runs/privacy_bg.log 2>&1 &
 # UCI-HAR: nohup bash studies/privacy/multiseed/run_steps.sh studies/privacy_har/steps.txt > runs/har_bg.log 2>&1 &
+# STEPS_TAG (default privacy) names the ledgers and the source copy, runs/${STEPS_TAG}_steps.done etc., so
+# that another study's runner (studies/privacy_dp/run_steps.sh) keeps its own.
 set -u
-mkdir -p runs/privacy_src
-rm -rf runs/privacy_src/src && cp -r src runs/privacy_src/src
-export PYTHONPATH="$PWD/runs/privacy_src/src"
+tag="${STEPS_TAG:-privacy}"
+mkdir -p "runs/${tag}_src"
+rm -rf "runs/${tag}_src/src" && cp -r src "runs/${tag}_src/src"
+export PYTHONPATH="$PWD/runs/${tag}_src/src"
 here=$(dirname "$0")
 steps="${1:-$here/steps.txt}"
-done_file=runs/privacy_steps.done
-failed_file=runs/privacy_steps.failed
+done_file="runs/${tag}_steps.done"
+failed_file="runs/${tag}_steps.failed"
 touch "$done_file" "$failed_file"
 while true; do
     next=""

@@ -171,6 +171,29 @@ def test_points_pair_each_setting_with_the_attacks_on_its_runs(study: dict[str, 
     assert lines["mse"]["FedData: shared inputs"].mean == 0.0 and set(lines["context"]) == {"FedMix"}
 
 
+def test_a_fedmix_setting_is_plotted_at_its_random_groups_average(tmp_path: Path) -> None:
+    # Prepare: one archived FedMix run and its averages' records (random and one-class groups)
+    archive, attacks = tmp_path / "archive", tmp_path / "attacks"
+    fake_run(archive, "mix", "fedmix", 0, 0.75)
+    run = f"runs/mix/{PART}/fedmix/seed0"
+    write_reconstruct(
+        attacks / "reconstruct",
+        [
+            ("fedmix eps 2", run, 30, "averages", "average (random groups of 10)", 0.070),
+            ("fedmix eps 2", run, 30, "averages", "average (one class groups of 10)", 0.040),
+        ],
+    )
+    # Execute
+    label, runs = parse_setting(f"fedmix eps 2={archive / 'mix'}", "setting")
+    points = [
+        point(label, runs, load_reports([attacks]), decoder=d, round_num=None) for d in ("deep", "conv4")
+    ]
+    # Assert: one point whatever the decoder, at the random groups' MSE
+    for p in points:
+        assert p.mse is not None and p.mse.mean == pytest.approx(0.070) and p.mse.n == 1
+        assert p.accuracy.mean == pytest.approx(75.0)
+
+
 def test_frontier_cli_writes_the_figure_and_the_table(study: dict[str, Any], tmp_path: Path) -> None:
     archive, out = study["archive"], tmp_path / "frontier"
     argv = ["attack", "frontier", f"strong={archive / 'strong'}", f"weak={archive / 'weak'}"]

@@ -16,6 +16,9 @@ from fedaug.config.load import build_dataclass, load_config
 from fedaug.engine.checkpoint import read_jsonl
 from fedaug.engine.simulation import Simulation
 from fedaug.errors import ConfigError
+from fedaug.methods.ccvr.method import CCVR, CCVRConfig
+from fedaug.methods.ccvr.stats import class_statistics, private_class_statistics
+from fedaug.methods.fedbr import FedBR, FedBRConfig
 from fedaug.methods.fedmix import FedMix, FedMixConfig
 from fedaug.methods.flea.method import FLea, FLeaConfig
 from fedaug.methods.parts import share_dp
@@ -221,7 +224,7 @@ def test_a_missing_accountant_fails_before_the_run_with_the_install_line(
 
     monkeypatch.setitem(sys.modules, "dp_accounting", None)  # import dp_accounting raises ImportError
     gaussian.gaussian_epsilon.cache_clear()
-    for method in ("flea", "fedmix"):
+    for method in ("flea", "fedmix", "fedbr", "ccvr"):
         config = load_config(overrides=[f"method={method}", "method.share_dp.epsilon=4"])
         with pytest.raises(ConfigError) as info:
             build_method(config)
@@ -249,7 +252,13 @@ def test_the_config_is_under_the_method_and_validated() -> None:
 
 @pytest.mark.parametrize(
     "make",
-    [lambda c: FLea(FLeaConfig(share_fraction=0.5, share_dp=c)), lambda c: FedMix(FedMixConfig(share_dp=c))],
+    [
+        lambda c: FLea(FLeaConfig(share_fraction=0.5, share_dp=c)),
+        lambda c: FedMix(FedMixConfig(share_dp=c)),
+        lambda c: FedBR(FedBRConfig(share_dp=c)),
+        lambda c: CCVR(CCVRConfig(share_dp=c)),
+        lambda c: CCVR(CCVRConfig(variant="shared_features", calibrate_every_round=True, share_dp=c)),
+    ],
 )
 def test_dp_off_equals_no_option_bit_for_bit(tmp_path: Path, make: Any) -> None:
     off = build_dataclass(ShareDPConfig, {"epsilon": math.inf, "delta": 1e-3, "clip": 9.0}, path="x")
@@ -279,3 +288,113 @@ def test_a_private_flea_run_resumes_identically(tmp_path: Path) -> None:
     Simulation(make_spec(tmp_path / "cut", method=FLea(config), rounds=4)).run()
     for name in ("metrics.jsonl", "summary.json"):
         assert (tmp_path / "cut" / name).read_text() == (tmp_path / "full" / name).read_text()
+
+
+# --- FedBR's averages and CCVR's features and statistics --------------------------------------------------
+
+
+class _KeptShares(CCVR):
+    """CCVR that keeps the last shares it received (what the clients uploaded)."""
+
+    kept: list[Any]
+
+    def receive_shares(self, state: Any, shares: Any, run: Any) -> Any:
+        self.kept = list(shares)
+        return super().receive_shares(state, shares, run)
+
+
+def test_fedbr_averages_are_of_clipped_inputs_with_noise_scaled_to_one_samples_share(tmp_path: Path) -> None:
+    dpa()
+    clip, sigma, group = 0.3, 2.0, 4
+    config = FedBRConfig(
+        average_size=group, num_pseudo=100, share_dp=ShareDPConfig(clip=clip, noise_multiplier=sigma)
+    )
+    sim, records = _run(tmp_path, FedBR(config), rounds=1)
+    ckpt = sim.store.load_checkpoint()
+    assert ckpt is not None
+    pool_x, pool_y = ckpt["state"]["extra"]["pool_x"], ckpt["state"]["extra"]["pool_y"]
+    assert pool_x.shape[0] == 3 * (20 // group)  # num_pseudo above the pool: all kept, in client order
+    assert torch.equal(pool_y, torch.full_like(pool_y, 1 / 3))  # no labels leave the client
+    for client in range(3):
+        rows = pool_x[client * 5 : (client + 1) * 5]
+        noise = gaussian_noise(
+            tuple(rows.shape), sigma * clip / group, torch_generator(0, "share-dp", 0, client), rows
+        )
+        norms = (rows - noise).double().norm(dim=1)
+        assert bool((norms <= clip + 1e-6).all()) and float(norms.max()) > 0.5 * clip
+    assert records[-1]["share_dp/most_releases"] == 1.0
+    assert records[-1]["share_dp/epsilon"] == pytest.approx(reference_epsilon(sigma, 1), rel=1e-12)
+
+
+def test_ccvr_shared_features_are_clipped_plus_noise_and_accounted_per_calibration(tmp_path: Path) -> None:
+    dpa()
+    clip, sigma = 0.5, 1.5
+    config = CCVRConfig(
+        variant="shared_features",
+        share_fraction=0.5,
+        calibrate_every_round=True,
+        share_dp=ShareDPConfig(clip=clip, noise_multiplier=sigma),
+    )
+    ccvr = _KeptShares(config)
+    _, records = _run(tmp_path, ccvr, rounds=3)
+    for share in ccvr.kept:
+        rows = share.extra["x"]
+        assert rows.shape == (10, 256)  # floor(0.5 * 20) penultimate features of the mlp
+        noise = gaussian_noise(
+            tuple(rows.shape), sigma * clip, torch_generator(0, "share-dp", 3, share.client_id), rows
+        )
+        norms = (rows - noise).double().norm(dim=1)
+        assert bool((norms <= clip + 1e-6).all()) and float(norms.max()) > 0.9 * clip
+    # fresh half subsets every round: the most-released sample's epsilon, the accountant's own
+    most = [r["share_dp/most_releases"] for r in records]
+    assert most == sorted(most) and most[0] == 1.0
+    assert [r["share_dp/epsilon"] for r in records] == pytest.approx(
+        [reference_epsilon(sigma, int(m)) for m in most], rel=1e-12
+    )
+
+
+def test_ccvr_post_hoc_statistics_spend_one_release(tmp_path: Path) -> None:
+    dpa()
+    sigma = 2.0
+    ccvr = _KeptShares(CCVRConfig(share_dp=ShareDPConfig(clip=0.5, noise_multiplier=sigma)))
+    _, records = _run(tmp_path, ccvr, rounds=2)
+    assert "share_dp/epsilon" not in records[0]  # rounds before the calibration log FedAvg's metrics
+    assert records[1]["share_dp/most_releases"] == 1.0
+    assert records[1]["share_dp/epsilon"] == pytest.approx(reference_epsilon(sigma, 1), rel=1e-12)
+    assert {"classes", "counts", "means", "covs"} <= set(ccvr.kept[0].extra)
+    summary = (tmp_path / "summary.json").read_text()
+    assert "share_dp_epsilon" in summary
+
+
+def test_private_class_statistics_are_those_of_clipped_features_plus_the_stated_noise() -> None:
+    # Prepare: features far longer than the clip, two classes
+    clip, sigma, dim = 0.5, 1.0, 3
+    generator = torch.Generator().manual_seed(0)
+    features = 10 * torch.randn(12, dim, generator=generator, dtype=torch.float64)
+    labels = torch.tensor([0, 1] * 6)
+    exact = class_statistics(clip_rows(features, clip), labels)
+    # Execute: many noisy releases; the noise on sums and second moments read back from mean and cov
+    sums, seconds = [], []
+    for seed in range(1500):
+        classes, counts, means, covs = private_class_statistics(
+            features, labels, clip=clip, noise_multiplier=sigma, generator=torch.Generator().manual_seed(seed)
+        )
+        n = counts[:, None].double()
+        sums.append(means * n - exact[2] * n)
+        outer = means[:, :, None] * means[:, None, :]
+        exact_outer = exact[2][:, :, None] * exact[2][:, None, :]
+        seconds.append((n[:, :, None] - 1) * (covs - exact[3]) + n[:, :, None] * (outer - exact_outer))
+    # Assert: classes and counts in the clear; every clipped mean within the clip; noise std as stated
+    assert classes.tolist() == [0, 1] and counts.tolist() == [6, 6]
+    assert bool((exact[2].norm(dim=1) <= clip + 1e-9).all())
+    sum_noise, second_noise = torch.stack(sums), torch.stack(seconds)
+    torch.testing.assert_close(second_noise, second_noise.transpose(-1, -2))  # one draw per upper entry
+    upper = second_noise[..., *torch.triu_indices(dim, dim)]
+    assert sum_noise.numel() == 1500 * 2 * dim and upper.numel() == 1500 * 2 * dim * (dim + 1) // 2
+    for noise, std in (
+        (sum_noise.flatten(), sigma * clip * 2**0.5),
+        (upper.flatten(), sigma * clip**2),
+    ):
+        count = noise.numel()
+        assert abs(float(noise.std()) - std) <= 3 * std / math.sqrt(2 * (count - 1))
+        assert abs(float(noise.mean())) <= 3 * std / math.sqrt(count)

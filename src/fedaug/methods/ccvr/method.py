@@ -12,6 +12,13 @@ classifier is fitted on real penultimate features of an alpha = 10% fraction of 
 amount FLea shares) instead of on Gaussian samples. The calibrated classifier only enters evaluation
 (:meth:`CCVR.eval_state`); the global weights that keep training stay FedAvg's.
 
+``method.share_dp`` (off by default) protects what clients upload with the Gaussian mechanism of
+:mod:`fedaug.privacy.gaussian`, each sample's penultimate feature clipped to ``clip``: ``shared_features``
+sends the clipped features plus noise of std ``noise_multiplier * clip`` (FLea's rows), ``gaussian`` the
+class statistics of clipped features with noise on their sums
+(:func:`~fedaug.methods.ccvr.stats.private_class_statistics`). Every share is one release of each sample
+it covers (post-hoc: one; ``calibrate_every_round``: one per round until the budget stops it).
+
 # Deviation from official FLea code: it fine-tunes the whole network on raw data on client 0 (see
 # docs/methods/flea.md, "The authors' code"); we implement CCVR as the papers describe it.
 """
@@ -19,7 +26,7 @@ amount FLea shares) instead of on Gaussian samples. The calibrated classifier on
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -32,13 +39,17 @@ from fedaug.methods.ccvr.stats import (
     class_statistics,
     fit_classifier,
     pool_statistics,
+    private_class_statistics,
     sample_virtual,
 )
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.flea.buffer import share_indices
+from fedaug.methods.parts import share_dp
 from fedaug.methods.parts.checks import check_at_least, check_choice, check_in_range, check_positive
 from fedaug.methods.parts.losses import frozen_model
 from fedaug.methods.parts.payloads import SharedSamples, read_extra
+from fedaug.models.base import SplitModel
+from fedaug.privacy import gaussian
 from fedaug.registry import register
 from fedaug.runtime.seeding import torch_generator
 from fedaug.types import ClientId, Extra, Metrics, StateDict
@@ -64,6 +75,12 @@ class CCVRConfig(MethodConfig):
         calibration_lr: SGD learning rate (default 0.01).
         calibration_momentum: SGD momentum (default 0.9).
         calibration_batch_size: mini-batch size of the calibration (default 64).
+        share_dp: differential privacy for the uploads, off by default (``epsilon``, ``delta``, ``clip``,
+            ``noise_multiplier``, ``releases``; :mod:`fedaug.privacy.gaussian`): each penultimate feature
+            clipped to ``clip``; ``shared_features`` adds noise of std ``noise_multiplier * clip`` to each,
+            ``gaussian`` noises each class's feature sum and second moment
+            (:func:`~fedaug.methods.ccvr.stats.private_class_statistics`). Labels and class counts are sent
+            in the clear.
     """
 
     variant: str = "gaussian"
@@ -74,6 +91,7 @@ class CCVRConfig(MethodConfig):
     calibration_lr: float = 0.01
     calibration_momentum: float = 0.9
     calibration_batch_size: int = 64
+    share_dp: gaussian.ShareDPConfig = field(default_factory=gaussian.ShareDPConfig)
 
     def __post_init__(self) -> None:
         check_choice("variant", self.variant, VARIANTS)
@@ -154,6 +172,11 @@ class CCVR(FedAvg):
     config_cls = CCVRConfig
     config: CCVRConfig
 
+    def __init__(self, config: CCVRConfig | None = None) -> None:
+        super().__init__(config)
+        self.dp = gaussian.resolve(self.config.share_dp)
+        """The uploads' Gaussian mechanism (None: ``method.share_dp`` off)."""
+
     def init_server(self, model_state: StateDict, run: RunContext) -> ServerState:
         missing = [key for key in CLASSIFIER_KEYS if key not in model_state]
         if missing:
@@ -161,6 +184,8 @@ class CCVR(FedAvg):
         device = model_state[CLASSIFIER_KEYS[0]].device  # the run's: a checkpoint keeps one device
         empty = torch.empty(0, device=device)
         none = Calibration(-1, empty, empty, num_features=0, loss=float("nan"), bytes_up_per_client=0.0)
+        if self.dp is not None:
+            share_dp.warn_if_nothing_allowed(self.dp)
         return ServerState(round_num=0, model_state=model_state, extra=none.to_extra())
 
     def fedavg_rounds(self, num_rounds: int) -> int:
@@ -174,27 +199,64 @@ class CCVR(FedAvg):
         if round_num == 0 or not (self.config.calibrate_every_round or round_num == run.num_rounds):
             return None
         # Paper: every client uploads its local statistics (not only the last round's participants).
-        return ShareRequest(round_num, list(range(run.num_clients)), state.model_state)
+        request = ShareRequest(round_num, list(range(run.num_clients)), state.model_state)
+        return share_dp.attach(request, state.extra, self.dp, run)
 
     def client_share(self, request: ShareRequest, ctx: ClientContext) -> ClientShare:
         model = frozen_model(ctx, "share", request.model_state)
-        x, y = ctx.data.x, ctx.data.y
+        idx: Tensor | None = None  # every sample (gaussian)
         if self.config.variant == "shared_features":
             # Paper is silent on the subset: a fresh random floor(alpha n) samples, as FLea's.
             n = ctx.data.num_examples
             idx = share_indices(n, self.config.share_fraction, ctx.generator, None, ctx.client_id)
-            x, y = x[idx], y[idx]
+        if self.dp is not None:
+            return self._private_share(request, ctx, model, idx, self.dp)
+        x, y = (ctx.data.x, ctx.data.y) if idx is None else (ctx.data.x[idx], ctx.data.y[idx])
+        return self._exact_share(ctx.client_id, self._features(model, x), y.cpu())
+
+    def _private_share(
+        self,
+        request: ShareRequest,
+        ctx: ClientContext,
+        model: SplitModel,
+        drawn: Tensor | None,
+        dp: gaussian.GaussianShare,
+    ) -> ClientShare:
+        """The upload under ``method.share_dp`` over the ``drawn`` samples (None: all) the budget still
+        allows: noisy clipped features (``shared_features``) or noisy class statistics (``gaussian``)."""
+        n = ctx.data.num_examples
+        counts = share_dp.client_counts(request, ctx.client_id, n)
+        drawn = torch.arange(n, device=ctx.data.y.device) if drawn is None else drawn
+        idx, withheld = share_dp.gate(drawn, counts, dp)
+        features, labels = self._features(model, ctx.data.x[idx]), ctx.data.y[idx].cpu()
+        noise = share_dp.noise_generator(ctx, request.round_num)
+        if self.config.variant == "shared_features":
+            rows = share_dp.privatise(features, dp.clip, dp.noise_multiplier * dp.clip, noise)
+            extra = SharedSamples(rows, labels).to_extra()
+        else:
+            classes, sizes, means, covs = private_class_statistics(
+                features, labels, clip=dp.clip, noise_multiplier=dp.noise_multiplier, generator=noise
+            )
+            extra = ClassStatistics(classes, sizes, means.float(), covs.float()).to_extra()
+        dp_extra, dp_metrics = share_dp.share_extra(counts, idx, withheld)
+        return ClientShare(ctx.client_id, extra={**extra, **dp_extra}, metrics=dp_metrics)
+
+    def _features(self, model: SplitModel, x: Tensor) -> Tensor:
+        """Penultimate features of ``x`` on the host (what a client uploads), ``[n, d]``."""
         with torch.no_grad():
             chunks = [model.penultimate(chunk) for chunk in torch.split(x, 512)] if len(x) else []
         dim = model.classifier.in_features
         # Shares leave the client as host tensors (what it uploads); the per-class statistics are computed
         # on the CPU in float64 (ccvr_stats), and the server moves what it fits on to the run's device.
-        features = torch.cat(chunks).flatten(1).cpu() if chunks else torch.empty(0, dim)
+        return torch.cat(chunks).flatten(1).cpu() if chunks else torch.empty(0, dim)
+
+    def _exact_share(self, client_id: ClientId, features: Tensor, labels: Tensor) -> ClientShare:
+        """The paper's upload: the features and labels, or their per-class count, mean and covariance."""
         if self.config.variant == "shared_features":
-            return ClientShare(ctx.client_id, extra=SharedSamples(features, y.cpu()).to_extra())
-        classes, counts, means, covs = class_statistics(features, y.cpu())
+            return ClientShare(client_id, extra=SharedSamples(features, labels).to_extra())
+        classes, counts, means, covs = class_statistics(features, labels)
         stats = ClassStatistics(classes, counts, means.float(), covs.float())
-        return ClientShare(ctx.client_id, extra=stats.to_extra())
+        return ClientShare(client_id, extra=stats.to_extra())
 
     def receive_shares(
         self, state: ServerState, shares: Sequence[ClientShare], run: RunContext
@@ -214,7 +276,9 @@ class CCVR(FedAvg):
             batch_size=cfg.calibration_batch_size,
             generator=generator,
         )
-        uploaded = sum(t.numel() * t.element_size() for s in shares for t in s.extra.values())
+        uploaded = sum(
+            t.numel() * t.element_size() for s in shares for k, t in s.extra.items() if k != share_dp.COUNTS
+        )
         calibration = Calibration(
             state.round_num,
             new_weight,
@@ -223,7 +287,17 @@ class CCVR(FedAvg):
             loss=loss,
             bytes_up_per_client=uploaded / max(len(shares), 1),
         )
-        return replace(state, extra={**state.extra, **calibration.to_extra()})
+        extra = {**state.extra, **calibration.to_extra()}
+        if self.dp is not None:
+            extra = share_dp.receive(
+                extra,
+                shares,
+                self.dp,
+                round_num=state.round_num,
+                num_clients=run.num_clients,
+                shares_again=self.config.calibrate_every_round,
+            )
+        return replace(state, extra=extra)
 
     def _calibration_set(
         self, shares: Sequence[ClientShare], run: RunContext, generator: torch.Generator
@@ -259,4 +333,5 @@ class CCVR(FedAvg):
             "ccvr/num_features": float(calibration.num_features),
             "ccvr/calibration_loss": float(calibration.loss),
             "ccvr/bytes_up_per_client": float(calibration.bytes_up_per_client),
+            **share_dp.round_metrics(state.extra, self.dp),
         }

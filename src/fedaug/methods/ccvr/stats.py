@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fedaug.methods.parts.payloads import read_extra
+from fedaug.privacy.gaussian import clip_rows, gaussian_noise
 from fedaug.runtime.device import host_to_device
 from fedaug.training.loop import batch_indices
 from fedaug.types import Extra
@@ -52,6 +53,50 @@ def class_statistics(features: Tensor, labels: Tensor) -> tuple[Tensor, Tensor, 
     if not means:
         return classes, counts, feats.new_empty(0, dim), feats.new_empty(0, dim, dim)
     return classes, counts, torch.stack(means), torch.stack(covs)
+
+
+def private_class_statistics(
+    features: Tensor, labels: Tensor, *, clip: float, noise_multiplier: float, generator: torch.Generator
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """:func:`class_statistics` under ``method.share_dp``: the Gaussian mechanism on each class's sufficient
+    statistics, the sum s_c and the second moment Q_c = sum x x^T of its features clipped to L2 norm
+    ``clip``, turned into the mean s_c / n_c and covariance (Q_c - n_c mu_c mu_c^T) / (n_c - 1) that
+    :func:`pool_statistics` pools back into exactly the noisy sums (post-processing).
+
+    Sensitivity (replace-one, the labels fixed): replacing one feature x by x' moves s_c by at most 2 clip
+    and Q_c by ||x' x'^T - x x^T||_F = sqrt(|x'|^4 + |x|^4 - 2 (x . x')^2) <= sqrt(2) clip^2 (the upper
+    triangle, diagonal included, by no more). Noise of std ``noise_multiplier * clip * sqrt(2)`` on every
+    entry of s_c and ``noise_multiplier * clip^2`` on every upper-triangle entry of Q_c (mirrored below)
+    makes the pair, in units of its noise, move by at most sqrt(2 + 2) = 2 / noise_multiplier: one Gaussian
+    release of the sample with noise multiplier ``noise_multiplier / 2`` against its sensitivity, the
+    event :func:`fedaug.privacy.gaussian.gaussian_epsilon` accounts (as FLea's rows).
+
+    # Deviation from paper: CCVR shares the exact statistics of unclipped features; here every feature is
+    # clipped and s_c, Q_c are noised, so a covariance may be indefinite (sample_virtual clips its negative
+    # eigenvalues) and a small class's mean is noisy. The classes and their counts n_c leave in the clear
+    # (as FLea's and FedMix's labels do): the guarantee is for the features given the labels.
+
+    Returns:
+        ``(classes [m], counts [m], means [m, d], covs [m, d, d])`` in float64, as :func:`class_statistics`.
+    """
+    feats = clip_rows(features.to(torch.float64), clip)
+    classes = torch.unique(labels)
+    dim = feats.shape[1]
+    counts, means, covs = [], [], []
+    for c in classes:
+        rows = feats[labels == c]
+        n = rows.shape[0]
+        total = rows.sum(dim=0) + gaussian_noise((dim,), noise_multiplier * clip * 2**0.5, generator, rows)
+        upper = torch.triu(gaussian_noise((dim, dim), noise_multiplier * clip**2, generator, rows))
+        second = rows.T @ rows + upper + torch.triu(upper, diagonal=1).T
+        mean = total / n
+        cov = (second - n * torch.outer(mean, mean)) / (n - 1) if n > 1 else torch.zeros(dim, dim).to(rows)
+        counts.append(torch.tensor(n))
+        means.append(mean)
+        covs.append(cov)
+    if not means:
+        return classes, labels.new_empty(0), feats.new_empty(0, dim), feats.new_empty(0, dim, dim)
+    return classes, torch.stack(counts), torch.stack(means), torch.stack(covs)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ departures (Adam re-created every step, linear lr).
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -47,8 +48,8 @@ from fedaug.api import (
     ShareRequest,
     TrainSettings,
 )
-from fedaug.errors import IncompatibleModelError
 from fedaug.methods.fedavg import FedAvg
+from fedaug.methods.flea import depth
 from fedaug.methods.flea.buffer import (
     SHARE_SUBSETS,
     BufferStream,
@@ -93,6 +94,8 @@ from fedaug.runtime.seeding import numpy_rng, torch_generator
 from fedaug.training.loop import ClientTensors, LossFn
 from fedaug.types import Metrics
 
+logger = logging.getLogger(__name__)
+
 FLEA_PAPER = "Xia et al., KDD 2024"
 """The paper every FLea variant follows (what ``fedaug list methods`` cites)."""
 
@@ -104,7 +107,11 @@ class FLeaConfig(MethodConfig):
     decaying 3 -> 1, as the authors' code has them): ``flea_eq6`` is the paper's Eq. 6 as printed.
 
     Attributes:
-        split_layer: layer l whose activations are shared (None: the model's ``default_split``).
+        split_layer: layer l whose activations are shared (None: the model's ``default_split``): the
+            sharing depth, -1 (the raw input) to the model's last block (HARNet -1..3, LeNet-5 -1..3,
+            MobileNetV2 -1..its blocks); checked against the model before the run, a bad value answered with
+            every valid layer's shape and bytes per sample (:mod:`fedaug.methods.flea.depth`). Deeper is only
+            measured to leak less, not guaranteed.
         mix_beta: a of the symmetric Beta(a, a) mixing weights (paper: 2).
         mix_weight: a fixed mixing weight instead of Beta draws (ICLR Table 8 ablation); 1 = local only.
         distill_weight: lambda1 of L_dis (paper: 1; searched 0-4).
@@ -199,12 +206,19 @@ class FLea(FedAvg):
         return model.check_split(layer)
 
     def check(self, model: SplitModel, run: RunContext) -> None:
-        """Refuses a ``split_layer`` the model does not have before any file of the run is written."""
-        del run
-        try:
-            self.layer(model)
-        except IncompatibleModelError as exc:
-            raise IncompatibleModelError(f"method.split_layer: {exc}") from None
+        """Refuses a ``split_layer`` the model does not have (naming each valid layer with what it shares)
+        before any file of the run is written, and logs what the buffer will hold at the chosen one."""
+        layer = model.default_split if self.config.split_layer is None else self.config.split_layer
+        depth.check_layer(model, layer, run.input_shape)
+        if self.config.share_fraction > 0:
+            memory = depth.buffer_memory(
+                model,
+                layer,
+                run,
+                share_fraction=self.config.share_fraction,
+                buffer_rounds=self.config.buffer_rounds,
+            )
+            logger.info(memory.describe(type(model).__name__))
 
     def decor_weight_at(self, round_num: int) -> float:
         """lambda2 in ``round_num`` (``decor_schedule``: constant, or the official 3 -> 1 in rounds 1-21)."""
@@ -300,11 +314,7 @@ class FLea(FedAvg):
         request = ShareRequest(
             round_num=round_num, client_ids=list(participants), model_state=state.model_state
         )
-        if self.dp is not None:
-            if share_dp.exhausted(state.extra, self.dp, run.num_clients):
-                return None  # the budget has stopped the sharing (receive_shares said so)
-            request.extra = share_dp.request_extra(state.extra, request.client_ids)
-        return request
+        return share_dp.attach(request, state.extra, self.dp, run)
 
     def client_share(self, request: ShareRequest, ctx: ClientContext) -> ClientShare:
         model = frozen_model(ctx, "share", request.model_state)

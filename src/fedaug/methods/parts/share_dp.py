@@ -1,5 +1,5 @@
-"""``method.share_dp`` for the methods that share rows computed from data (FLea, FedMix): each client's
-ledger of how often each of its samples was released, the budget's gate, and the epsilon spent.
+"""``method.share_dp`` for the methods that share rows computed from data (FLea, FedMix, FedBR, CCVR):
+each client's ledger of how often each of its samples was released, the budget's gate, and the epsilon spent.
 
 The mechanism and its accounting are :mod:`fedaug.privacy.gaussian`. A client's ledger is its own
 bookkeeping: a count per local sample (int64, on the CPU). The simulation keeps every client's in
@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from fedaug.api import ClientContext, ClientShare, ShareRequest
+from fedaug.api import ClientContext, ClientShare, RunContext, ShareRequest
 from fedaug.privacy.gaussian import GaussianShare, clip_rows, gaussian_noise
 from fedaug.runtime.seeding import torch_generator
 from fedaug.types import ClientId, Extra, Metrics
@@ -33,6 +33,19 @@ COUNTS = "share_dp_counts"
 
 STATS = "share_dp_stats"
 """``ServerState.extra``: the last share phase's numbers and which warnings were given."""
+
+
+def attach(
+    request: ShareRequest | None, extra: Mapping[str, Any], mech: GaussianShare | None, run: RunContext
+) -> ShareRequest | None:
+    """``request`` with the asked clients' ledgers (unchanged when off; None once the budget has stopped
+    the sharing: :func:`receive` said so)."""
+    if request is None or mech is None:
+        return request
+    if exhausted(extra, mech, run.num_clients):
+        return None
+    request.extra = request_extra(extra, request.client_ids)
+    return request
 
 
 def request_extra(extra: Mapping[str, Any], client_ids: Sequence[ClientId]) -> Extra:
@@ -62,6 +75,33 @@ def privatise(rows: Tensor, clip: float, std: float, generator: torch.Generator)
     """Each row clipped to L2 norm ``clip``, plus Gaussian noise of std ``std``."""
     clipped = clip_rows(rows, clip)
     return clipped + gaussian_noise(tuple(clipped.shape), std, generator, clipped)
+
+
+def group_means(
+    request: ShareRequest, ctx: ClientContext, mech: GaussianShare, group: int
+) -> tuple[Tensor, Tensor, Extra, Metrics]:
+    """FedMix's and FedBR's private share: the averages of shuffled groups of ``group`` clipped inputs, over
+    the samples the budget still allows (each in one group at most: one release), plus noise of std
+    ``noise_multiplier * clip / group`` (an average moves by at most ``2 clip / group`` when one of its
+    samples is replaced).
+
+    Returns:
+        ``(averages [G, ...], the samples averaged [G * group] in group order, the share's ledger extra,
+        its metrics with num_shared)``.
+    """
+    order = torch.randperm(ctx.data.num_examples, generator=ctx.generator)
+    counts = client_counts(request, ctx.client_id, ctx.data.num_examples)
+    allowed, _ = gate(order, counts, mech)
+    count = allowed.shape[0] // group
+    used = allowed[: count * group]
+    x = clip_rows(ctx.data.x[used].float(), mech.clip)
+    x_bar = x.view(count, group, *x.shape[1:]).mean(dim=1)
+    noise = noise_generator(ctx, request.round_num)
+    x_bar = x_bar + gaussian_noise(
+        tuple(x_bar.shape), mech.noise_multiplier * mech.clip / group, noise, x_bar
+    )
+    dp_extra, dp_metrics = share_extra(counts, used, ctx.data.num_examples - allowed.shape[0])
+    return x_bar, used, dp_extra, {"num_shared": float(count), **dp_metrics}
 
 
 def share_extra(counts: Tensor, released: Tensor, withheld: int) -> tuple[Extra, Metrics]:
