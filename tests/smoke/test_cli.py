@@ -31,7 +31,7 @@ def _error_of(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
 @pytest.mark.parametrize(
     ("override", "expected"),
     [
-        ("method=nosuch", "unknown method 'nosuch'; valid choices: ccvr, fedadagrad, fedadam, fedaugmix"),
+        ("method=nosuch", "unknown method 'nosuch'; valid choices: ccvr, centralized, fedadagrad, fedadam"),
         ("data=nosuch", "unknown dataset 'nosuch'; valid choices:"),
         ("model=nosuch", "unknown model 'nosuch'; valid choices:"),
         ("train.roundz=3", "unknown config key 'train.roundz'; valid keys:"),

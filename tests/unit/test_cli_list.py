@@ -257,7 +257,7 @@ def test_unknown_name_is_one_line_naming_the_valid_ones_and_exit_2(
     captured = capsys.readouterr()
     assert captured.out == ""
     (line,) = captured.err.strip().splitlines()
-    start = "fedaug: error: unknown method 'fedntdd'; valid choices: ccvr, fedadagrad, fedadam"
+    start = "fedaug: error: unknown method 'fedntdd'; valid choices: ccvr, centralized, fedadagrad"
     assert line.startswith(start)
     assert "fedntd" in line and "fedaugmix" in line
 
