@@ -45,7 +45,7 @@ class LocalConfig(MethodConfig):
     "method",
     "local",
     summary="the floor: every client trains its own model alone, never averaged; reports the mean client",
-    paper="a reference run, as FL-bench's Local-only and PFLlib's Local",
+    paper="a reference run, as FL-bench's Local-only and PFLlib's Local: Zhang et al., arXiv 2023",
 )
 class Local(HookedClient):
     """Every client trains alone.
