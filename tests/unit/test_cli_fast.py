@@ -45,7 +45,7 @@ print(json.dumps(results))
 ANSWERS = [
     (["--help"], "fedaug COMMAND --help"),
     (["--version"], "fedaug "),
-    (["list"], "methods: ccvr, fedadagrad, fedadam, fedaugmix"),
+    (["list"], "methods: ccvr, centralized, fedadagrad, fedadam"),
     (["list", "methods"], "flea_official"),
     (["list", "datasets"], "uci_har"),
     (["list", "models"], "harnet"),

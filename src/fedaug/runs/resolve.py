@@ -40,6 +40,7 @@ from fedaug.models.base import SplitModel
 from fedaug.plugins import import_plugins
 from fedaug.runtime import startup
 from fedaug.runtime.device import default_eval_batch_size, resolve_device, set_deterministic
+from fedaug.runtime.lazy_dynamo import defer_dynamo_import
 from fedaug.runtime.memory_format import resolve_channels_last
 from fedaug.runtime.paths import cache_dir
 from fedaug.runtime.precision import bf16_warning
@@ -286,6 +287,7 @@ def check_first_step(model: torch.nn.Module, config: ExperimentConfig, dataset: 
     run dir left behind by a failure at the first client's second step. An lr that trains is never refused
     by this: it only finds a loss or parameter that is already NaN or infinite after one step."""
     settings = config.train.settings(1)
+    defer_dynamo_import()  # as a run does: this step's optimizer would import torch._dynamo (seconds)
     with torch.random.fork_rng(devices=[]):
         problem = first_step_problem(copy.deepcopy(model), dataset.x_train[:2], dataset.y_train[:2], settings)
     if problem is not None:
