@@ -36,6 +36,7 @@ from tools.results import privacy_augmix as results_privacy_augmix
 from tools.results import privacy_oneseed as results_privacy_oneseed
 from tools.results import prose as results_prose
 from tools.results import readme as results_readme
+from tools.results import round_ratios
 from tools.results import speed_prose as results_speed_prose
 from tools.results import studies as results_studies
 from tools.results import studies_bench as results_studies_bench
@@ -97,6 +98,10 @@ def main() -> int:
                 stale += fragment_differences(f"{name} {key}", body, fragments[key])
         else:
             path.write_text(fill_fragments(text, fragments))
+    if args.check:
+        stale += round_ratios.stale()
+    else:
+        round_ratios.write()
     print("\n".join(stale) if stale else "up to date" if args.check else "written")
     return 1 if stale else 0
 

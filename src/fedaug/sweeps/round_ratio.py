@@ -6,8 +6,8 @@ been timed yet, from FedAvg's measured round time (``fedaug run``'s whole-job es
   time of the method's own rounds (after the FedAvg rounds it branches from, if any) over FedAvg's mean round
   time, both timed on this machine;
 * :data:`DEFAULT_ROUND_RATIO`: else fedaug's default for the method, the median of that ratio over the
-  archived studies (:func:`archived_ratios` of ``studies/``; ``python scripts/round_ratios.py --write``
-  updates the table, a test checks it against the archive);
+  archived studies (:func:`archived_ratios` of ``studies/``; ``python -m tools.results`` rewrites the
+  table with the generated documents, ``--check`` and a test compare it with the archive);
 * :func:`round_ratio`: 1 for FedAvg, else the recorded ratio, else the default, else None (nothing to go on).
 """
 
@@ -25,22 +25,31 @@ if TYPE_CHECKING:
     from fedaug.config.schema import ExperimentConfig
 
 DEFAULT_ROUND_RATIO: dict[str, float] = {
+    "centralized": 5.41,
+    "fedadagrad": 1.09,
+    "fedadam": 1.16,
     "fedaugmix": 3.08,
+    "fedavgm": 1.2,
     "fedbr": 2.85,
     "feddata": 5.28,
     "feddecorr": 1.22,
+    "feddyn": 2.54,
     "fedgen": 3.34,
     "fedlc": 1.05,
     "fedmix": 1.04,
+    "fednova": 1.58,
     "fedntd": 1.27,
     "fedprox": 1.13,
     "fedprox_augmix": 3.17,
     "fedrs": 1.02,
+    "fedyogi": 1.12,
     "fedzdac": 8.17,
     "fedzdas": 6.67,
     "flea": 2.57,
     "flea_eq6": 1.37,
+    "local": 6.4,
     "qffl": 1.02,
+    "scaffold": 1.62,
 }
 """A method's round time over FedAvg's on the same setting and machine: the median over the settings of the
 archived studies (``studies/*/runs`` and ``studies/*/*/runs``, UCI-HAR, FSDD, MNIST and FMNIST, CPU and GPU

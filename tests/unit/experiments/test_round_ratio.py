@@ -27,7 +27,7 @@ def _timed(run_dir: Path, times: list[float]) -> None:
 
 
 def test_the_default_ratios_are_the_archived_runs_medians() -> None:
-    # after archiving or importing new runs: python scripts/round_ratios.py --write updates the table
+    # after archiving or importing new runs: python -m tools.results rewrites the table
     assert archived_ratios(REPO_ROOT / "studies") == DEFAULT_ROUND_RATIO
 
 
