@@ -139,6 +139,8 @@ class ArchivedTime:
     probe_there: float | None
     matched: int
     kind: str = "cpu"
+    inferred: bool = False
+    """Whether some scaled run's host probe was inferred (:meth:`Archive._inferred_probes`)."""
 
     def describe(self, what: str = "this setting") -> str:
         """``from 3 archived runs of this setting, scaled by host probe 0.097 s vs 0.050 s``."""
@@ -149,7 +151,8 @@ class ArchivedTime:
             else f"from {self.runs} of the {runs} of {what} (those with a host probe)"
         )
         if self.scaled and self.probe_here is not None and self.probe_there is not None:
-            return f"{text}, scaled by host probe {self.probe_here:.3g} s vs {self.probe_there:.3g} s"
+            how = " (probe inferred for their CPU)" if self.inferred else ""
+            return f"{text}, scaled by host probe {self.probe_here:.3g} s vs {self.probe_there:.3g} s{how}"
         if self.kind == "cpu":
             return f"{text}, unscaled: no host probe known for their CPU"
         return f"{text}, GPU times unscaled"
@@ -173,7 +176,35 @@ class Archive:
             if run.probe_s is not None and run.cpu is not None and run.kind == "cpu":
                 probes[run.cpu].append(run.probe_s)
         self.cpu_probes = {cpu: statistics.median(values) for cpu, values in probes.items()}
-        """The median recorded probe per CPU model: the probe of that model's runs archived without one."""
+        """The median recorded probe per CPU model: the probe of that model's runs archived without one
+        (a model none of whose runs recorded one: inferred, :meth:`_inferred_probes`)."""
+        self.inferred_probes = self._inferred_probes()
+        """The CPU models whose probe is inferred from settings timed on both them and probed hosts."""
+        self.cpu_probes.update(self.inferred_probes)
+
+    def _inferred_probes(self) -> dict[str, float]:
+        """A probe for each CPU model none of whose runs recorded one, from the settings it shares with
+        runs whose host probe is known: on each shared setting its mean round time over theirs per probe
+        second (``round_seconds / probe``), the median over the shared settings. Round time is taken as
+        proportional to the probe, the assumption every scaled estimate already makes."""
+        ratios: dict[str, list[float]] = defaultdict(list)
+        for (*_, kind), runs in self._timed.items():
+            if kind != "cpu":
+                continue
+            per_probe = [
+                (run.round_seconds or 0.0) / probe
+                for run in runs
+                if (probe := self.probe_of(run)) is not None and probe > 0
+            ]
+            if not per_probe:
+                continue
+            unprobed: dict[str, list[float]] = defaultdict(list)
+            for run in runs:
+                if run.cpu is not None and run.cpu not in self.cpu_probes and run.round_seconds:
+                    unprobed[run.cpu].append(run.round_seconds)
+            for cpu, times in unprobed.items():
+                ratios[cpu].append(statistics.fmean(times) / statistics.fmean(per_probe))
+        return {cpu: statistics.median(values) for cpu, values in ratios.items()}
 
     def probe_of(self, run: ArchivedRun) -> float | None:
         """The host probe of the host ``run`` ran on: its own, else its CPU model's (None: neither known)."""
@@ -204,6 +235,7 @@ class Archive:
                 statistics.median(probe for _, probe in probed),
                 len(runs),
                 kind,
+                any(run.probe_s is None and run.cpu in self.inferred_probes for run, _ in probed),
             )
         times = [run.round_seconds or 0.0 for run in runs]
         return ArchivedTime(math.fsum(times) / len(times), len(times), 0, here, None, len(runs), kind)

@@ -40,12 +40,13 @@ FLAT = {"data.name": "fsdd", "model.name": "audionet", "method.name": "fedavg", 
 
 def test_runs_with_a_host_probe_are_scaled_to_this_host_and_stand_for_the_setting() -> None:
     # Prepare: on CPU model A one run probed at 0.05 s (2 s rounds), one unprobed (4 s rounds: A's probe
-    # stands for its host); on CPU model B an unprobed run (100 s rounds) that nothing can scale
+    # stands for its host); a run of unknown CPU (100 s rounds) that nothing can scale
     archive = Archive(
         Path("studies"),
-        [_run("a1", 2.0, probe_s=0.05), _run("a2", 4.0), _run("b", 100.0, cpu="B")],
+        [_run("a1", 2.0, probe_s=0.05), _run("a2", 4.0), _run("b", 100.0, cpu=None)],
     )
     assert archive.cpu_probes == {"A": 0.05}
+    assert archive.inferred_probes == {}
     # Act / Assert: here 0.1 s a step (twice as slow): the two runs of A, doubled
     found = archive.round_time(FLAT, "cpu", 0.1)
     assert found is not None
@@ -63,6 +64,30 @@ def test_runs_with_a_host_probe_are_scaled_to_this_host_and_stand_for_the_settin
     )
     assert archive.round_time({**FLAT, "method.name": "flea"}, "cpu", 0.1) is None
     assert archive.round_time(FLAT, "cuda", 0.1) is None
+
+
+def test_a_cpu_model_without_probes_gets_one_inferred_from_the_settings_it_shares_with_probed_hosts() -> None:
+    # Prepare: model A probed at 0.05 s: 2 s rounds on the FSDD setting, 10 s on a second setting;
+    # model B never probed: 1 s and 5 s rounds on the same settings (twice as fast), and a setting of its own
+    other = ("uci_har", "harnet", "fedavg", 75, None)
+    runs = [
+        _run("a1", 2.0, probe_s=0.05),
+        ArchivedRun(Path("a2"), "a2", True, other, "cpu", 10.0, 0.05, "A"),
+        _run("b1", 1.0, cpu="B"),
+        ArchivedRun(Path("b2"), "b2", True, other, "cpu", 5.0, None, "B"),
+        ArchivedRun(Path("b3"), "b3", True, ("mnist", "lenet5", "fedavg", 10, None), "cpu", 7.0, None, "B"),
+    ]
+    archive = Archive(Path("studies"), runs)
+    # Assert: B's probe is half A's (both shared settings agree); its own setting is scaled by it
+    assert archive.inferred_probes == {"B": pytest.approx(0.025)}
+    assert archive.cpu_probes == {"A": 0.05, "B": pytest.approx(0.025)}
+    mnist = {**FLAT, "data.name": "mnist", "model.name": "lenet5", "partition.num_clients": 10}
+    found = archive.round_time(mnist, "cpu", 0.1)
+    assert found is not None and (found.seconds, found.scaled) == (pytest.approx(28.0), 1)
+    assert found.describe().endswith("scaled by host probe 0.1 s vs 0.025 s (probe inferred for their CPU)")
+    # a setting timed on both: A's run and B's, each scaled by its own host's probe, agree (4 s here)
+    both = archive.round_time(FLAT, "cpu", 0.1)
+    assert both is not None and both.seconds == pytest.approx(4.0) and both.scaled == 2
 
 
 def test_the_probe_is_asked_only_when_an_archived_run_can_be_scaled() -> None:
