@@ -396,15 +396,15 @@ def test_select_stops_at_the_archive_limit() -> None:
 def test_fedaug_campaign_hands_its_arguments_to_the_checkouts_tool(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    from fedaug.cli import main as cli
+    from fedaug.cli import campaign as cli
 
-    assert cli._campaign_argv(["-v", "campaign", "status", "--kind", "cpu"]) == [
+    assert cli.campaign_argv(["-v", "campaign", "status", "--kind", "cpu"]) == [
         "-v",
         "status",
         "--kind",
         "cpu",
     ]
-    assert cli._campaign_argv(["run", "campaign"]) is None  # a config named campaign is not the command
+    assert cli.campaign_argv(["run", "campaign"]) is None  # a config named campaign is not the command
     assert fedaug_main(["campaign", "status", "--campaign", str(tmp_path / "none.yaml")]) == 2
     assert "campaign file" in capfd.readouterr().err  # the tool's own one-line error, through the subprocess
 
@@ -412,7 +412,7 @@ def test_fedaug_campaign_hands_its_arguments_to_the_checkouts_tool(
 def test_fedaug_campaign_outside_a_checkout_says_where_it_runs(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from fedaug.cli import main as cli
+    from fedaug.cli import campaign as cli
 
     monkeypatch.setattr(cli, "checkout_with_tools", lambda start: None)
     assert fedaug_main(["campaign", "status"]) == 2
