@@ -19,11 +19,9 @@ is still the one in-process entry point, and it drives the same simulation runti
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -102,8 +100,6 @@ def simulate(
     """
     from fedaug.runs.resolve import load_data_and_partition
 
-    # the nodes (Ray actors) keep their clients' state in the run dir: the same folder whatever their cwd
-    configs = [dataclasses.replace(c, out_dir=str(Path(c.out_dir).resolve())) for c in configs]
     backend = backend_config(
         num_cpus=num_cpus, cpus_per_client=cpus_per_client, gpus_per_client=gpus_per_client
     )
