@@ -214,6 +214,7 @@ def test_client_device_becomes_the_nodes_device_config(
             "device": "cpu",
             "node_key": None,
             "register_timeout": 120.0,
+            "state_dir": None,
         }
     ]
     assert "--device='gpu' is not a device" in line and "this machine has: cpu" in line

@@ -120,6 +120,17 @@ def test_commands_use_tls_unless_insecure(tmp_path: Path) -> None:
     assert plain[-1] == "--insecure" and f'data-dir="{tmp_path.resolve()}"' in plain[4]
 
 
+def test_a_nodes_state_dir_becomes_its_node_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``fedaug flower client --state-dir DIR``: the node keeps its client's state there (absolute)."""
+    # Prepare
+    monkeypatch.chdir(tmp_path)
+    # Execute
+    node = supernode_command("h:1", 4, root_certificates=None, runtime_port=1, state_dir="node-state")
+    # Assert
+    expected = f'partition-id=4 state-dir="{tmp_path.resolve() / "node-state"}"'
+    assert node[node.index("--node-config") + 1] == expected
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -28,6 +28,7 @@ from fedaug.config.schema import ExperimentConfig
 from fedaug.engine import simulation
 from fedaug.errors import ClientError, FedaugError, IncompatibleModelError
 from fedaug.flower import client_app
+from fedaug.flower.client_store import ClientStateStore, run_tag, store_root
 from fedaug.flower.loopback import LoopbackGrid, task_identity
 from fedaug.flower.server_app import serve
 from fedaug.runs.runner import run_experiment
@@ -64,6 +65,16 @@ def tiny_config(tmp_path: Path, method: str, **extra: str) -> ExperimentConfig:
 
 def metrics(config: ExperimentConfig) -> list[dict]:
     return [json.loads(line) for line in (run_dir_for(config) / "metrics.jsonl").read_text().splitlines()]
+
+
+def node_states(config: ExperimentConfig) -> dict[int, Any]:
+    """Each client's state as its node keeps it after the client's last round (its newest state file)."""
+    root = store_root(config)
+    states = {}
+    for folder in sorted(root.iterdir()) if root.exists() else []:
+        store = ClientStateStore(folder, run_tag(config), int(folder.name))
+        states[store.client_id] = store.load(max(store.rounds()), required=True)
+    return states
 
 
 _ZDA = {
@@ -124,15 +135,14 @@ def test_local_keeps_the_engines_client_models_on_flower(tmp_path: Path) -> None
     for client, weights in models.items():
         assert all(torch.equal(weights[k], flower_models[client][k]) for k in weights), client
     assert on_flower["client_states"] == {}
-    for ctx in grid.contexts.values():
-        client = int(ctx.node_config["partition-id"])
-        if client in models:
-            kept = client_app.load_client_state(ctx)
-            assert all(torch.equal(kept[k], models[client][k]) for k in kept), client
+    kept = node_states(flower)
+    assert kept.keys() == models.keys()
+    for client, weights in kept.items():
+        assert all(torch.equal(weights[k], models[client][k]) for k in weights), client
 
 
 def test_client_state_stays_on_the_node(tmp_path: Path) -> None:
-    """MOON's previous local model is kept in the node's context.state, not sent to the server."""
+    """MOON's previous local model is kept in the node's state store, not sent to the server."""
     # Prepare
     config = tiny_config(tmp_path, "moon", **{"train.rounds": "3"})
     grid = loopback(num_nodes=4)
@@ -140,12 +150,11 @@ def test_client_state_stays_on_the_node(tmp_path: Path) -> None:
     serve(grid, [config], fresh=False, node_timeout=5)
     # Assert
     trained = {c for r in metrics(config) for c in r["clients"]}
-    holders = {int(ctx.node_config["partition-id"]) for ctx in grid.contexts.values() if len(ctx.state)}
-    assert holders == trained
+    kept = node_states(config)
+    assert set(kept) == trained
     ckpt = torch.load(run_dir_for(config) / "ckpt" / "latest.pt", weights_only=True)
     assert ckpt["client_states"] == {}
-    state = client_app.load_client_state(next(c for c in grid.contexts.values() if len(c.state)))
-    assert set(state) == set(ckpt["state"]["model_state"])
+    assert all(set(state) == set(ckpt["state"]["model_state"]) for state in kept.values())
 
 
 def test_client_failure_names_round_client_and_method(tmp_path: Path) -> None:

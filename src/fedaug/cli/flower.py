@@ -217,6 +217,7 @@ def cmd_client(args: argparse.Namespace) -> int:
         device=args.device,
         node_key=node_key,
         register_timeout=args.register_timeout,
+        state_dir=args.state_dir,
     )
 
 
@@ -345,6 +346,11 @@ def add_flower_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="seconds to keep knocking while the SuperLink refuses this node's key (default %(default)s)",
     )
     client.add_argument("--data-dir", help="where this node's datasets live (default: the experiment's)")
+    client.add_argument(
+        "--state-dir",
+        help="where this node keeps its client's state between rounds (SCAFFOLD, FedDyn, MOON, local; "
+        "default: client_state/ in the run dir as this node resolves it)",
+    )
     client.add_argument(
         "--runtime-port",
         type=flag_int(1, 65535),

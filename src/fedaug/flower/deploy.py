@@ -96,13 +96,17 @@ def supernode_command(
     data_dir: str | None = None,
     device: str | None = None,
     node_key: Path | None = None,
+    state_dir: str | None = None,
 ) -> list[str]:
     """``flower-supernode`` holding client ``partition_id`` (``--insecure`` when no root certificate);
     ``device``: where its clients compute (node config ``device``, over the experiment's engine.device);
-    ``node_key``: its private key for SuperNode authentication."""
+    ``node_key``: its private key for SuperNode authentication; ``state_dir``: where it keeps its client's
+    state between rounds (node config ``state-dir``; default: the run dir as the node resolves it)."""
     node_config = f"partition-id={partition_id}"
     if data_dir:
         node_config += f' data-dir="{Path(data_dir).resolve()}"'
+    if state_dir:
+        node_config += f' state-dir="{Path(state_dir).resolve()}"'
     if device:
         node_config += f' device="{device}"'
     command = ["flower-supernode", "--superlink", superlink, "--node-config", node_config]
@@ -281,6 +285,7 @@ def run_client(
     device: str | None = None,
     node_key: Path | None = None,
     register_timeout: float = 120.0,
+    state_dir: str | None = None,
 ) -> int:
     """Runs a SuperNode holding client ``partition_id`` until it is stopped (Ctrl-C); its exit code.
 
@@ -296,6 +301,7 @@ def run_client(
         data_dir=data_dir,
         device=device,
         node_key=node_key,
+        state_dir=state_dir,
     )
     logger.info("%s", " ".join(command))
     sigterm_as_interrupt()

@@ -17,9 +17,8 @@ there before the method aggregates them, whatever device each node trained on.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -28,18 +27,16 @@ import yaml
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
-from fedaug.api import ClientShare, ClientUpdate, Method, Payload, ServerState, ShareRequest
+from fedaug.api import ClientShare, ClientUpdate, Payload, ServerState, ShareRequest
 from fedaug.config.load import config_from_dict, dump_yaml
 from fedaug.config.schema import ExperimentConfig
 from fedaug.engine.simulation import Simulation, SimulationSpec
 from fedaug.errors import ClientError, FedaugError
-from fedaug.flower.client_app import HEADER
+from fedaug.flower.client_app import HEADER, STATE_ROUND
+from fedaug.flower.client_store import state_rounds
 from fedaug.flower.records import decode, encode
 from fedaug.runtime import startup
-from fedaug.training.client import HookedClient
 from fedaug.types import ClientId
-
-logger = logging.getLogger(__name__)
 
 CONFIG_KEY = "fedaug-config"
 """Run-config key (``[tool.flwr.app.config]``) holding the experiment config as YAML."""
@@ -65,14 +62,22 @@ class NodeLink:
         round_num: int,
         *,
         device: torch.device | None = None,
+        state_rounds: Mapping[ClientId, int] | None = None,
     ) -> list[Any]:
         """Sends ``obj`` to each client (encoded afresh per message); the decoded replies in client order,
-        their tensors on ``device`` (None: the CPU)."""
+        their tensors on ``device`` (None: the CPU). ``state_rounds``: each client's last training round
+        so far, whose kept state it starts from (missing: 0, none)."""
+        rounds = state_rounds or {}
         messages = []
         for client_id in client_ids:
             content = encode(obj)
             content[HEADER] = ConfigRecord(
-                {"config": self.config_text, "client-id": client_id, "round": round_num}
+                {
+                    "config": self.config_text,
+                    "client-id": client_id,
+                    "round": round_num,
+                    STATE_ROUND: rounds.get(client_id, 0),
+                }
             )
             messages.append(
                 Message(
@@ -101,40 +106,36 @@ class FlowerEngine(Simulation):
     def __init__(self, spec: SimulationSpec, *, link: NodeLink) -> None:
         super().__init__(spec)
         self.link = link
+        self.state_rounds: dict[ClientId, int] = {}  # each client's last training round (its kept state)
 
     def _start(self) -> tuple[ServerState, list[dict[str, Any]]]:
         state, records = super()._start()
-        if state.round_num > 0 and keeps_client_state(self.spec.method):
-            logger.warning(
-                "resuming %s on Flower after round %d: its clients' state (%s keeps one per client) lived on "
-                "the nodes of the interrupted Flower run, and nodes start without it, so the rounds from %d "
-                "on differ from an uninterrupted run (fedaug run resumes it exactly)",
-                self.spec.run_dir,
-                state.round_num,
-                self.spec.method.name,
-                state.round_num + 1,
-            )
+        # a resumed run's clients start from the state their nodes kept in their last round up to the
+        # checkpoint's (newer files, of a round the checkpoint never recorded, are not read)
+        self.state_rounds = state_rounds(records)
         return state, records
 
     def run_client_updates(
         self, payload: Payload, participants: list[ClientId], round_num: int
     ) -> list[ClientUpdate]:
         device = self.spec.run.device
-        updates: list[ClientUpdate] = self.link.call("train", payload, participants, round_num, device=device)
+        updates: list[ClientUpdate] = self.link.call(
+            "train", payload, participants, round_num, device=device, state_rounds=self.state_rounds
+        )
+        self.state_rounds.update(dict.fromkeys(participants, round_num))
         return updates
 
     def run_client_shares(self, request: ShareRequest, round_num: int) -> list[ClientShare]:
         device = self.spec.run.device
         shares: list[ClientShare] = self.link.call(
-            "query.share", request, request.client_ids, round_num, device=device
+            "query.share",
+            request,
+            request.client_ids,
+            round_num,
+            device=device,
+            state_rounds=self.state_rounds,
         )
         return shares
-
-
-def keeps_client_state(method: Method) -> bool:
-    """Whether ``method``'s clients keep a state between rounds (MOON, SCAFFOLD, FedDyn: they override
-    :meth:`HookedClient.kept_state`)."""
-    return isinstance(method, HookedClient) and type(method).kept_state is not HookedClient.kept_state
 
 
 def discover_nodes(grid: Grid, num_clients: int, *, timeout: float) -> dict[ClientId, int]:
