@@ -26,7 +26,7 @@ byte. The cache lives in the engine's memory only: after a resume it starts empt
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -68,7 +68,7 @@ class ClientEvalCache(Generic[T]):
         (same keys, same tensor objects, same versions), else computed now and kept."""
         versions = _versions(weights)
         entry = self._entries.get(client)
-        if entry is not None and versions == entry.versions and _same_tensors(entry.tensors, weights):
+        if entry is not None and _unchanged(entry, weights, versions):
             return entry.result
         result = compute()
         self.computed += 1
@@ -77,6 +77,19 @@ class ClientEvalCache(Generic[T]):
         else:
             self._entries[client] = _Entry(tuple(weights.items()), versions, result)
         return result
+
+    def discard_changed(self, states: Sequence[StateDict]) -> None:
+        """Drops the entry of every client ``i`` whose weights ``states[i]`` changed since its result was
+        kept: a result computed less often than every round (the local tests, every
+        ``engine.local_eval_every`` rounds) then holds no replaced model alive in between."""
+        for client, weights in enumerate(states):
+            entry = self._entries.get(client)
+            if entry is not None and not _unchanged(entry, weights, _versions(weights)):
+                del self._entries[client]
+
+
+def _unchanged(entry: _Entry[T], weights: StateDict, versions: tuple[int, ...] | None) -> bool:
+    return versions == entry.versions and _same_tensors(entry.tensors, weights)
 
 
 def _same_tensors(kept: tuple[tuple[str, Tensor], ...], weights: StateDict) -> bool:

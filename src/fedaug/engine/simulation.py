@@ -395,6 +395,8 @@ class Simulation:
         spec = self.spec
         due = round_num % spec.local_eval_every == 0 or round_num == spec.run.num_rounds
         if spec.local_test_indices is None or not due:
+            if own_models is not None:
+                self._local_cache.discard_changed(own_models)  # no trained-over model kept till it is due
             return None
         model, indices = self.workspace("eval"), spec.local_test_indices
         options: dict[str, Any] = {"batch_size": spec.eval_batch_size, "precision": spec.precision}

@@ -100,6 +100,18 @@ def test_inference_tensors_are_never_cached() -> None:
     assert cache.computed == 2
 
 
+def test_discard_changed_drops_only_the_changed_clients() -> None:
+    cache, lookup = _counting_cache()
+    models = [{"w": torch.zeros(2)}, {"w": torch.zeros(2)}, {"w": torch.zeros(2)}]
+    for client, weights in enumerate(models):
+        lookup(client, weights)
+    models[0]["w"].add_(1.0)  # in place
+    models[1] = {"w": torch.ones(2)}  # replaced
+    cache.discard_changed(models)
+    assert sorted(cache._entries) == [2]
+    assert lookup(0, models[0]) == _content(models[0]) and cache.computed == 4
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
@@ -176,6 +188,16 @@ def test_cached_evaluation_logs_what_the_uncached_one_does(tmp_path: Path, metho
     assert cached._test_cache.computed < 25 and cached._local_cache.computed < 25
     records = read_jsonl(tmp_path / "cached" / "metrics.jsonl")
     assert all(len(r["test/client_acc"]) == len(r["local/acc"]) == 5 for r in records)
+
+
+def test_local_tests_every_other_round_log_what_the_uncached_engine_does(tmp_path: Path) -> None:
+    # engine.local_eval_every = 2: the local tests run in rounds 2, 4 and 5, the global test every round
+    spec = replace(_spec(tmp_path / "cached", _ZeroesAKeptModel()), local_eval_every=2)
+    _run(spec, cached=True)
+    _run(replace(spec, method=_ZeroesAKeptModel(), run_dir=tmp_path / "uncached"), cached=False)
+    assert run_files(tmp_path / "cached") == run_files(tmp_path / "uncached")
+    records = read_jsonl(tmp_path / "cached" / "metrics.jsonl")
+    assert [r["round"] for r in records if "local/acc" in r] == [2, 4, 5]
 
 
 def test_a_model_zeroed_in_place_is_evaluated_again(tmp_path: Path) -> None:
