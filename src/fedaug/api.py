@@ -309,7 +309,12 @@ class KeepsClientModels(Protocol):
     train-alone reference run). The engine then evaluates every client's model on the global test set and
     logs the mean client (``test/acc``, ``test/loss``, per-class accuracies: means over the clients) with the
     spread (``test/client_acc``: every client's accuracy; ``test/client_acc_var``, ``test/client_acc_min``),
-    and evaluates client i's own model on client i's local test split (``local/acc``)."""
+    and evaluates client i's own model on client i's local test split (``local/acc``).
+
+    A client's results are reused while its entry holds the same tensor objects, unchanged (their version
+    counters: :mod:`fedaug.engine.eval_cache`): return an untrained client's kept weights as they are (a copy
+    is evaluated again: the same numbers, only slower), and change kept weights only with PyTorch operations,
+    never through ``Tensor.data`` (which the counters do not see)."""
 
     def client_eval_states(self, state: ServerState, run: RunContext) -> list[StateDict]:
         """The weights to evaluate for each client ``0..run.num_clients - 1``, in client order."""

@@ -26,6 +26,7 @@ from fedaug.config.identity import run_dir_for
 from fedaug.config.load import load_config
 from fedaug.config.schema import ExperimentConfig
 from fedaug.engine import simulation
+from fedaug.engine.checkpoint import read_jsonl
 from fedaug.errors import ClientError, FedaugError, IncompatibleModelError
 from fedaug.flower import client_app
 from fedaug.flower.client_store import ClientStateStore, run_tag, store_root
@@ -134,6 +135,12 @@ def test_local_keeps_the_engines_client_models_on_flower(tmp_path: Path) -> None
     assert models.keys() == flower_models.keys() == set(engine["client_states"])
     for client, weights in models.items():
         assert all(torch.equal(weights[k], flower_models[client][k]) for k in weights), client
+    # the evaluation of every client's model (cached while it is unchanged, engine/eval_cache.py) is the same
+    records = read_jsonl(run_dir_for(config) / "metrics.jsonl")
+    flower_records = read_jsonl(run_dir_for(flower) / "metrics.jsonl")
+    tested = [{k: v for k, v in r.items() if k.startswith("test/")} for r in records]
+    assert tested == [{k: v for k, v in r.items() if k.startswith("test/")} for r in flower_records]
+    assert all(len(r["test/client_acc"]) == config.partition.num_clients for r in records)
     assert on_flower["client_states"] == {}
     kept = node_states(flower)
     assert kept.keys() == models.keys()

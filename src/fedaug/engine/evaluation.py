@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedaug.runtime.precision import autocast
+from fedaug.training.loop import load_weights
 from fedaug.types import Metrics
 
 
@@ -53,3 +56,11 @@ def evaluate(
     for cls in torch.nonzero(present).flatten().tolist():
         metrics[f"class_acc/{cls}"] = float(correct[cls] / counts[cls])
     return metrics
+
+
+def evaluate_weights(
+    model: nn.Module, weights: Mapping[str, Tensor], test: Callable[[nn.Module], Metrics]
+) -> Metrics:
+    """``test(model)`` with ``weights`` loaded into ``model`` first (one client's model of several)."""
+    load_weights(model, weights)
+    return test(model)

@@ -14,11 +14,13 @@ Per round the engine logs ``local/acc_mean``, ``local/acc_var`` and ``local/acc`
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from fedaug.engine.eval_cache import ClientEvalCache
 from fedaug.runtime.precision import autocast
 from fedaug.training.loop import load_weights
 from fedaug.types import Metrics, StateDict
@@ -79,14 +81,23 @@ def own_model_accuracies(
     *,
     batch_size: int = 1024,
     precision: str = "float32",
+    cache: ClientEvalCache[Tensor] | None = None,
 ) -> Tensor:
     """Accuracy of client i's own model ``states[i]`` (loaded into ``model``) on client i's samples, shape
-    ``[K]`` (float64): the local test of a method that keeps a model per client (``local``)."""
+    ``[K]`` (float64): the local test of a method that keeps a model per client (``local``). With ``cache``,
+    a client whose model did not change since its last local test keeps that test's accuracy."""
     accuracies = []
-    for state, idx in zip(states, client_indices, strict=True):
-        load_weights(model, state)
-        accuracies.append(client_accuracies(model, x, y, [idx], batch_size=batch_size, precision=precision))
+    for client, (state, idx) in enumerate(zip(states, client_indices, strict=True)):
+        test = partial(_own_accuracy, model, state, x, y, idx, batch_size=batch_size, precision=precision)
+        accuracies.append(test() if cache is None else cache.get(client, state, test))
     return torch.cat(accuracies)
+
+
+def _own_accuracy(
+    model: nn.Module, state: StateDict, x: Tensor, y: Tensor, idx: Tensor, *, batch_size: int, precision: str
+) -> Tensor:
+    load_weights(model, state)
+    return client_accuracies(model, x, y, [idx], batch_size=batch_size, precision=precision)
 
 
 def mean_client(per_client: Sequence[Metrics]) -> Metrics:

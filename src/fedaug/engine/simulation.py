@@ -39,7 +39,8 @@ from fedaug.api import (
 from fedaug.engine.batched.modes import BATCHED_MODES
 from fedaug.engine.batched.stacked import batching_refusal, round_clients, train_round_batched
 from fedaug.engine.checkpoint import RunStore, check_run_checkpoint, read_jsonl, summarize, write_json
-from fedaug.engine.evaluation import evaluate
+from fedaug.engine.eval_cache import ClientEvalCache
+from fedaug.engine.evaluation import evaluate, evaluate_weights
 from fedaug.engine.fairness import (
     client_accuracies,
     fairness_summary,
@@ -131,6 +132,9 @@ class Simulation:
         self.client_states: dict[ClientId, Any] = {}
         self._clock = RoundClock()
         self._batching_fallback: str | None = None  # the reason last logged for not batching clients
+        # a model per client (KeepsClientModels): each client's last results, computed again once it changed
+        self._test_cache: ClientEvalCache[Metrics] = ClientEvalCache()
+        self._local_cache: ClientEvalCache[Tensor] = ClientEvalCache()
 
     def _now(self) -> float:
         """The clock of ``timings.jsonl``: on a GPU it first waits for the queued work, so each phase is
@@ -379,10 +383,10 @@ class Simulation:
         if own_models is None:
             load_weights(model, spec.method.eval_state(state))
             return test(model), None
-        per_client = []
-        for weights in own_models:
-            load_weights(model, weights)
-            per_client.append(test(model))
+        per_client = [  # only the clients whose model changed since its last evaluation (eval_cache.py)
+            self._test_cache.get(client, weights, partial(evaluate_weights, model, weights, test))
+            for client, weights in enumerate(own_models)
+        ]
         return mean_client(per_client), [m["acc"] for m in per_client]
 
     def _evaluate_local(self, round_num: int, own_models: list[StateDict] | None) -> Tensor | None:
@@ -391,11 +395,15 @@ class Simulation:
         spec = self.spec
         due = round_num % spec.local_eval_every == 0 or round_num == spec.run.num_rounds
         if spec.local_test_indices is None or not due:
+            if own_models is not None:
+                self._local_cache.discard_changed(own_models)  # no trained-over model kept till it is due
             return None
         model, indices = self.workspace("eval"), spec.local_test_indices
         options: dict[str, Any] = {"batch_size": spec.eval_batch_size, "precision": spec.precision}
         if own_models is not None:
-            return own_model_accuracies(model, own_models, spec.train_x, spec.train_y, indices, **options)
+            return own_model_accuracies(
+                model, own_models, spec.train_x, spec.train_y, indices, cache=self._local_cache, **options
+            )
         return client_accuracies(model, spec.train_x, spec.train_y, indices, **options)
 
     def _use_bar(self) -> bool:

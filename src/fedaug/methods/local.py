@@ -15,7 +15,10 @@ the server, which keeps the latest model of every client in ``ServerState.extra`
 global weights never change. The engine evaluates every client's model (:class:`~fedaug.api.
 KeepsClientModels`): ``test/acc`` is the mean client's accuracy on the global test set, ``test/client_acc``
 each client's, ``local/acc`` client i's model on client i's local test split (``partition.
-local_test_fraction``). A client never sampled is evaluated with the initial weights.
+local_test_fraction``). A client never sampled is evaluated with the initial weights. A client's model
+that did not change since its last evaluation keeps that evaluation's numbers (the engine's cache: only the
+round's participants are evaluated again), so a round costs about FedAvg's plus a participant's evaluation
+each.
 
 With one client and full participation this is FedAvg bit for bit (the mean of one model is that model;
 tested).
