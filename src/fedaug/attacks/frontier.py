@@ -42,8 +42,9 @@ from fedaug.runtime import files as jsonio
 LINE_COLOURS = ("dimgrey", "saddlebrown", "black", "darkgrey", "olive")
 """Colours of the vertical reference lines (apart from the settings' C0-C9)."""
 FEDMIX_GUESS = "average (random groups"
-"""The reconstruction record a FedMix setting is plotted at: its average as the guess of each member of a
-random group (no decoder is trained on averages; one point per setting, whatever ``--decoder``)."""
+"""The reconstruction record a FedMix setting is plotted at: the attacker's guess of each member of a random
+group from its average (the average itself, or under ``method.share_dp`` its best estimate from the noised
+one; no decoder is trained on averages; one point per setting, whatever ``--decoder``)."""
 MIN_SPAN = 10.0
 """The accuracy axis spans at least this many points."""
 
