@@ -23,6 +23,7 @@ The attacker picks, on its own simulated data, the best of :data:`ESTIMATES`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -76,12 +77,16 @@ class Shrinkage:
 
 def fit_shrinkage(members: Tensor, averages: Tensor) -> Shrinkage:
     """Least squares per feature of every member ``[G, g, *shape]`` on its group's average ``[G, *shape]``
-    (a feature whose average never varies gets slope 0: the members' mean)."""
-    x = members.flatten(2).double()  # [G, g, D]
-    a = averages.flatten(1).double()[:, None, :].expand_as(x)
-    x_mean, a_mean = x.mean(dim=(0, 1)), a.mean(dim=(0, 1))
-    var = ((a - a_mean) ** 2).mean(dim=(0, 1))
-    cov = ((a - a_mean) * (x - x_mean)).mean(dim=(0, 1))
+    (a feature whose average never varies gets slope 0: the members' mean).
+
+    Every member of a group has the same regressor, so the sums over members are those over the groups'
+    member means (no ``[G, g, D]`` copy in double precision).
+    """
+    x = members.flatten(2).double().mean(dim=1)  # [G, D]: each group's member mean
+    a = averages.flatten(1).double()
+    x_mean, a_mean = x.mean(dim=0), a.mean(dim=0)
+    var = ((a - a_mean) ** 2).mean(dim=0)
+    cov = ((a - a_mean) * (x - x_mean)).mean(dim=0)
     slope = torch.where(var > 0, cov / var.clamp_min(1e-300), torch.zeros_like(var))
     intercept = x_mean - slope * a_mean
     shape = averages.shape[1:]
@@ -150,10 +155,7 @@ def fit_average_attacker(
         members.append(pix_att[idx])
     if not members:
         raise ValueError(f"{target.label}: too few attacker inputs for groups of {target.group_size}")
-    shrinkage = fit_shrinkage(torch.cat(members), torch.cat(averages))
-    fitted = AverageAttacker(shrinkage, bounds, "average")
-    scores = {
-        name: member_mse(guess, torch.cat(members))
-        for name, guess in fitted.guesses(torch.cat(averages)).items()
-    }
-    return AverageAttacker(shrinkage, bounds, min(scores, key=scores.__getitem__))
+    fit_members, fit_averages = torch.cat(members), torch.cat(averages)
+    fitted = AverageAttacker(fit_shrinkage(fit_members, fit_averages), bounds, "average")
+    scores = {name: member_mse(guess, fit_members) for name, guess in fitted.guesses(fit_averages).items()}
+    return dataclasses.replace(fitted, choice=min(scores, key=scores.__getitem__))
