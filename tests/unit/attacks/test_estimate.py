@@ -77,6 +77,9 @@ def test_shrinkage_beats_the_noised_average_and_matches_the_closed_form() -> Non
     shrunk, plain = closed_form_mse(SIGNAL_STD**2, torch.tensor(NOISE_STD**2), GROUP)
     assert plain == pytest.approx((1 + 17 / 180) * 3 / 4 + 1, rel=1e-6)
     assert shrunk == pytest.approx(1.02422, abs=1e-4)
+    # the noised averages' own MSE is what the attack reported before its estimates (commit c0e5fc2): the
+    # attacker's fit draws its noise from a stream of its own, the targets' noise is unchanged
+    assert [row.plain_mse for row in rows] == [1.823426604270935, 1.8276841640472412]
     for row in rows:
         assert row.estimates is not None and set(row.estimates) == set(ESTIMATES)
         assert row.plain_mse == pytest.approx(plain, rel=0.02)
