@@ -8,15 +8,17 @@ latest attacked round of each run unless ``--round`` says which. Reference lines
 with ``--reference`` (FedAvg, horizontal) and the exposure of what FedMix / FedData share (their records in
 the attack outputs, vertical), plus the MSE of the trivial attacker that outputs the mean input (image or
 window). A setting whose runs are FedMix's (their records are of shared averages, no decoder) is plotted at
-the MSE of its averages as the guess for random groups, one point per setting whatever the decoder (the
-DP frontier's FedMix point per epsilon, studies/privacy_dp).
+the attacker's estimate from its averages for random groups (the average itself without DP), one point per
+setting whatever the decoder (the DP frontier's FedMix point per epsilon, studies/privacy_dp). Each record
+is drawn once: the settings' own runs are points, never lines too, and with a FedMix setting among the
+points no FedMix record is a line (:func:`exposures`).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -40,8 +42,9 @@ from fedaug.runtime import files as jsonio
 LINE_COLOURS = ("dimgrey", "saddlebrown", "black", "darkgrey", "olive")
 """Colours of the vertical reference lines (apart from the settings' C0-C9)."""
 FEDMIX_GUESS = "average (random groups"
-"""The reconstruction record a FedMix setting is plotted at: its average as the guess of each member of a
-random group (no decoder is trained on averages; one point per setting, whatever ``--decoder``)."""
+"""The reconstruction record a FedMix setting is plotted at: the attacker's guess of each member of a random
+group from its average (the average itself, or under ``method.share_dp`` its best estimate from the noised
+one; no decoder is trained on averages; one point per setting, whatever ``--decoder``)."""
 MIN_SPAN = 10.0
 """The accuracy axis spans at least this many points."""
 
@@ -136,17 +139,28 @@ def logged(runs: Sequence[Run], key: str, at: dict[tuple[str, ...], int | None])
     return stat(values) if values else None
 
 
-def exposures(reports: Reports) -> dict[str, dict[str, Stat]]:
+def exposures(reports: Reports, plotted: Collection[tuple[str, ...]] = ()) -> dict[str, dict[str, Stat]]:
     """Reference lines from records of shared averages / raw inputs (per label and attacker) and the
-    mean-image MSE of every reconstruction record."""
+    mean-image MSE of every reconstruction record.
+
+    ``plotted`` holds the run keys of the settings' runs: those are points, and their records are not drawn
+    again as lines; when one of them shared averages (a FedMix setting), no averages' record is a line (the
+    FedMix points show FedMix; a line of another FedMix run would draw it twice).
+    """
+    records: list[ReconRecord | ContextRecord] = [*reports.reconstruct, *reports.context]
+    fedmix_point = any(r.shared == "averages" and r.run in plotted for r in records)
+
+    def line(r: ReconRecord | ContextRecord) -> bool:
+        return (
+            r.shared != "features" and r.run not in plotted and not (fedmix_point and r.shared == "averages")
+        )
+
     mse: dict[str, list[float]] = {}
-    for r in reports.reconstruct:
-        if r.shared != "features":
-            mse.setdefault(f"{r.label}: {r.attacker}", []).append(r.mse)
+    for r in filter(line, reports.reconstruct):
+        mse.setdefault(f"{r.label}: {r.attacker}", []).append(r.mse)
     context: dict[str, list[float]] = {}
-    for c in reports.context:
-        if c.shared != "features":
-            context.setdefault(c.label, []).append(c.bound)
+    for c in filter(line, reports.context):
+        context.setdefault(c.label, []).append(c.bound)
     baseline = [r.baseline_mse for r in reports.reconstruct]
     return {
         "mse": {k: stat(v) for k, v in mse.items()}
@@ -327,7 +341,7 @@ def run_frontier(args: argparse.Namespace) -> dict[str, Any]:
     ref_stats = {
         name: stat(100.0 * float(r.summary["last10_acc"]) for r in runs) for name, runs in references.items()
     }
-    lines = exposures(reports)
+    lines = exposures(reports, {run_key(run.path) for _, runs in settings for run in runs})
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     files = plot(points, ref_stats, lines, out / "frontier", decoder=args.decoder)

@@ -9,12 +9,17 @@ L_dec" (CIFAR-10, MobileNetV2, pixels in [0, 1]). Decoders: :mod:`fedaug.attacks
 Per target (:mod:`fedaug.attacks.target`):
 
 * FLea (``features``): every decoder of ``--decoders`` is trained on the attacker's images and evaluated on
-  held-out images: MSE in the inputs' natural scale (pixels in [0, 1]), next to the trivial attacker that
-  outputs the mean attacker image (``MSE / mean-image MSE`` near 1 means nothing was recovered).
-* FedMix (``averages``): the attacker holds the averages themselves. For squared error no decoder can beat
-  the average: the members of a group are exchangeable given their mean, so E[x_j | mean] = mean for every
-  member j. The reported MSE is that of the average against each member, for random groups and for groups of
-  one class (label-skewed clients make groups of few classes).
+  held-out images: MSE in the inputs' natural scale (pixels in [0, 1]) of its outputs clamped to the inputs'
+  range (:func:`fedaug.attacks.estimate.value_range`; the unclamped MSE is kept as ``plain_mse``), next to
+  the trivial attacker that outputs the mean attacker image (``MSE / mean-image MSE`` near 1 means nothing
+  was recovered).
+* FedMix (``averages``): the attacker holds the averages themselves. Without noise no decoder can beat the
+  average for squared error: the members of a group are exchangeable given their mean, so E[x_j | mean] =
+  mean for every member j. The reported MSE is that of the average against each member, for random groups
+  and for groups of one class (label-skewed clients make groups of few classes). Under ``method.share_dp``
+  the noised average is not that mean: the score is the attacker's best estimate of a member, clamped and
+  shrunk toward the members' mean by a per-feature fit on its own data through the same mechanism
+  (:mod:`fedaug.attacks.estimate`), with the noised average's own MSE kept as ``plain_mse``.
 * FedData (``raw``): the shared inputs are the images: MSE 0, the ceiling.
 
 Deviation from paper: Adam instead of the official code's SGD (momentum 0.9, wd 5e-4), and the activations are
@@ -25,6 +30,8 @@ hides nothing; it only keeps an encoder that shrinks its outputs from starving t
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import json
 import logging
 import sys
@@ -37,6 +44,7 @@ from torch import Tensor, nn
 
 from fedaug.attacks import figures
 from fedaug.attacks.decoders import DECODERS, build_decoder
+from fedaug.attacks.estimate import AverageAttacker, clamp, fit_average_attacker, member_mse, value_range
 from fedaug.attacks.partial import Partial
 from fedaug.attacks.target import (
     Target,
@@ -132,7 +140,22 @@ def groups(labels: Tensor, size: int, generator: torch.Generator, *, same_class:
 
 @dataclass
 class Row:
-    """One line of the report."""
+    """One line of the report.
+
+    Attributes:
+        mse: the attack's score: the MSE of its reconstructions (natural scale) after the attacker's
+            post-processing (:mod:`fedaug.attacks.estimate`).
+        baseline_mse: the MSE of the mean attacker input (nothing recovered).
+        train_mse: the decoder's last training epoch's MSE (decoders only).
+        curve: the decoder's training MSE per epoch (decoders only).
+        plain_mse: the MSE before the post-processing: the decoder's raw outputs, or the noised average
+            itself under ``method.share_dp`` (what records written before it was added report as ``mse``);
+            None where nothing is post-processed (FedMix without DP, FedData).
+        estimate: what ``mse`` scores: ``clamped`` (decoders), or the attacker's pick of
+            :data:`fedaug.attacks.estimate.ESTIMATES` (noised averages).
+        estimates: the MSE of every estimate of a noised average (the pick is the attacker's, made on its
+            own data, not on these).
+    """
 
     target: str
     shared: str
@@ -142,6 +165,9 @@ class Row:
     baseline_mse: float
     train_mse: float | None = None
     curve: list[float] | None = None
+    plain_mse: float | None = None
+    estimate: str | None = None
+    estimates: dict[str, float] | None = None
 
 
 def attack_features(
@@ -163,20 +189,16 @@ def attack_features(
         "eval_dcor": distance_correlation(x_eval[:sub], raw_eval[:sub]),
         "eval_dcor_u": u_distance_correlation_sqr(x_eval[:sub], raw_eval[:sub]),
     }
+    bounds = value_range(target.dataset, pix_att)  # the decoders' outputs are unbounded: clamped to it
     rows, examples = [], {}
     for name in decoders:
         decoder, curve = train_decoder(name, f_att, pix_att, settings, seed=seed_for(seed, target.label))
-        recon = decode(decoder, f_eval)
+        raw = decode(decoder, f_eval)
+        recon = clamp(raw, bounds)
+        row = Row(target.label, target.shared, target.round_num, name, mse(recon, pix_eval), baseline)
         rows.append(
-            Row(
-                target.label,
-                target.shared,
-                target.round_num,
-                name,
-                mse(recon, pix_eval),
-                baseline,
-                curve[-1],
-                curve,
+            dataclasses.replace(
+                row, train_mse=curve[-1], curve=curve, plain_mse=mse(raw, pix_eval), estimate="clamped"
             )
         )
         examples[name] = recon
@@ -185,22 +207,29 @@ def attack_features(
 
 
 def attack_direct(
-    target: Target, x_eval: Tensor, y_eval: Tensor, pix_att: Tensor, seed: int
+    target: Target,
+    x_eval: Tensor,
+    y_eval: Tensor,
+    pix_att: Tensor,
+    seed: int,
+    *,
+    attacker: tuple[Tensor, Tensor] | None = None,
 ) -> tuple[list[Row], dict[str, Tensor]]:
-    """FedMix averages (random and same-class groups) or FedData raw inputs: the observation is the guess."""
+    """FedMix averages (random and same-class groups) or FedData raw inputs: the observation is the guess;
+    under ``method.share_dp`` the attacker's best estimate from the noised average, fitted on its own
+    (normalised) ``attacker`` inputs and labels (:mod:`fedaug.attacks.estimate`)."""
     pix_eval = to_pixels(target.dataset, x_eval)
     baseline = mse(pix_att.mean(dim=0, keepdim=True).expand_as(pix_eval), pix_eval)
     if target.shared == "raw":
         row = Row(target.label, "raw", target.round_num, "shared inputs", mse(pix_eval, pix_eval), baseline)
         return [row], {"shared inputs": pix_eval}
+    if target.dp is not None and attacker is None:
+        raise ValueError(f"{target.label}: noised averages are scored with the attacker's data")
     rows, examples = [], {}
     for same_class in (False, True):
-        members = groups(  # indices on the CPU, where ``where`` below is built
-            y_eval.cpu(),
-            target.group_size,
-            torch_generator(seed, "fedmix-groups", int(same_class)),
-            same_class=same_class,
-        )
+        group_fn = functools.partial(_groups_of, size=target.group_size, same_class=same_class)
+        # indices on the CPU, where ``where`` below is built
+        members = group_fn(y_eval.cpu(), torch_generator(seed, "fedmix-groups", int(same_class)))
         if len(members) == 0:
             logger.warning("%s: too few evaluation images for groups of %d", target.label, target.group_size)
             continue
@@ -210,16 +239,35 @@ def attack_direct(
             averages = to_pixels(target.dataset, target.average(x_eval[on_device]))
         guess = averages[:, None].expand(-1, target.group_size, *averages.shape[1:])
         name = f"average ({'one class' if same_class else 'random'} groups of {target.group_size})"
-        rows.append(
-            Row(target.label, "averages", target.round_num, name, mse(guess, pix_eval[on_device]), baseline)
-        )
-        # example k shows the average of the group that holds evaluation image k (when it is in one)
-        where = torch.full((len(pix_eval),), -1, dtype=torch.long)
-        where[members.flatten()] = torch.arange(len(members)).repeat_interleave(target.group_size)
-        examples[name] = torch.stack(
-            [averages[w] if w >= 0 else torch.zeros_like(pix_eval[0]) for w in where[:16]]
-        )
+        row = Row(target.label, "averages", target.round_num, name, mse(guess, pix_eval[on_device]), baseline)
+        if attacker is not None and target.dp is not None:
+            fitted = fit_average_attacker(target, attacker, group_fn, seed=seed, key=str(int(same_class)))
+            row, averages = _estimated(row, fitted, averages, pix_eval[on_device])
+        rows.append(row)
+        examples[name] = _group_examples(averages, members, len(pix_eval))
     return rows, examples
+
+
+def _group_examples(averages: Tensor, members: Tensor, count: int, shown: int = 16) -> Tensor:
+    """Example k: the average (its estimate) of the group that holds evaluation input k (zeros if none)."""
+    where = torch.full((count,), -1, dtype=torch.long)
+    where[members.flatten()] = torch.arange(len(members)).repeat_interleave(members.shape[1])
+    return torch.stack([averages[w] if w >= 0 else torch.zeros_like(averages[0]) for w in where[:shown]])
+
+
+def _groups_of(labels: Tensor, generator: torch.Generator, *, size: int, same_class: bool) -> Tensor:
+    return groups(labels, size, generator, same_class=same_class)
+
+
+def _estimated(row: Row, fitted: AverageAttacker, averages: Tensor, members: Tensor) -> tuple[Row, Tensor]:
+    """``row`` scored at the attacker's pick of its estimates (the plain average's MSE kept as
+    ``plain_mse``), and the picked estimate of every group."""
+    guesses = fitted.guesses(averages)
+    scores = {name: member_mse(guess, members) for name, guess in guesses.items()}
+    scored = dataclasses.replace(
+        row, mse=scores[fitted.choice], plain_mse=row.mse, estimate=fitted.choice, estimates=scores
+    )
+    return scored, guesses[fitted.choice]
 
 
 def run_attack(args: argparse.Namespace) -> dict[str, Any]:
@@ -232,10 +280,11 @@ def run_attack(args: argparse.Namespace) -> dict[str, Any]:
     settings = DecoderSettings(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, width=args.width)
     targets = load_targets(args.targets, data_dir=args.data_dir, layer=args.layer, device=device)
     dataset = targets[0].dataset
-    x_att, _, x_eval, y_eval = attacker_split(
+    x_att, y_att, x_eval, y_eval = attacker_split(
         dataset, args.attacker_data, torch_generator(args.seed, "attacker-split")
     )
-    x_att = (x_att[: args.attack_size] if args.attack_size else x_att).to(device)
+    size = args.attack_size or len(x_att)
+    x_att, y_att = x_att[:size].to(device), y_att[:size].to(device)
     x_eval, y_eval = x_eval[: args.eval_size].to(device), y_eval[: args.eval_size].to(device)
     pix_att = to_pixels(dataset, x_att)
     rows: list[Row] = []
@@ -252,7 +301,8 @@ def run_attack(args: argparse.Namespace) -> dict[str, Any]:
                     target, (x_att, x_eval, pix_att), decoders, settings, args.seed
                 )
             else:
-                (found, examples), found_stats = attack_direct(target, x_eval, y_eval, pix_att, args.seed), {}
+                direct = attack_direct(target, x_eval, y_eval, pix_att, args.seed, attacker=(x_att, y_att))
+                (found, examples), found_stats = direct, {}
             saved = {
                 "rows": [asdict(r) for r in found],
                 "examples": {name: batch[: args.examples].cpu() for name, batch in examples.items()},
@@ -331,16 +381,22 @@ def markdown(report: dict[str, Any], targets: list[Target], rows: list[Row]) -> 
         lines.append(f"* {info['description']}{extra}")
     lines += [
         "",
-        "| target | shared | round | attacker | train MSE | eval MSE | mean-image MSE | eval / mean-image |",
-        "|---|---|---|---|---|---|---|---|",
+        "| target | shared | round | attacker | train MSE | eval MSE | mean-image MSE | eval / mean-image "
+        "| scored as | unprocessed MSE |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         train = f"{r.train_mse:.5f}" if r.train_mse is not None else "-"
         ratio = r.mse / r.baseline_mse if r.baseline_mse > 0 else float("nan")
+        plain = f"{r.plain_mse:.5f}" if r.plain_mse is not None else "-"
         lines.append(
             f"| {r.target} | {r.shared} | {r.round} | {r.attacker} | {train} | {r.mse:.5f} "
-            f"| {r.baseline_mse:.5f} | {ratio:.3f} |"
+            f"| {r.baseline_mse:.5f} | {ratio:.3f} | {r.estimate or 'as observed'} | {plain} |"
         )
+    lines.append(
+        "\nScored as: the post-processing before scoring (clamped to the inputs' range; for a noised "
+        "average, the estimate the attacker picked on its own data); unprocessed MSE: before it."
+    )
     lines += ["", *figures.markdown_links(report["files"])]
     del targets
     return "\n".join(lines) + "\n"

@@ -109,21 +109,23 @@ class Target:
         return self._noised(torch.cat(parts), 1)
 
     @torch.no_grad()
-    def average(self, groups: Tensor) -> Tensor:
+    def average(self, groups: Tensor, noise: torch.Generator | None = None) -> Tensor:
         """The shared average of each group of (normalised) inputs ``[G, g, ...]`` (under
-        ``method.share_dp``: of the inputs clipped, plus the mechanism's noise)."""
+        ``method.share_dp``: of the inputs clipped, plus the mechanism's noise, drawn from ``noise`` or, by
+        default, from the target's stream)."""
         if self.dp is not None:
             groups = clip_rows(groups.flatten(0, 1), self.dp.clip).view(groups.shape)
-        return self._noised(groups.mean(dim=1), groups.shape[1])
+        return self._noised(groups.mean(dim=1), groups.shape[1], noise)
 
-    def _noised(self, rows: Tensor, group: int) -> Tensor:
+    def _noised(self, rows: Tensor, group: int, noise: torch.Generator | None = None) -> Tensor:
         """``rows`` (averages of ``group`` clipped inputs, or rows to clip when 1) plus the noise."""
-        if self.dp is None or self.noise is None:
+        stream = noise if noise is not None else self.noise
+        if self.dp is None or stream is None:
             return rows
         if group == 1:
             rows = clip_rows(rows, self.dp.clip)
         std = self.dp.noise_multiplier * self.dp.clip / group
-        return rows + gaussian_noise(tuple(rows.shape), std, self.noise, rows)
+        return rows + gaussian_noise(tuple(rows.shape), std, stream, rows)
 
     def record(self) -> dict[str, Any]:
         """The target as attack reports list it (``fedaug attack summary`` / ``frontier`` read it back)."""

@@ -194,6 +194,67 @@ def test_a_fedmix_setting_is_plotted_at_its_random_groups_average(tmp_path: Path
         assert p.accuracy.mean == pytest.approx(75.0)
 
 
+def test_each_setting_is_drawn_once_per_panel_and_fedmix_only_as_its_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Prepare: the DP frontier's shape: FLea and FedMix settings, the FedMix runs' own averages records
+    # (random and one-class groups) and context records, an earlier study's FedMix and FedData records
+    archive, attacks = tmp_path / "archive", tmp_path / "attacks"
+    fake_run(archive, "flea_eps2", "flea", 0, 0.70)
+    for eps in ("inf", "2"):
+        fake_run(archive, f"mix_eps{eps}", "fedmix", 0, 0.75)
+    mix = {eps: f"runs/mix_eps{eps}/{PART}/fedmix/seed0" for eps in ("inf", "2")}
+    flea_run, old_mix = f"runs/flea_eps2/{PART}/flea/seed0", f"runs/old/{PART}/fedmix/seed0"
+    rows = [("flea eps 2", flea_run, 30, "features", "deep", 0.05)]
+    for eps, run in mix.items():
+        rows += [
+            (f"fedmix eps {eps}", run, 30, "averages", "average (random groups of 10)", 0.07),
+            (f"fedmix eps {eps}", run, 30, "averages", "average (one class groups of 10)", 0.04),
+        ]
+    write_reconstruct(attacks / "dp" / "reconstruct", rows)
+    write_reconstruct(
+        attacks / "old" / "reconstruct",
+        [
+            ("FedMix", old_mix, 1, "averages", "average (random groups of 10)", 0.08),
+            ("FedData", f"runs/old/{PART}/feddata/seed0", 1, "raw", "shared inputs", 0.0),
+        ],
+    )
+    curves: dict[str, tuple[str, int, str, dict[str, list[float]], int | None]] = {
+        f"fedmix eps {eps}": (run, 30, "averages", {"100": [0.95]}, 100) for eps, run in mix.items()
+    }
+    curves["flea eps 2"] = (flea_run, 30, "features", {"100": [0.6], "300": [0.95]}, 300)
+    curves["FedMix"] = (old_mix, 1, "averages", {"100": [0.92]}, 100)
+    write_context(attacks / "dp" / "context", curves)
+    drawn: list[list[str]] = []
+    real_save = frontier.save_figure
+
+    def capture(figure: Any, stem: Path) -> list[Path]:
+        drawn.extend(axes.get_legend_handles_labels()[1] for axes in figure.axes)
+        return list(real_save(figure, stem))
+
+    monkeypatch.setattr(frontier, "save_figure", capture)
+    settings = [f"flea eps 2={archive / 'flea_eps2'}"]
+    settings += [f"fedmix eps {eps}={archive / f'mix_eps{eps}'}" for eps in ("inf", "2")]
+    # Execute
+    argv = ["attack", "frontier", *settings, "--attacks", str(attacks), "--out", str(tmp_path / "f")]
+    assert main(argv) == 0
+    # Assert: per panel, each setting once (its point) and FedMix nowhere else; FedData stays a line
+    report = json.loads((tmp_path / "f" / "frontier.json").read_text())
+    assert [p["setting"] for p in report["points"]] == ["flea eps 2", "fedmix eps inf", "fedmix eps 2"]
+    assert report["lines"] == {
+        "mse": {
+            "FedData: shared inputs": {"mean": 0.0, "std": None, "n": 1},
+            "mean input (nothing recovered)": {"mean": 0.09, "std": 0.0, "n": 7},
+        },
+        "context": {},
+    }
+    assert len(drawn) == 2  # one row: no setting collapsed
+    for labels in drawn:
+        counts = {name: sum(label.startswith(name) for label in labels) for name in ("flea", "fedmix eps")}
+        assert counts == {"flea": 1, "fedmix eps": 2}, labels
+        assert not any("FedMix" in label or "average" in label for label in labels), labels
+
+
 def test_frontier_cli_writes_the_figure_and_the_table(study: dict[str, Any], tmp_path: Path) -> None:
     archive, out = study["archive"], tmp_path / "frontier"
     argv = ["attack", "frontier", f"strong={archive / 'strong'}", f"weak={archive / 'weak'}"]

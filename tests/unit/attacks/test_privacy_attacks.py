@@ -146,6 +146,10 @@ def test_reconstruction_succeeds_on_an_identity_encoder_and_fails_on_a_constant_
     rows, examples, stats = attack_features(_target(dataset), data, ["linear"], settings, seed=0)
     assert rows[0].mse < 0.05 * rows[0].baseline_mse  # the attack works: near-zero error through the identity
     assert examples["linear"].shape == (100, 1, 12, 12)
+    # scored clamped to the pixels' [0, 1], as FedMix's estimates are; the raw outputs' MSE is kept
+    assert rows[0].estimate == "clamped" and rows[0].plain_mse is not None
+    assert rows[0].mse <= rows[0].plain_mse
+    assert float(examples["linear"].min()) >= 0.0 and float(examples["linear"].max()) <= 1.0
     assert stats["eval_dcor"] == pytest.approx(1.0)
     rows, _, _ = attack_features(_target(dataset, encoder=Constant()), data, ["linear"], settings, seed=0)
     assert rows[0].mse > 0.95 * rows[0].baseline_mse  # nothing to recover from a constant activation
@@ -169,6 +173,22 @@ def test_fedmix_average_error_is_the_within_group_variance_and_feddata_is_zero()
     assert examples["average (random groups of 10)"].shape == (16, 1, 12, 12)
     raw, _ = attack_direct(_target(dataset, "raw"), dataset.x_test, dataset.y_test, pix, 0)
     assert raw[0].mse == 0.0
+
+
+def test_fedmix_rows_without_dp_are_the_plain_averages_exactly_as_before() -> None:
+    # the rows and examples attack_direct wrote before the attacker's estimates existed (commit c0e5fc2)
+    dataset = _dataset(40)
+    pix = to_pixels(dataset, dataset.x_test)
+    attacker = (dataset.x_train, dataset.y_train)
+    rows, examples = attack_direct(
+        _target(dataset, "averages", group=10), dataset.x_test, dataset.y_test, pix, 3, attacker=attacker
+    )
+    assert [(r.attacker, r.mse, r.baseline_mse) for r in rows] == [
+        ("average (random groups of 10)", 0.04775019735097885, 0.052057914435863495),
+        ("average (one class groups of 10)", 0.047494783997535706, 0.052057914435863495),
+    ]
+    assert all(r.plain_mse is None and r.estimate is None and r.estimates is None for r in rows)
+    assert float(examples["average (random groups of 10)"].sum()) == 1161.36376953125
 
 
 def test_a_rectangle_marker_is_one_sensor_channel_stuck_for_a_while() -> None:
