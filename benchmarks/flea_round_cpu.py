@@ -86,7 +86,7 @@ def child(method: str, rounds: int, profile: bool) -> dict[str, Any]:
     profiler = cProfile.Profile()
     cpu_s: dict[int, float] = {}
 
-    class Profiled(Simulation):
+    class Profiled(Simulation):  # type: ignore[misc]  # imported in the function: from the tree timed
         def _round(self, state: Any, round_num: int) -> Any:
             last = profile and round_num == rounds
             if last:
@@ -167,6 +167,85 @@ def phases(stats: pstats.Stats) -> dict[str, float]:
     return {k: round(v, 3) for k, v in parts.items()}
 
 
+def in_process(clients: int, repeats: int) -> dict[str, Any]:
+    """Round 2's first ``clients`` client updates of FLea and of FedAvg (from FLea's round-1 model, with its
+    buffer) in this process, the code of this tree ("after") against the code before this change emulated
+    ("before": torch's own optimizer choice on a CPU, the buffer padded contiguous for every client), in
+    alternating order; the thread's CPU seconds per variant and repeat, and whether the updates are equal."""
+    from fedaug.config.identity import run_dir_for
+    from fedaug.engine.sampling import sample_clients
+    from fedaug.engine.simulation import Simulation, round_train_settings
+    from fedaug.methods.fedavg import FedAvg
+    from fedaug.methods.flea.loss import padded_buffer
+    from fedaug.methods.flea.method import FLea
+    from fedaug.runs.runner import prepare
+    from fedaug.sweeps.sweep import expand_sweep
+    from fedaug.training import loop
+
+    with tempfile.TemporaryDirectory() as tmp:
+        overrides = ["train.rounds=2", f"out_dir={tmp}", "engine.progress=false"]
+        (point,) = expand_sweep(EXPERIMENT, overrides, [*POINT, "method=[flea]"])
+        config = point.config
+        torch.set_num_threads(config.engine.num_threads or 1)
+        run_dir = run_dir_for(config)
+        run_dir.mkdir(parents=True)
+        sim = Simulation(prepare(config, run_dir).spec)
+        sim.store.prepare()
+        state, _ = sim._start()
+        state, _, _ = sim._round(state, 1)  # the warm-up: round 2 mixes with its buffer
+    spec = sim.spec
+    flea = spec.method
+    train = round_train_settings(spec.train_settings, spec.precision, 2, cuda_graphs=False)
+    payload = flea.payload(state, 2, train)
+    ids = sample_clients(spec.run.seed, 2, spec.run.num_clients, spec.clients_per_round)[:clients]
+    methods: dict[str, Any] = {"flea": flea, "fedavg": FedAvg()}
+
+    def updates(method: Any, before: bool) -> tuple[float, list[Any]]:
+        saved = (loop.cpu_foreach, FLea.padded)
+        if before:  # the code before: torch's choice (per parameter on a CPU), the buffer padded per client
+            loop.cpu_foreach = lambda params: None
+            FLea.padded = lambda self, buffer, memory_format: padded_buffer(buffer)
+        try:
+            start = time.thread_time()
+            out = [method.client_update(payload, sim._client_context(c, 2, "client")) for c in ids]
+            return time.thread_time() - start, out
+        finally:
+            loop.cpu_foreach, FLea.padded = saved
+
+    seconds: dict[str, list[float]] = {f"{m}.{v}": [] for m in methods for v in ("before", "after")}
+    equal = {}
+    for name, method in methods.items():  # warm-up, and the equality check
+        _, old = updates(method, True)
+        _, new = updates(method, False)
+        equal[name] = all(
+            torch.equal(a.model_state[k], b.model_state[k]) and a.metrics == b.metrics
+            for a, b in zip(old, new, strict=True)
+            for k in a.model_state
+        )
+    for repeat in range(repeats):
+        for name, method in methods.items():
+            for variant in ("before", "after") if repeat % 2 == 0 else ("after", "before"):
+                seconds[f"{name}.{variant}"].append(updates(method, variant == "before")[0])
+    ratios = {
+        f"{m}.after_over_before": [
+            round(a / b, 3) for a, b in zip(seconds[f"{m}.after"], seconds[f"{m}.before"], strict=True)
+        ]
+        for m in methods
+    }
+    ratios["flea_over_fedavg.after"] = [
+        round(a / b, 3) for a, b in zip(seconds["flea.after"], seconds["fedavg.after"], strict=True)
+    ]
+    return {
+        "clients": clients,
+        "repeats": repeats,
+        "thread_cpu_s": {k: [round(v, 3) for v in vs] for k, vs in seconds.items()},
+        "median_thread_cpu_s": {k: round(statistics.median(vs), 3) for k, vs in seconds.items()},
+        "ratios": ratios,
+        "median_ratios": {k: round(statistics.median(v), 3) for k, v in ratios.items()},
+        "updates_identical": equal,
+    }
+
+
 def run_child(tree: Path, method: str, rounds: int, data_dir: str | None, profile: bool) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(REPO / "benchmarks")])}
     env["OMP_NUM_THREADS"] = "1"
@@ -209,8 +288,25 @@ def main() -> None:
     parser.add_argument("--before", help="a git revision whose src/ is timed beside this checkout's")
     parser.add_argument("--phases", action="store_true", help="one profiled process per method")
     parser.add_argument("--data-dir", help="datasets folder (default: $FEDAUG_DATA)")
+    parser.add_argument(
+        "--in-process",
+        type=int,
+        default=0,
+        metavar="CLIENTS",
+        help="instead: round 2's first CLIENTS client updates, this code against the old one emulated, in "
+        "one process (--repeats times; thread CPU time; writes --out)",
+    )
     parser.add_argument("--out", default="benchmarks/results/flea_round_cpu.json")
     args = parser.parse_args()
+    if args.in_process:
+        if args.data_dir:
+            os.environ["FEDAUG_DATA"] = str(Path(args.data_dir).resolve())
+        result = in_process(args.in_process, args.repeats)
+        command = (
+            f"python benchmarks/flea_round_cpu.py --in-process {args.in_process} --repeats {args.repeats}"
+        )
+        write_report(args.out, {"command": command, **result, **machine_facts(torch.device("cpu"))})
+        return
     if args.child:
         print(json.dumps(child(args.child, args.rounds, args.phases)))
         return
