@@ -66,14 +66,31 @@ def as_batchable(loss: LossFn) -> BatchableLoss | None:
 
 
 def make_optimizer(params: list[nn.Parameter], settings: TrainSettings) -> torch.optim.Optimizer:
-    """The local optimizer named by ``settings.optimizer``."""
+    """The local optimizer named by ``settings.optimizer``.
+
+    On a CPU it runs its foreach implementation (torch picks it by itself only on a GPU): one call per
+    operation over all the parameters instead of one per parameter, bit-identical to the per-parameter loop
+    (``tests/unit/training/test_optimizer_foreach.py``) and 1.1x faster an Adam step on the CIFAR-10 BN-CNN
+    and HARNet (``benchmarks/flea_round_cpu.py``).
+    """
+    foreach = cpu_foreach(params)
     if settings.optimizer == "adam":
-        return torch.optim.Adam(params, lr=settings.lr, weight_decay=settings.weight_decay)
+        return torch.optim.Adam(params, lr=settings.lr, weight_decay=settings.weight_decay, foreach=foreach)
     if settings.optimizer == "sgd":
         return torch.optim.SGD(
-            params, lr=settings.lr, momentum=settings.momentum, weight_decay=settings.weight_decay
+            params,
+            lr=settings.lr,
+            momentum=settings.momentum,
+            weight_decay=settings.weight_decay,
+            foreach=foreach,
         )
     raise ConfigError(f"unknown optimizer {settings.optimizer!r}; valid choices: {', '.join(OPTIMIZERS)}")
+
+
+def cpu_foreach(params: list[nn.Parameter]) -> bool | None:
+    """``foreach`` for a torch optimizer of ``params``: True when they all live on the CPU, else None
+    (torch's own choice: foreach on a GPU)."""
+    return True if params and all(p.device.type == "cpu" for p in params) else None
 
 
 def batch_indices(order: Tensor, batch_size: int) -> Iterator[Tensor]:

@@ -161,7 +161,7 @@ def warmup_loss(layer: int, terms: Sequence[LossTerm[Step]]) -> LossFn:
 
 def mix_loss(
     layer: int,
-    buffer: FLeaBuffer,
+    buffer: ClientTensors,
     terms: Sequence[LossTerm[MixStep]],
     draws: Callable[[int], ClientTensors],
     rounds_key: Hashable,
@@ -174,10 +174,11 @@ def mix_loss(
     (``head_passes``, :data:`~fedaug.methods.flea.head_passes.HEAD_PASSES`: ``fused``, equal to ``separate``
     passes to float rounding).
 
-    The buffer reaches the step as ``client`` tensors (:func:`padded_buffer`), and so do the weights of the
-    terms named in ``tensor_weights`` (0-d, in the buffer's dtype: the same products as the float weights), so
-    with ``rounds_key`` (what else differs between rounds) the steps recorded in one round serve the next
-    (``engine.cuda_graphs``) instead of being recorded again with every new buffer and lambda2.
+    The buffer reaches the step as ``client`` tensors (``buffer``: :func:`padded_buffer`'s, built once per
+    round for all its clients), and so do the weights of the terms named in ``tensor_weights`` (0-d, in the
+    buffer's dtype: the same products as the float weights), so with ``rounds_key`` (what else differs
+    between rounds) the steps recorded in one round serve the next (``engine.cuda_graphs``) instead of being
+    recorded again with every new buffer and lambda2.
     """
     names = tuple(term.key for term in terms if term.key in tensor_weights)
     heads = tuple(dict.fromkeys(name for term in terms for name in term.heads))  # in the order terms ask
@@ -201,25 +202,46 @@ def mix_loss(
         return with_terms(loss, {"cls": loss.detach()}, mix, terms, weights)
 
     # The buffer and the teacher are the broadcast ones, the same for every client; the draws are its own.
-    client = padded_buffer(buffer)
+    client = dict(buffer)  # the round's tensors, shared; this client's weights added to its own dict
+    features = buffer["buffer_x"]
     for term in terms:
         if term.key in names:  # pinned and copied without waiting for the GPU, like the draws
-            weight = torch.tensor(term.weight, dtype=buffer.x.dtype)
-            client[f"weight.{term.key}"] = host_to_device(weight, buffer.x.device)
+            weight = torch.tensor(term.weight, dtype=features.dtype)
+            client[f"weight.{term.key}"] = host_to_device(weight, features.device)
     key = (rounds_key, head_passes)
     return BatchableLoss(loss_fn, client=client, draws=draws, rounds_key=key, masked=True)
 
 
-def padded_buffer(buffer: FLeaBuffer) -> ClientTensors:
+def padded_buffer(
+    buffer: FLeaBuffer, memory_format: torch.memory_format = torch.contiguous_format
+) -> ClientTensors:
     """The buffer as ``client`` tensors (``buffer_x``, ``buffer_y``), its N rows padded with zeros to the next
     power of two: rounds whose buffers differ in size keep their shapes, and the steps read only the rows the
-    draws pick, all below N."""
+    draws pick, all below N.
+
+    ``memory_format`` is the layout ``buffer_x`` is stored in: that of the local activations it is mixed with
+    (:func:`activation_format`), so the mixing's elementwise operations read both operands alike. The values
+    are the same in any layout, and so is every product and sum of the mixing: only the speed differs."""
     n = int(buffer.y.shape[0])
     rows = 1 << (n - 1).bit_length()
     x = buffer.x.new_zeros((rows, *buffer.x.shape[1:]))
+    if memory_format != torch.contiguous_format:
+        x = x.contiguous(memory_format=memory_format)
     y = buffer.y.new_zeros((rows,))
     x[:n], y[:n] = buffer.x, buffer.y
     return {"buffer_x": x, "buffer_y": y}
+
+
+def activation_format(model: SplitModel, layer: int, features: Tensor) -> torch.memory_format:
+    """The layout of ``model``'s activations at split ``layer``, for a buffer of ``features``: channels-last
+    for 4-D features of a layer past the input when the encoder's 4-D weights are stored channels-last
+    (``engine.channels_last``: its convolutions then return channels-last activations), else contiguous."""
+    if layer < 0 or features.dim() != 4:
+        return torch.contiguous_format
+    weights = [p for block in model.blocks[: layer + 1] for p in block.parameters() if p.dim() == 4]
+    if any(w.is_contiguous(memory_format=torch.channels_last) and not w.is_contiguous() for w in weights):
+        return torch.channels_last
+    return torch.contiguous_format
 
 
 def with_terms(

@@ -66,10 +66,12 @@ from fedaug.methods.flea.loss import (
     LossTerm,
     MixStep,
     Step,
+    activation_format,
     decor_term,
     distill_term,
     local_ce_term,
     mix_loss,
+    padded_buffer,
     positive_terms,
     warmup_distill_term,
     warmup_loss,
@@ -199,6 +201,8 @@ class FLea(FedAvg):
         self.dp = gaussian.resolve(self.config.share_dp)
         """The shared activations' Gaussian mechanism (None: ``method.share_dp`` off); resolved here, when
         the method is built before the run, so a missing accountant fails before any file is written."""
+        self._padded: tuple[Tensor, Tensor, torch.memory_format, ClientTensors] | None = None
+        """The last padded buffer (:meth:`padded`) and the buffer tensors and layout it was built from."""
 
     def layer(self, model: SplitModel) -> int:
         """The split layer for ``model`` (raises IncompatibleModelError naming the valid layers)."""
@@ -263,13 +267,31 @@ class FLea(FedAvg):
         # 0-d tensor weight gives the float's products), so one recording serves every round; under bf16
         # autocast the float stays (a bf16 product would round the weight first) and lambda2 is in the key.
         terms = self._mix_terms(layer, decor, teacher)
+        padded = self.padded(buffer, activation_format(ctx.model, layer, buffer.x))
         passes = self.head_passes
         if passes == "auto":
             passes = "fused" if buffer.x.device.type == "cuda" else "separate"
         if payload.train.precision == "float32":
             key: tuple[object, ...] = (layer, decor > 0)
-            return mix_loss(layer, buffer, terms, draws, key, tensor_weights=("dec",), head_passes=passes)
-        return mix_loss(layer, buffer, terms, draws, (layer, decor), head_passes=passes)
+            return mix_loss(layer, padded, terms, draws, key, tensor_weights=("dec",), head_passes=passes)
+        return mix_loss(layer, padded, terms, draws, (layer, decor), head_passes=passes)
+
+    def padded(self, buffer: FLeaBuffer, memory_format: torch.memory_format) -> ClientTensors:
+        """:func:`~fedaug.methods.flea.loss.padded_buffer` of ``buffer``, built once for all the clients of a
+        round: every client of a round gets the same buffer tensors (the payload's), so a client whose
+        buffer is the one the last padded buffer was built from (the same tensor objects, in the same
+        layout) reuses it; the steps only read it."""
+        cached = self._padded
+        if (
+            cached is not None
+            and cached[0] is buffer.x
+            and cached[1] is buffer.y
+            and cached[2] == memory_format
+        ):
+            return cached[3]
+        padded = padded_buffer(buffer, memory_format)
+        self._padded = (buffer.x, buffer.y, memory_format, padded)
+        return padded
 
     def _warmup_terms(self, decor: float, teacher: Callable[[], SplitModel]) -> list[LossTerm[Step]]:
         """Round 1's terms after the CE: KL towards the initial model (official warm-up), lambda2 L_dec."""
