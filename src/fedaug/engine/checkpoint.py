@@ -92,12 +92,11 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 TIMINGS = "timings.jsonl"
 
 
-def logged_round_times(run_dir: Path) -> list[tuple[int, float]]:
+def logged_round_times(run_dir: Path, key: str = "round_time") -> list[tuple[int, float]]:
     """``(round, round_time)`` of each line of the run's ``timings.jsonl`` (or its archived ``.gz``) that
-    logged a round time, in file order: the one reader of measured round times (estimates, campaign costs)."""
-    return [
-        (int(r["round"]), float(r["round_time"])) for r in read_jsonl(run_dir / TIMINGS) if "round_time" in r
-    ]
+    logged a round time, in file order: the one reader of measured round times (estimates, campaign costs).
+    ``key="cpu_time"``: the round's process CPU seconds instead (CPU runs record it)."""
+    return [(int(r["round"]), float(r[key])) for r in read_jsonl(run_dir / TIMINGS) if key in r]
 
 
 class RunStore:

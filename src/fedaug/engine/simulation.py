@@ -167,8 +167,9 @@ class Simulation:
             unit="round",
             desc=spec.method.name if spec.job else None,
         )
+        on_cpu = spec.run.device.type == "cpu"
         for round_num in range(first, spec.run.num_rounds + 1):
-            start = self._now()
+            start, cpu_start = self._now(), time.process_time()
             state, record, timing = self._round(state, round_num)
             records.append(record)
             store.append(store.metrics_path, record)
@@ -194,6 +195,8 @@ class Simulation:
             end = self._now()
             timing["checkpoint"] = end - tick
             timing["round_time"] = end - start
+            if on_cpu:  # the process's CPU seconds: what other processes' load does not inflate (ratios)
+                timing["cpu_time"] = time.process_time() - cpu_start
             store.append(store.timings_path, {"round": round_num, **startup_entry, **timing})
             for observer in spec.observers:
                 observer.round(record, {"round": round_num, **timing})

@@ -4,7 +4,8 @@ been timed yet, from FedAvg's measured round time (``fedaug run``'s whole-job es
 * :func:`recorded_ratio`: from earlier runs of the same setting (the folders ``<out_dir>/<name>/<setting>``
   that hold timed seeds of both FedAvg and the method, the command's own setting dir first): the mean round
   time of the method's own rounds (after the FedAvg rounds it branches from, if any) over FedAvg's mean round
-  time, both timed on this machine;
+  time, both timed on this machine (by the rounds' CPU seconds where both logged them: a CPU run's, which
+  other processes' load does not inflate as it does the wall clock);
 * :data:`DEFAULT_ROUND_RATIO`: else fedaug's default for the method, the median of that ratio over the
   archived studies (:func:`archived_ratios` of ``studies/``; ``python -m tools.results`` rewrites the
   table with the generated documents, ``--check`` and a test compare it with the archive);
@@ -57,24 +58,36 @@ runs), rounded to 2 decimals. A method absent here has no default: its runs are 
 seeds is timed, or a ratio is recorded on the setting."""
 
 
-def mean_round_time(method_dir: Path, rounds: range | None = None) -> float | None:
-    """Mean ``round_time`` (s) over the rounds (in ``rounds``, if given) that the seeds ``method_dir/seed*``
-    logged in ``timings.jsonl`` (None: none)."""
-    times = [
+def _times(method_dir: Path, rounds: range | None, key: str) -> list[float]:
+    """``key`` of every round (in ``rounds``, if given) that the seeds ``method_dir/seed*`` logged."""
+    return [
         seconds
         for run_dir in sorted(method_dir.glob("seed*"))
-        for round_num, seconds in logged_round_times(run_dir)
+        for round_num, seconds in logged_round_times(run_dir, key)
         if rounds is None or round_num in rounds
     ]
+
+
+def mean_round_time(method_dir: Path, rounds: range | None = None, key: str = "round_time") -> float | None:
+    """Mean ``round_time`` (s) over the rounds (in ``rounds``, if given) that the seeds ``method_dir/seed*``
+    logged in ``timings.jsonl`` (None: none); ``key="cpu_time"``: their CPU seconds, None unless every
+    such round logged them."""
+    times = _times(method_dir, rounds, key)
+    if key != "round_time" and len(times) != len(_times(method_dir, rounds, "round_time")):
+        return None  # some rounds (older runs, a GPU's) lack it: the wall clock compares like with like
     return statistics.fmean(times) if times else None
 
 
 def setting_ratio(setting_dir: Path, method: str, own: range | None = None) -> float | None:
     """The method's mean round time (its ``own`` rounds) over FedAvg's in ``setting_dir`` (None: either is
-    untimed there)."""
-    fedavg = mean_round_time(setting_dir / "fedavg")
-    mine = mean_round_time(setting_dir / method, own)
-    return None if fedavg is None or mine is None or fedavg <= 0 else mine / fedavg
+    untimed there): by CPU seconds where both logged them on every round (CPU runs: what the load of other
+    processes on the machine does not inflate, which the wall clock does, unevenly), else by wall time."""
+    for key in ("cpu_time", "round_time"):
+        fedavg = mean_round_time(setting_dir / "fedavg", key=key)
+        mine = mean_round_time(setting_dir / method, own, key=key)
+        if fedavg is not None and mine is not None and fedavg > 0:
+            return mine / fedavg
+    return None
 
 
 def same_settings(setting_dir: Path, out_dir: Path) -> list[Path]:

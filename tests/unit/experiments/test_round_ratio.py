@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from fedaug.cli.main import main
 from fedaug.config.identity import run_dir_for
 from fedaug.config.load import load_run_config
 from fedaug.engine.progress import JobEta, LaterRun, format_duration
@@ -16,6 +18,7 @@ from fedaug.sweeps.round_ratio import (
     archived_ratios,
     recorded_ratio,
     round_ratio,
+    setting_ratio,
 )
 from tests.conftest import REPO_ROOT
 
@@ -85,3 +88,26 @@ def test_a_sweep_run_costs_the_runs_after_it_by_their_times_or_its_settings_rati
     assert dry_run_lines([flea_b])[0].split()[:2] == ["new", "~15"]
     # a point of another setting that nothing has timed is left out, and said so
     assert sweep_job(fedavg_b, [point("fedavg", 2)]).text(0.0, 2.0) == "job eta >0s (fedavg not yet timed)"
+
+
+def test_a_ratio_goes_by_cpu_seconds_where_both_methods_logged_them(tmp_path: Path) -> None:
+    # FedAvg's rounds were slowed by another process's load (wall 4 s, CPU 1 s), FLea's not (wall 3 s,
+    # CPU 3 s): by CPU seconds FLea costs 3 FedAvg rounds, by the wall clock 0.75
+    setting = tmp_path / "s"
+    for method, wall, cpu in (("fedavg", 4.0, 1.0), ("flea", 3.0, 3.0)):
+        run_dir = setting / method / "seed0"
+        run_dir.mkdir(parents=True)
+        lines = "".join(f'{{"round": {r}, "round_time": {wall}, "cpu_time": {cpu}}}\n' for r in (1, 2))
+        (run_dir / "timings.jsonl").write_text(lines)
+    assert setting_ratio(setting, "flea") == pytest.approx(3.0)
+    # a seed without CPU seconds (an older run): the wall clock for both
+    _timed(setting / "flea" / "seed1", [3.0, 3.0])
+    assert setting_ratio(setting, "flea") == pytest.approx(0.75)
+
+
+def test_cpu_runs_log_each_rounds_cpu_seconds(tmp_path: Path) -> None:
+    assert main(["run", "smoke", "--set", f"out_dir={tmp_path}", "--set", "train.rounds=2"]) == 0
+    (timings,) = tmp_path.rglob("timings.jsonl")
+    rows = [json.loads(line) for line in timings.read_text().splitlines()]
+    assert [r["round"] for r in rows] == [1, 2]
+    assert all(0 < r["cpu_time"] < 10 * r["round_time"] + 1 for r in rows)
