@@ -5,6 +5,7 @@
 #
 #   bash scripts/flower_tls_demo.sh            # needs: pip install -e '.[flower]'
 #   KEEP=1 bash scripts/flower_tls_demo.sh     # keep the work folder (certificates, logs, run dir)
+#   ROUNDS=2 bash scripts/flower_tls_demo.sh   # fewer rounds (default 3; the test suite runs 2)
 #
 # Steps: (1) a CA, a server certificate for 127.0.0.1/localhost and 3 SuperNode key pairs (fedaug flower
 # certs); (2) 3 SuperNodes, one per client, that trust the CA and hold their key (fedaug flower client ...
@@ -14,6 +15,8 @@
 # Free ports are picked at start; every process started here is stopped on exit,
 # also on failure or Ctrl-C (trap), and a final sweep ends any process still carrying this run's FLWR_HOME.
 set -euo pipefail
+ROUNDS="${ROUNDS:-3}"
+case "$ROUNDS" in ''|*[!0-9]*|0) echo "ROUNDS must be a positive whole number, got '$ROUNDS'" >&2; exit 2 ;; esac
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/fedaug-tls-demo.XXXXXX")"
 export FLWR_HOME="$WORK/flwr-home"   # the SuperNodes' app installs and config; also marks our processes
@@ -59,10 +62,10 @@ for i in 0 1 2; do
     PIDS+=($!)
 done
 
-echo "== 3. SuperLink + FLea, 3 rounds, UCI-HAR, 3 clients (all per round), 1 local epoch"
+echo "== 3. SuperLink + FLea, $ROUNDS rounds, UCI-HAR, 3 clients (all per round), 1 local epoch"
 setsid fedaug flower serve --certs "$WORK/certs" --address "127.0.0.1:$PORT" --work-dir "$WORK/serve" \
     --method flea --out-dir "$WORK/runs" --fresh --node-timeout 300 \
-    --set partition.num_clients=3 --set train.clients_per_round=3 --set train.rounds=3 \
+    --set partition.num_clients=3 --set train.clients_per_round=3 --set "train.rounds=$ROUNDS" \
     --set train.local_epochs=1 --set engine.num_threads=1 --set engine.progress=false &
 SERVE=$!
 PIDS+=("$SERVE")
@@ -81,13 +84,13 @@ fi
 echo "impostor refused: $(grep -o "refused this node's key.*" "$WORK/impostor.log" | tail -1 | cut -c1-80)"
 
 echo "== 4. check"
-python - "$WORK/runs" <<'EOF'
+python - "$WORK/runs" "$ROUNDS" <<'EOF'
 import json, math, sys
 from pathlib import Path
-runs = sorted(Path(sys.argv[1]).glob("default-flower/**/flea/seed0/metrics.jsonl"))  # default-flower/train.rounds=3,.../<setting>/
+runs = sorted(Path(sys.argv[1]).glob("default-flower/**/flea/seed0/metrics.jsonl"))  # default-flower/train.rounds=N,.../<setting>/
 assert len(runs) == 1, f"expected one FLea run dir, found {runs}"
 rounds = [json.loads(line) for line in runs[0].read_text().splitlines()]
-assert [r["round"] for r in rounds] == [1, 2, 3], rounds
+assert [r["round"] for r in rounds] == list(range(1, int(sys.argv[2]) + 1)), rounds
 for r in rounds:
     assert math.isfinite(r["train/loss"]) and 0.0 <= r["test/acc"] <= 1.0, r
     assert r["clients"] == [0, 1, 2] and r["flea/buffer_size"] > 0, r
