@@ -129,6 +129,29 @@ def fsdd_rows(archive: Archive) -> list[list[str]]:
     ]
 
 
+FSDD_DRIFT_HEADLINE = (("SCAFFOLD", "scaffold"), ("FedDyn", "feddyn"), ("FedAvgM", "fedavgm"))
+FSDD_DRIFT_HEADLINE += (("FedAdam", "fedadam"), ("`flea`", "flea"))
+"""The drift-correction / server-optimizer rows of the headline, beside `flea` (the rest: the method page)."""
+
+
+@headline_row
+def fsdd_drift_rows(archive: Archive) -> list[list[str]]:
+    cells = [f"fsdd {x} K=27" for x in FSDD_SPLITS]
+    gains = (
+        f"{name} {gains_text(archive, FSDD, row, 'fedavg', cells, LAST10)}"
+        for name, row in FSDD_DRIFT_HEADLINE
+    )
+    return [
+        [
+            "[Drift-correction baselines, FSDD](docs/methods/baselines.md#the-drift-correction-and-server-"
+            "optimizer-baselines-on-fsdd) Qua(3) / Dir(0.5) / Dir(0.1), K = 27",
+            "method - FedAvg, last-10, paired, seeds 0-2, CPU, defaults untuned",
+            "; ".join(gains),
+            "no published FSDD numbers",
+        ]
+    ]
+
+
 @headline_row
 def baselines_rows(archive: Archive) -> list[list[str]]:
     qua2 = har("Qua(2)")
