@@ -13,10 +13,10 @@ import torch
 from fedaug.api import ClientUpdate
 from fedaug.engine.checkpoint import DIGEST_KEY, content_digest
 from fedaug.errors import CheckpointError, PathError
-from fedaug.flower.client_store import STORE_FORMAT, ClientStateStore, keeps_client_state, state_rounds
+from fedaug.flower.client_store import STORE_FORMAT, ClientStateStore, state_rounds
 from fedaug.methods.fedavg import FedAvg
 from fedaug.methods.scaffold import Scaffold
-from fedaug.training.client import HookedClient
+from fedaug.training.client import HookedClient, keeps_client_state
 
 RUN = "0123456789abcdef"
 

@@ -31,7 +31,7 @@ pytest.importorskip("flwr")
 from fedaug import registry
 from fedaug.config.identity import run_dir_for
 from fedaug.config.schema import ExperimentConfig
-from fedaug.errors import ClientError
+from fedaug.errors import ClientError, FedaugError
 from fedaug.flower import client_app, server_app
 from fedaug.flower.client_store import STATE_DIR, ClientStateStore, state_rounds, store_root
 from fedaug.flower.loopback import LoopbackGrid, task_identity
@@ -270,3 +270,26 @@ def test_stateful_methods_in_flowers_ray_simulation_equal_the_engine_and_resume_
         (run_dir / "timings.jsonl").write_text("".join(timings[:3]))  # written after the checkpoint
     simulate(on_flower, num_cpus=1)
     assert [(run_dir_for(c) / "metrics.jsonl").read_bytes() for c in on_flower] == logs
+
+
+@pytest.mark.parametrize(("name", "refused"), [("scaffold", True), ("fedavg", False)])
+def test_an_in_process_resume_of_a_flower_run_whose_nodes_keep_state_is_refused(
+    tmp_path: Path, name: str, refused: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Prepare: a Flower run interrupted in round 3 (its checkpoint: round 2; the state on the nodes)
+    flower = dataclasses.replace(tiny_config(tmp_path, name, **SOME_ROUNDS), name="in-process")
+    _interrupted_in_round_3(flower, monkeypatch, trained=False)
+    checkpoint = run_dir_for(flower) / "ckpt" / "latest.pt"
+    assert torch.load(checkpoint, weights_only=True)["client_state_on_nodes"] is True
+    # Execute / Assert: the engine would start SCAFFOLD's clients afresh, so it refuses and leaves the run
+    # dir as it was; FedAvg's clients keep nothing and its run finishes as the engine's own
+    if refused:
+        before = checkpoint.read_bytes()
+        with pytest.raises(FedaugError, match="was run on Flower: its scaffold clients' state is kept by"):
+            run_experiment(flower)
+        assert checkpoint.read_bytes() == before
+    else:
+        run_experiment(flower)
+        engine = tiny_config(tmp_path, name, **SOME_ROUNDS)
+        run_experiment(engine)
+        assert metrics(flower) == metrics(engine) and len(metrics(flower)) == 4

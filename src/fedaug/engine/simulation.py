@@ -56,6 +56,7 @@ from fedaug.models.base import SplitModel
 from fedaug.runtime import startup
 from fedaug.runtime.memory_format import apply_channels_last
 from fedaug.runtime.seeding import seed_for, torch_generator
+from fedaug.training.client import keeps_client_state
 from fedaug.training.loop import load_weights, snapshot_state
 from fedaug.types import ClientId, Metrics, StateDict
 
@@ -124,6 +125,10 @@ class RoundObserver(Protocol):
 class Simulation:
     """Runs (or resumes) one federated run and writes its run directory."""
 
+    client_state_on_nodes = False
+    """Whether the clients' state lives where they train (Flower's nodes), not in the checkpoint: recorded
+    in it, so that an in-process resume of such a run is refused (:meth:`_check_client_state_home`)."""
+
     def __init__(self, spec: SimulationSpec) -> None:
         self.spec = on_device(replace(spec, run=replace(spec.run, workspace=self.workspace)))
         startup.mark("to_device")
@@ -186,6 +191,7 @@ class Simulation:
                     "round_num": round_num,
                     "timing": pending,
                     "metrics_sha256": log_digest(records),  # rounds 1..round_num as metrics.jsonl has them
+                    **({"client_state_on_nodes": True} if self.client_state_on_nodes else {}),
                     **({} if spec.identity is None else {"identity": dict(spec.identity)}),
                     **({} if spec.inputs is None else {"inputs": dict(spec.inputs)}),
                 }
@@ -212,6 +218,7 @@ class Simulation:
         ckpt = self.store.load_checkpoint(map_location=self.spec.run.device)
         if ckpt is not None:
             check_run_checkpoint(ckpt, self.store.ckpt_path)
+            self._check_client_state_home(ckpt)
             self.client_states = ckpt["client_states"]
             state = ServerState(**ckpt["state"])
             logger.info("resuming %s after round %d", self.spec.run_dir, state.round_num)
@@ -226,6 +233,18 @@ class Simulation:
         state = self.spec.method.init_server(snapshot_state(initial.to(self.spec.run.device)), self.spec.run)
         state = self._share(state, round_num=0, participants=[])
         return state, []
+
+    def _check_client_state_home(self, ckpt: Mapping[str, Any]) -> None:
+        """Refuses to resume in process a run whose clients' state its Flower nodes keep (the checkpoint
+        holds none of it): the clients would start afresh, silently unlike the uninterrupted run."""
+        if self.client_state_on_nodes or not ckpt.get("client_state_on_nodes"):
+            return
+        if keeps_client_state(self.spec.method):
+            raise FedaugError(
+                f"{self.spec.run_dir} was run on Flower: its {self.spec.method.name} clients' state is kept "
+                "by the Flower nodes, not in its checkpoint, so resuming it here would start them afresh; "
+                "resume it with the fedaug flower command that made it, or start over with --fresh"
+            )
 
     def _warn_changed_inputs(self, recorded: Any, round_num: int) -> None:
         """A WARNING naming each plugin or data file whose content differs from the checkpoint's record."""

@@ -41,7 +41,7 @@ from fedaug.api import ClientContext, ClientUpdate, Method, Payload
 from fedaug.config.load import config_from_dict
 from fedaug.engine.simulation import SimulationSpec, client_context, on_device
 from fedaug.errors import ConfigError
-from fedaug.flower.client_store import ClientStateStore, keeps_client_state, run_tag, store_root
+from fedaug.flower.client_store import ClientStateStore, run_tag, store_root
 from fedaug.flower.logs import quiet_actor
 from fedaug.flower.records import decode, encode
 from fedaug.models.base import SplitModel
@@ -49,6 +49,7 @@ from fedaug.runtime.lazy_dynamo import defer_dynamo_import
 from fedaug.runtime.machine import use_threads
 from fedaug.runtime.memory_format import apply_channels_last
 from fedaug.runtime.precision import flush_denormals
+from fedaug.training.client import keeps_client_state
 from fedaug.types import ClientId
 
 HEADER = "fedaug.run"

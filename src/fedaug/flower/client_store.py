@@ -29,7 +29,6 @@ from typing import Any
 
 import torch
 
-from fedaug.api import Method
 from fedaug.config.identity import run_dir_for
 from fedaug.config.schema import ExperimentConfig
 from fedaug.engine.checkpoint import (
@@ -40,7 +39,6 @@ from fedaug.engine.checkpoint import (
     short_reason,
 )
 from fedaug.errors import CheckpointError, PathError
-from fedaug.training.client import HookedClient
 from fedaug.types import ClientId
 
 logger = logging.getLogger(__name__)
@@ -50,12 +48,6 @@ STATE_DIR = "client_state"
 """The store's folder in the run dir (when the node config names no ``state-dir``)."""
 
 FRESH_HINT = "or start the run over with --fresh (fedaug flower simulate/serve ... --fresh)"
-
-
-def keeps_client_state(method: Method) -> bool:
-    """Whether ``method``'s clients keep a state between rounds (MOON, SCAFFOLD, FedDyn, local: they override
-    :meth:`HookedClient.kept_state`)."""
-    return isinstance(method, HookedClient) and type(method).kept_state is not HookedClient.kept_state
 
 
 def store_root(config: ExperimentConfig, state_dir: str | None = None) -> Path:

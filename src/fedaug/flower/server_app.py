@@ -103,6 +103,8 @@ class NodeLink:
 class FlowerEngine(Simulation):
     """The in-process round loop with its client calls answered by Flower nodes."""
 
+    client_state_on_nodes = True  # each node's own store (flower/client_store.py), never the checkpoint
+
     def __init__(self, spec: SimulationSpec, *, link: NodeLink) -> None:
         super().__init__(spec)
         self.link = link

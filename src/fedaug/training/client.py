@@ -72,3 +72,9 @@ class HookedClient(Method):
 def trains_through_hooks(method: Method) -> bool:
     """Whether ``method``'s client step is :class:`HookedClient`'s own (so its hooks say all it does)."""
     return isinstance(method, HookedClient) and type(method).client_update is HookedClient.client_update
+
+
+def keeps_client_state(method: Method) -> bool:
+    """Whether ``method``'s clients keep a state between rounds (MOON, SCAFFOLD, FedDyn, local: they override
+    :meth:`HookedClient.kept_state`)."""
+    return isinstance(method, HookedClient) and type(method).kept_state is not HookedClient.kept_state
