@@ -31,6 +31,7 @@ def cmd_campaign_run(args: argparse.Namespace) -> int:
         workers=args.workers,
         overrides=args.overrides,
         max_archives=args.max_archives,
+        advance=args.advance,
     )
     runs = summary["runs"]
     finished = sum(r["status"] == "finished" for r in runs)
@@ -58,7 +59,8 @@ def _plan_lines(args: argparse.Namespace) -> list[str]:
     probe = given_or_measured() if kind == "cpu" else None
     states = grid_states(campaign, Ledger(campaign.studies, probe), Path(args.runs_dir), kind, args.overrides)
     chosen = sorted(
-        select(states, args.budget, workers, max_studies=args.max_archives), key=lambda c: -(c.cost or 0.0)
+        select(states, args.budget, workers, max_studies=args.max_archives, advance=args.advance),
+        key=lambda c: 0.0 if c.advances else -(c.cost or 0.0),
     )
     lines = [f"~{c.cost or 0.0:.0f} s  {c.grid.study}/runs/{archive_path(c.point)}" for c in chosen]
     span = makespan([c.cost or 0.0 for c in chosen], workers)
@@ -157,6 +159,12 @@ def add_campaign_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     run.add_argument(
         "--dry-run", action="store_true", help="list the runs the budget takes (longest first); run nothing"
+    )
+    run.add_argument(
+        "--advance",
+        action="store_true",
+        help="also start the next run that cannot finish in the budget, last: it stops at the budget and "
+        "resumes next time (moves a run longer than any one session on; it is archived once finished)",
     )
     run.set_defaults(func=cmd_campaign_run)
     imp = verbs.add_parser(

@@ -4,7 +4,8 @@ as many as the budget holds when they run longest first, ``workers`` at a time.
 The wall time of a set of runs is the makespan of handing them, longest first, to ``workers`` slots
 (:func:`fedaug.sweeps.order.makespan`); the selection adds points in list order while that stays within the
 budget, and stops at the first that does not fit (or whose cost is unknown), so that the list is worked
-through in order across commands. At most :data:`MAX_STUDIES` studies per command (fewer when asked), one
+through in order across commands; with ``--advance`` that first one is started too, after the others, and
+stops at the budget (resumable). At most :data:`MAX_STUDIES` studies per command (fewer when asked), one
 archive each: a lent GPU machine returns at most 8 files, and the log and the timing summary are two of
 them.
 """
@@ -31,6 +32,9 @@ class Pending:
     grid: Grid
     point: SweepPoint
     cost: float | None
+    advances: bool = False
+    """Chosen by ``--advance`` although it cannot finish in the budget: it runs until the budget ends and
+    resumes next time (scheduled last, whatever its cost)."""
 
 
 @dataclass
@@ -67,9 +71,12 @@ def select(
     workers: int,
     skip: Sequence[str] = (),
     max_studies: int = MAX_STUDIES,
+    advance: bool = False,
 ) -> list[Pending]:
     """The pending points that run now (module docstring); grids named in ``skip`` (data missing) are
-    passed over; ``max_studies``: archives this command may write (fewer when other files share the 8)."""
+    passed over; ``max_studies``: archives this command may write (fewer when other files share the 8);
+    ``advance``: the first point that does not fit is chosen too (:attr:`Pending.advances`), so that a
+    budget shorter than the next run still moves it on (it stops at the budget and resumes next time)."""
     chosen: list[Pending] = []
     studies: set[str] = set()
     for state in states:
@@ -86,6 +93,8 @@ def select(
             if item.grid.study not in studies and len(studies) >= max_studies:
                 return chosen
             if makespan([c.cost or 0.0 for c in chosen] + [item.cost], workers) > budget:
+                if advance:
+                    chosen.append(Pending(item.grid, item.point, item.cost, advances=True))
                 return chosen
             chosen.append(item)
             studies.add(item.grid.study)

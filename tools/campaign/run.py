@@ -202,8 +202,10 @@ def run_campaign(
     workers: int | None = None,
     overrides: Sequence[str] = (),
     max_archives: int = MAX_STUDIES,
+    advance: bool = False,
 ) -> dict[str, Any]:
     """Runs the campaign's next runs within ``budget`` seconds (module docstring); returns the summary.
+    ``advance``: also the next run that cannot finish in it, until the budget ends (:func:`select`).
     ``max_archives``: at most this many studies (one archive each) are run, so that files written beside
     ``out``'s (a speed probe's) still fit in what a lent machine returns.
 
@@ -236,7 +238,8 @@ def run_campaign(
         logger.info("host probe: %.4f s a reference step (fedaug.sweeps.probe)", probe)
     try:
         summary = _run(
-            campaign, states, budget, start, kind, at_once, out, runs_dir, data_dir, device, max_archives
+            campaign,
+            *(states, budget, start, kind, at_once, out, runs_dir, data_dir, device, max_archives, advance),
         )
         return {**summary, "host_probe_s": probe}
     finally:
@@ -262,11 +265,15 @@ def _run(
     data_dir: Path,
     device: str,
     max_archives: int,
+    advance: bool,
 ) -> dict[str, Any]:
     skip, data = data_step(states, data_dir, tree_bytes(Path.cwd(), [runs_dir, data_dir, out]))
     left = budget - (time.monotonic() - start)
-    chosen = select(states, left, at_once, skip, max_archives)
-    costs = {c.point.run_dir: c.cost or 0.0 for c in chosen}
+    chosen = select(states, left, at_once, skip, max_archives, advance)
+    costs = {c.point.run_dir: 0.0 if c.advances else c.cost or 0.0 for c in chosen}  # advancing: started last
+    for item in chosen:
+        if item.advances:
+            logger.info("advancing (stops at the budget, resumes next time): %s", item.point.run_dir)
     logger.info(
         "campaign %s on %s, %d at once: %d runs selected, about %s of the %s budget left",
         campaign.path,

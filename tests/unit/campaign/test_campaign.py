@@ -27,7 +27,7 @@ from tests.conftest import SMOKE
 from tools.campaign import run as campaign_run
 from tools.campaign.__main__ import main as campaign_main
 from tools.campaign.importer import unpack
-from tools.campaign.plan import makespan, minutes_text, select
+from tools.campaign.plan import Pending, makespan, minutes_text, select
 from tools.campaign.run import BudgetExpired, BudgetSchedule, hard_stop
 
 
@@ -486,3 +486,35 @@ def _damaged_archive_property(data: st.DataObject) -> None:
         except FedaugError as error:
             assert str(error).startswith(f"cannot unpack {archive}: ") or str(archive) in str(error)
             assert "\n" not in str(error)
+
+
+def test_advance_starts_the_next_run_that_cannot_finish_and_it_resumes_next_time(tmp_path: Path) -> None:
+    # a 400-round run priced at 1000 s, a 5-s budget: without --advance nothing starts; with it the run
+    # starts, stops at the budget with rounds done, and the next command continues from there
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    (folder / "campaign.yaml").write_text(
+        f"workers: {{cpu: 1}}\ngrids:\n  - {{name: long, preset: {SMOKE}, study: long, "
+        "set: [train.rounds=400], grid: {seed: [0]}, cost_s: {cpu: 1000}}\n"
+    )
+    assert _run(folder, tmp_path, "out", "5") == 0
+    assert json.loads((tmp_path / "out" / "campaign_summary.json").read_text())["runs"] == []
+    base = ["--advance", "--runs-dir", str(tmp_path / "runs"), "--data-dir", str(tmp_path / "data")]
+    base += ["--campaign", str(folder / "campaign.yaml"), "--device", "cpu"]
+    assert main(["campaign", "run", "--budget", "5", "--out", str(tmp_path / "a"), *base]) == 0
+    summary = json.loads((tmp_path / "a" / "campaign_summary.json").read_text())
+    assert [r["status"] for r in summary["runs"]] == ["unfinished"] and summary["archives"] == []
+    (metrics,) = (tmp_path / "runs").rglob("metrics.jsonl")
+    first = len(metrics.read_text().splitlines())
+    assert 0 < first < 400
+    assert main(["campaign", "run", "--budget", "5", "--out", str(tmp_path / "b"), *base]) == 0
+    assert len(metrics.read_text().splitlines()) > first  # resumed, not restarted
+
+
+def test_select_with_advance_adds_the_first_point_that_does_not_fit_and_stops() -> None:
+    grid = SimpleNamespace(name="g", study="g")
+    pending = [Pending(cast(Any, grid), cast(Any, i), c) for i, c in enumerate((30.0, 50.0, 80.0, 1.0))]
+    states = cast(Any, [SimpleNamespace(grid=grid, pending=pending)])
+    assert [(c.point, c.advances) for c in select(states, 100.0, 1)] == [(0, False), (1, False)]
+    chosen = select(states, 100.0, 1, advance=True)
+    assert [(c.point, c.advances) for c in chosen] == [(0, False), (1, False), (2, True)]
