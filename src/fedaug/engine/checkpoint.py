@@ -92,11 +92,20 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 TIMINGS = "timings.jsonl"
 
 
-def logged_round_times(run_dir: Path, key: str = "round_time") -> list[tuple[int, float]]:
+def logged_round_times(run_dir: Path) -> list[tuple[int, float]]:
     """``(round, round_time)`` of each line of the run's ``timings.jsonl`` (or its archived ``.gz``) that
-    logged a round time, in file order: the one reader of measured round times (estimates, campaign costs).
-    ``key="cpu_time"``: the round's process CPU seconds instead (CPU runs record it)."""
-    return [(int(r["round"]), float(r[key])) for r in read_jsonl(run_dir / TIMINGS) if key in r]
+    logged a round time, in file order: the one reader of measured round times (estimates, campaign costs)."""
+    return [(round_num, wall) for round_num, wall, _ in logged_round_seconds(run_dir)]
+
+
+def logged_round_seconds(run_dir: Path) -> list[tuple[int, float, float | None]]:
+    """:func:`logged_round_times` with each round's process CPU seconds (``cpu_time``: CPU runs log it;
+    None where the line has none), from one read of the file."""
+    return [
+        (int(r["round"]), float(r["round_time"]), float(r["cpu_time"]) if "cpu_time" in r else None)
+        for r in read_jsonl(run_dir / TIMINGS)
+        if "round_time" in r
+    ]
 
 
 class RunStore:

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fedaug.engine.checkpoint import logged_round_times
+from fedaug.engine.checkpoint import logged_round_seconds
 
 if TYPE_CHECKING:
     from fedaug.config.schema import ExperimentConfig
@@ -58,35 +58,41 @@ runs), rounded to 2 decimals. A method absent here has no default: its runs are 
 seeds is timed, or a ratio is recorded on the setting."""
 
 
-def _times(method_dir: Path, rounds: range | None, key: str) -> list[float]:
-    """``key`` of every round (in ``rounds``, if given) that the seeds ``method_dir/seed*`` logged."""
+def _seconds(method_dir: Path, rounds: range | None) -> list[tuple[float, float | None]]:
+    """``(round_time, cpu_time)`` of every round (in ``rounds``, if given) that the seeds
+    ``method_dir/seed*`` logged (``cpu_time`` None where a round has none)."""
     return [
-        seconds
+        (wall, cpu)
         for run_dir in sorted(method_dir.glob("seed*"))
-        for round_num, seconds in logged_round_times(run_dir, key)
+        for round_num, wall, cpu in logged_round_seconds(run_dir)
         if rounds is None or round_num in rounds
     ]
 
 
-def mean_round_time(method_dir: Path, rounds: range | None = None, key: str = "round_time") -> float | None:
+def _mean(seconds: list[tuple[float, float | None]], cpu: bool) -> float | None:
+    """The mean wall time of ``seconds``, or with ``cpu`` their mean CPU seconds, None unless every round
+    logged them (older runs and a GPU's lack them: the wall clock then compares like with like)."""
+    times = [c for _, c in seconds] if cpu else [w for w, _ in seconds]
+    if not times or any(t is None for t in times):
+        return None
+    return statistics.fmean(t for t in times if t is not None)
+
+
+def mean_round_time(method_dir: Path, rounds: range | None = None) -> float | None:
     """Mean ``round_time`` (s) over the rounds (in ``rounds``, if given) that the seeds ``method_dir/seed*``
-    logged in ``timings.jsonl`` (None: none); ``key="cpu_time"``: their CPU seconds, None unless every
-    such round logged them."""
-    times = _times(method_dir, rounds, key)
-    if key != "round_time" and len(times) != len(_times(method_dir, rounds, "round_time")):
-        return None  # some rounds (older runs, a GPU's) lack it: the wall clock compares like with like
-    return statistics.fmean(times) if times else None
+    logged in ``timings.jsonl`` (None: none)."""
+    return _mean(_seconds(method_dir, rounds), cpu=False)
 
 
 def setting_ratio(setting_dir: Path, method: str, own: range | None = None) -> float | None:
     """The method's mean round time (its ``own`` rounds) over FedAvg's in ``setting_dir`` (None: either is
     untimed there): by CPU seconds where both logged them on every round (CPU runs: what the load of other
     processes on the machine does not inflate, which the wall clock does, unevenly), else by wall time."""
-    for key in ("cpu_time", "round_time"):
-        fedavg = mean_round_time(setting_dir / "fedavg", key=key)
-        mine = mean_round_time(setting_dir / method, own, key=key)
-        if fedavg is not None and mine is not None and fedavg > 0:
-            return mine / fedavg
+    fedavg, mine = _seconds(setting_dir / "fedavg", None), _seconds(setting_dir / method, own)
+    for cpu in (True, False):
+        base, own_mean = _mean(fedavg, cpu), _mean(mine, cpu)
+        if base is not None and own_mean is not None and base > 0:
+            return own_mean / base
     return None
 
 
