@@ -304,14 +304,20 @@ def test_dry_run_lists_what_the_budget_takes_longest_first_and_writes_nothing(
     assert "train.rounds" in capsys.readouterr().err
 
 
-def test_the_budget_stops_runs_going_in_worker_processes(tmp_path: Path) -> None:
-    # two 400-round runs, 2 workers, a 6-s budget: both start (cost table: 1 s), neither finishes
+def _long_grid(tmp_path: Path, *, workers: int, seeds: str, cost_s: float) -> Path:
+    """A studies folder whose campaign has one grid of 400-round smoke runs priced at ``cost_s``."""
     folder = tmp_path / "studies"
     folder.mkdir()
     (folder / "campaign.yaml").write_text(
-        f"workers: {{cpu: 2}}\ngrids:\n  - {{name: long, preset: {SMOKE}, study: long, "
-        "set: [train.rounds=400], grid: {seed: [0, 1]}, cost_s: {cpu: 1}}\n"
+        f"workers: {{cpu: {workers}}}\ngrids:\n  - {{name: long, preset: {SMOKE}, study: long, "
+        f"set: [train.rounds=400], grid: {{seed: [{seeds}]}}, cost_s: {{cpu: {cost_s}}}}}\n"
     )
+    return folder
+
+
+def test_the_budget_stops_runs_going_in_worker_processes(tmp_path: Path) -> None:
+    # two 400-round runs, 2 workers, a 6-s budget: both start (cost table: 1 s), neither finishes
+    folder = _long_grid(tmp_path, workers=2, seeds="0, 1", cost_s=1)
     start = time.monotonic()
     assert _run(folder, tmp_path, "out", "6") == 0
     summary = json.loads((tmp_path / "out" / "campaign_summary.json").read_text())
@@ -491,12 +497,7 @@ def _damaged_archive_property(data: st.DataObject) -> None:
 def test_advance_starts_the_next_run_that_cannot_finish_and_it_resumes_next_time(tmp_path: Path) -> None:
     # a 400-round run priced at 1000 s, a 5-s budget: without --advance nothing starts; with it the run
     # starts, stops at the budget with rounds done, and the next command continues from there
-    folder = tmp_path / "studies"
-    folder.mkdir()
-    (folder / "campaign.yaml").write_text(
-        f"workers: {{cpu: 1}}\ngrids:\n  - {{name: long, preset: {SMOKE}, study: long, "
-        "set: [train.rounds=400], grid: {seed: [0]}, cost_s: {cpu: 1000}}\n"
-    )
+    folder = _long_grid(tmp_path, workers=1, seeds="0", cost_s=1000)
     assert _run(folder, tmp_path, "out", "5") == 0
     assert json.loads((tmp_path / "out" / "campaign_summary.json").read_text())["runs"] == []
     base = ["--advance", "--runs-dir", str(tmp_path / "runs"), "--data-dir", str(tmp_path / "data")]
