@@ -53,21 +53,24 @@ def test_every_point_has_an_estimate_where_it_runs_and_cifar10_is_the_labelled_j
 
 
 def test_the_cpu_works_through_cpu_sized_grids_in_the_issues_order(campaign: Campaign) -> None:
-    """Issue #65: (a) FLea on CIFAR-10 with a stand-in model, its pilot first; (b) Fed-ZDA's CIFAR-10 rows;
-    (c) the tuned baselines; (d) the rest of UCI-HAR. MobileNetV2 and ResNet-50 stay for a GPU. Issue #66's
-    FSDD evidence (minutes a run) goes second, after the pilot; its UCI-HAR rows after the image grids."""
+    """Issue #65: (a) FLea on CIFAR-10 with a stand-in model, its pilot first; (b) Fed-ZDA's CIFAR-10 rows,
+    its own methods on seed 0 first; (c) the tuned baselines' seed-0 search: what its done-when names, before
+    the stand-in's baselines and Fed-ZDA's seeds 1-2; (d) the rest of UCI-HAR. MobileNetV2 and ResNet-50 stay
+    for a GPU. Issue #66's FSDD evidence (minutes a run) goes second, after the pilot; its UCI-HAR rows after
+    the image grids."""
     cpu = [grid.name for grid in campaign.in_order("cpu")]
-    assert cpu[:10] == [
+    assert cpu[:11] == [
         "flea_cifar10_standin_pilot",
         "fsdd_drift_baselines",
         "fsdd_reference_runs",
         "flea_cifar10_standin",
-        "flea_cifar10_standin_baselines",
         "fedzda_tables_cifar10",
         "fedzda_tables_cifar10_zda",
+        "flea_har_tuning",
+        "flea_cifar10_standin_baselines",
+        "fedzda_tables_cifar10_zda_seeds12",
         "har_drift_baselines_qua2",
         "har_drift_baselines_subject",
-        "flea_har_tuning",
     ]
     cuda = [grid.name for grid in campaign.in_order("cuda")]
     assert not {name for name in cpu if "standin" in name or "tuning" in name} & set(cuda)
@@ -107,12 +110,15 @@ def test_issue_66s_reference_runs_and_uci_har_rows(
     methods = {p.config.method.name for p in qua2}
     assert {p.config.method.name for p in subject} == methods | {"fedavg", "flea"}
     cpu = [grid.name for grid in campaign.in_order("cpu")]
-    assert cpu.index("har_drift_baselines_qua2") > cpu.index("fedzda_tables_cifar10_zda")
+    assert cpu.index("har_drift_baselines_qua2") > cpu.index("fedzda_tables_cifar10_zda_seeds12")
 
 
 def test_fed_zda_cifar10_rows_are_the_papers_grid(points: dict[str, list[SweepPoint]]) -> None:
     """Item 6 of issue #51: BN-CNN, five methods, unimodal and multimodal, 3 seeds, 100 clients."""
-    rows = points["fedzda_tables_cifar10"] + points["fedzda_tables_cifar10_zda"]
+    zda_seed0, zda_seeds12 = points["fedzda_tables_cifar10_zda"], points["fedzda_tables_cifar10_zda_seeds12"]
+    assert {p.config.seed for p in zda_seed0} == {0} and {p.config.seed for p in zda_seeds12} == {1, 2}
+    rows = points["fedzda_tables_cifar10"] + zda_seed0 + zda_seeds12
+    assert len({p.run_dir for p in rows}) == len(rows)  # no point in two grids
     assert len(rows) == 2 * 5 * 3
     assert {p.config.method.name for p in rows} == {"fedavg", "fedprox", "qffl", "fedzdac", "fedzdas"}
     assert {p.config.partition.name for p in rows} == {"shards", "multimodal"}
