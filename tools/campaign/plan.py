@@ -19,7 +19,7 @@ from pathlib import Path
 
 from fedaug.sweeps.order import SweepPoint, makespan
 from tools.campaign import MAX_STUDIES
-from tools.campaign.ledger import Ledger
+from tools.campaign.ledger import Ledger, point_identity
 from tools.campaign.spec import Campaign, Grid, grid_points
 
 logger = logging.getLogger(__name__)
@@ -50,8 +50,12 @@ class GridState:
 def grid_states(
     campaign: Campaign, ledger: Ledger, runs_dir: Path, kind: str, extra: Sequence[str] = ()
 ) -> list[GridState]:
-    """Every grid's archived and pending points (``extra``: ``--set`` overrides for every grid)."""
+    """Every grid's archived and pending points (``extra``: ``--set`` overrides for every grid). A point whose
+    run (its identity) is already pending in an earlier grid of the order, such as a pilot's run that is also
+    a point of the grid it chooses for, is not pending twice: it runs once, in the earlier grid, and counts
+    as done in both once archived (the ledger finds runs by identity)."""
     states = []
+    queued: dict[str, Path] = {}
     for grid in campaign.in_order(kind):
         points = grid_points(grid, runs_dir, extra)
         state = GridState(grid, len(points))
@@ -59,8 +63,13 @@ def grid_states(
             found = ledger.archived(point)
             if found is not None:
                 state.done[point.run_dir] = found
-            else:
-                state.pending.append(Pending(grid, point, ledger.cost(point, grid, kind)))
+                continue
+            key = point_identity(point)
+            if key in queued:
+                logger.debug("%s: %s runs as %s", grid.name, point.run_dir, queued[key])
+                continue
+            queued[key] = point.run_dir
+            state.pending.append(Pending(grid, point, ledger.cost(point, grid, kind)))
         states.append(state)
     return states
 

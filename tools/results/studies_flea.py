@@ -8,6 +8,7 @@ import csv
 import json
 from collections.abc import Sequence
 
+from fedaug.results.reference import lookup
 from tools.results.common import (
     BEST,
     FLEA_ROWS,
@@ -291,3 +292,32 @@ def flea_hparams(archive: Archive) -> str:
     rows |= {f"`{row}`": (HPARAMS, row, setting) for row in labels}
     seeds = sorted({r.seed for r in archive.study(HPARAMS[0])})
     return seeds_gain_table(archive, rows, rows["FedAvg"], seeds)
+
+
+STANDIN = ("flea_cifar10_standin/runs",)
+STANDIN_PILOT = {
+    model: f"CIFAR-10 (JPEG q75 copy) Qua(3) K=500, {model} (stand-in model for MobileNetV2)"
+    for model in ("bn_cnn_cifar", "lenet5")
+}
+"""The pilot's two candidate stand-ins and their setting labels (seed 0, Qua(3), K = 500)."""
+
+
+@fragment("standin-pilot")
+def standin_pilot(archive: Archive) -> str:
+    """The stand-in pilot (issue #65 (a)): per candidate model, FedAvg's and ``flea``'s best / last-10 on seed
+    0, FLea's gain over FedAvg, beside the paper's MobileNetV2 row of the same setting (looked up as if the
+    run were MobileNetV2's: the runs themselves have no paper number)."""
+    rows = []
+    for model, setting in STANDIN_PILOT.items():
+        base, flea = (archive.runs(STANDIN, m, setting) for m in ("fedavg", "flea"))
+        gains = [gain_cell(try_gain(flea, base, metric)) for metric in (BEST, LAST10)]
+        rows.append([f"`{model}`", cell(base, BEST, LAST10), cell(flea, BEST, LAST10), *gains])
+    runs = [r for setting in STANDIN_PILOT.values() for r in archive.runs(STANDIN, "fedavg", setting)]
+    if runs:
+        as_paper = {**runs[0].config, "model.name": "mobilenet_v2_cifar"}
+        paper = [lookup(archive.reference, "best_acc", m, as_paper) for m in ("fedavg", "flea")]
+        stats = [found[0] if found is not None else None for found in paper]
+        gain = f"{stats[1].mean - stats[0].mean:+.2f}" if stats[0] and stats[1] else "-"
+        rows.append(["paper, MobileNetV2 (best, 5 seeds)", *(paper_cell(s) for s in stats), gain, "-"])
+    header = ["model", "FedAvg best / last-10", "`flea` best / last-10", "gain, best", "gain, last-10"]
+    return markdown_table(header, rows)

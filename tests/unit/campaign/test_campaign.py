@@ -304,6 +304,35 @@ def test_dry_run_lists_what_the_budget_takes_longest_first_and_writes_nothing(
     assert "train.rounds" in capsys.readouterr().err
 
 
+def test_a_run_in_two_grids_is_planned_once_in_the_earlier_grid(
+    studies: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pilot's point that is also a point of a later grid (same identity, another run dir) is pending only
+    in the earlier grid: the later one plans its other points, and status still counts the point in both."""
+    text = (studies / "campaign.yaml").read_text()
+    pilot = (
+        "  - name: pilot\n    preset: {0}\n    study: tiny\n    set: [train.rounds=2, engine.num_threads=1]\n"
+    )
+    pilot += "    grid: {{seed: [1], method: [fedavg], train.lr: [0.001]}}\n    cost_s: {{cpu: 300}}\n"
+    pilot += "    report: {{runs: [runs], plots: false}}\n"
+    (studies / "campaign.yaml").write_text(text.replace("grids:\n", "grids:\n" + pilot.format(SMOKE), 1))
+    args = ["campaign", "run", "--campaign", str(studies / "campaign.yaml"), "--budget", "5000", "--dry-run"]
+    capsys.readouterr()
+    assert main([*args, "--device", "cpu", "--out", str(tmp_path / "out")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # tiny's seed 1 is the pilot's run (train.lr=0.001 is the smoke preset's own value): four runs, not five
+    assert [line.split()[0] for line in lines[:-1]] == ["~400", "~400", "~300", "~100"]
+    assert [x.split()[-1] for x in lines if "seed1" in x] == [
+        "tiny/runs/train.lr=0.001/synthetic-dirichlet0.5_2-K6/fedavg/seed1"  # the pilot's run dir
+    ]
+    status = _status(studies, tmp_path, capsys)
+    assert [line.split()[:2] for line in status[1:4]] == [
+        ["pilot", "0/1"],
+        ["tiny", "0/3"],
+        ["second", "0/1"],
+    ]
+
+
 def _long_grid(tmp_path: Path, *, workers: int, seeds: str, cost_s: float) -> Path:
     """A studies folder whose campaign has one grid of 400-round smoke runs priced at ``cost_s``."""
     folder = tmp_path / "studies"

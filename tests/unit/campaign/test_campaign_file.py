@@ -128,3 +128,22 @@ def test_fed_zda_cifar10_rows_are_the_papers_grid(points: dict[str, list[SweepPo
     }
     zda = [p for p in rows if p.config.method.name.startswith("fedzda")]
     assert all(p.config.engine.branch_from_fedavg and 79 in p.config.engine.keep_checkpoints for p in zda)
+
+
+def test_the_stand_in_grid_runs_the_pilots_choice_and_counts_its_runs(
+    points: dict[str, list[SweepPoint]],
+) -> None:
+    """Issue #65 (a): the pilot chose LeNet-5 (studies/flea_cifar10_standin/README.md), so the stand-in grid
+    and its baselines run it, labelled a stand-in for MobileNetV2, and the pilot's LeNet-5 runs have the
+    identities of the grid's Qua(3) seed-0 points (the ledger finds them archived: they are not run twice)."""
+    from tools.campaign.ledger import point_identity
+
+    grid = points["flea_cifar10_standin"] + points["flea_cifar10_standin_baselines"]
+    assert {(p.config.model.name, p.config.model.stand_in_for) for p in grid} == {("lenet5", "MobileNetV2")}
+    assert len(points["flea_cifar10_standin"]) == 3 * 3 * 2
+    pilot: dict[str, list[str]] = {}
+    for p in points["flea_cifar10_standin_pilot"]:
+        pilot.setdefault(p.config.model.name, []).append(point_identity(p))
+    assert set(pilot) == {"bn_cnn_cifar", "lenet5"}
+    grid_ids = {point_identity(p) for p in points["flea_cifar10_standin"]}
+    assert set(pilot["lenet5"]) <= grid_ids and not set(pilot["bn_cnn_cifar"]) & grid_ids
