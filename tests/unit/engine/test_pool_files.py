@@ -4,6 +4,7 @@ foreign or missing pool file is refused in one line; format-2 checkpoints (the p
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fedaug.api import Method
+from fedaug.cli.main import main
 from fedaug.engine import pool_files
 from fedaug.engine.checkpoint import DIGEST_KEY, INLINE_POOL_FORMAT, RunStore, content_digest
 from fedaug.engine.pool_files import REFERENCE_KEY, DigestCache, references
@@ -27,6 +29,7 @@ from fedaug.methods.fedmix import FedMix
 from fedaug.methods.flea.method import FLea
 from tests.conftest import make_spec
 from tests.helpers import killed_in_round, run_files
+from tests.unit import run_dirs
 
 POOL_METHODS: dict[str, Callable[[], Method]] = {
     "centralized": Centralized,
@@ -282,3 +285,25 @@ def test_a_format_2_checkpoint_with_its_pool_inside_still_resumes_identically(tm
     # Assert: the same run; its checkpoints are format 3 from the first new round on
     assert run_files(cut) == run_files(full)
     assert saved(cut)["format"] == 3 and pool_names(cut) == pool_names(full)
+
+
+def test_fedaug_run_refuses_a_damaged_pool_file_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Prepare: a FedMix smoke run cut back to round 2 (its pool in a pool file since round 2's checkpoint)
+    argv = run_dirs.argv(tmp_path, "--set", "method=fedmix")
+    assert main(argv) == 0
+    run_dir = next((tmp_path / "smoke").glob("*/fedmix/seed0"))
+    shutil.copyfile(run_dir / "ckpt" / "round_0002.pt", run_dir / "ckpt" / "latest.pt")
+    for name in ("metrics.jsonl", "timings.jsonl"):
+        lines = (run_dir / name).read_text().splitlines(keepends=True)
+        (run_dir / name).write_text("".join(lines[:2]))
+    (run_dir / "summary.json").unlink()
+    damage_bytes(one_pool_file(run_dir))
+    capsys.readouterr()
+    # Execute
+    code = main(argv)
+    # Assert: exit 2, one line naming the pool file
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "is corrupt or not a fedaug pool file" in err[0] and one_pool_file(run_dir).name in err[0]
