@@ -73,7 +73,7 @@ def test_a_checkpoint_whose_weights_changed_under_its_digest_is_refused(
     run_dir = run_dirs.copy_run(finished, tmp_path, after_round=2)
     path = run_dir / "ckpt" / "latest.pt"
     ckpt = torch.load(path, weights_only=True)
-    assert ckpt["format"] == 2 and len(ckpt["sha256"]) == 64
+    assert ckpt["format"] == 3 and len(ckpt["sha256"]) == 64
     first = next(iter(ckpt["state"]["model_state"].values()))
     first.view(-1)[0] += 1e-3
     torch.save(ckpt, path)

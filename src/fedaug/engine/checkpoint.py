@@ -9,6 +9,8 @@ Layout::
     env.json         versions, git sha, threads
     ckpt/latest.pt   server state and client states after the last finished round
     ckpt/round_NNNN.pt  copies of latest.pt kept after the rounds listed in ``engine.keep_checkpoints``
+    ckpt/pool/<sha256>.pt  a method's large server-state tensors (its data pool), written once, named by
+                     their digest; the checkpoints refer to them (:mod:`fedaug.engine.pool_files`)
 
 Every file a resume reads (``config.yaml``, ``env.json``, checkpoints, the rewound metrics) is written to a
 temporary file, flushed and fsynced, then renamed into place (and the folder fsynced), so a kill or a power
@@ -23,19 +25,21 @@ and the same result), once :mod:`fedaug.runs.verify` has checked it line by line
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import logging
 import os
 import shutil
 import warnings
 import zlib
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from fedaug.engine import pool_files
+from fedaug.engine.integrity import content_digest as content_digest  # re-exported: where callers look
+from fedaug.engine.integrity import corrupt_file as corrupt_file
+from fedaug.engine.integrity import feed_digest as feed_digest
 from fedaug.engine.round_log import bad_file, read_rounds
 from fedaug.errors import CheckpointError, FedaugError, path_error, shorten
 from fedaug.runtime.files import atomic_write as atomic_write  # re-exported: the engine's file writers
@@ -45,11 +49,16 @@ from fedaug.runtime.files import write_json as write_json
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_FORMAT = 2
-"""Format 2 carries ``sha256``, a digest of everything else in the checkpoint (:func:`content_digest`: every
-tensor's bytes, dtype and shape, every other value and the structure), checked on every load: a flipped byte
-that torch's reader does not notice is refused, never loaded. Format 1 (written by fedaug before the digest)
-still loads, unverified, with a warning."""
+CHECKPOINT_FORMAT = 3
+"""Format 3 keeps the large tensors of ``state.extra`` (a method's data pool) in pool files, ``ckpt/pool/``,
+written once and referred to by their digest (:mod:`fedaug.engine.pool_files`). Every format since 2
+carries ``sha256``, a digest of everything else in the checkpoint (:func:`content_digest`: every tensor's
+bytes, dtype and shape, every other value and the structure; in format 3 the references, each pool file
+checked against its name), checked on every load: a flipped byte that torch's reader does not notice is
+refused, never loaded. Format 2 (the pool inside the checkpoint) still loads; format 1 (written by fedaug
+before the digest) still loads, unverified, with a warning."""
+
+INLINE_POOL_FORMAT = 2
 
 LEGACY_CHECKPOINT_FORMAT = 1
 
@@ -117,6 +126,8 @@ class RunStore:
         self.timings_path = run_dir / TIMINGS
         self.summary_path = run_dir / "summary.json"
         self.ckpt_path = run_dir / "ckpt" / "latest.pt"
+        self.pools = pool_files.PoolFiles(self.ckpt_path.parent)
+        self._pools_in_use: set[str] | None = None  # the pool files the last save referred to
 
     def prepare(self) -> None:
         (self.run_dir / "ckpt").mkdir(parents=True, exist_ok=True)
@@ -133,7 +144,7 @@ class RunStore:
         path = self.ckpt_path if round_num is None else self.round_ckpt_path(round_num)
         if not path.exists():
             return None
-        return read_checkpoint(path, map_location=map_location)
+        return read_checkpoint(path, map_location=map_location, digests=self.pools.digests)
 
     def kept_rounds(self) -> list[int]:
         """Rounds with a kept checkpoint (``ckpt/round_NNNN.pt``), ascending."""
@@ -147,10 +158,31 @@ class RunStore:
             atomic_write(target, lambda handle: shutil.copyfileobj(source, handle))
 
     def save_checkpoint(self, ckpt: dict[str, Any]) -> None:
-        """Writes ``latest.pt`` atomically and durably (temporary file, fsync, rename), with its digest."""
+        """Writes ``latest.pt`` atomically and durably (temporary file, fsync, rename), with its digest; the
+        large tensors of ``state.extra`` go to pool files (written once each), the checkpoint refers to them.
+        Pool files no checkpoint refers to any more are then removed."""
         content = {**ckpt, "format": CHECKPOINT_FORMAT}
+        state = ckpt.get("state")
+        if isinstance(state, dict) and "extra" in state:
+            content["state"] = {**state, "extra": self.pools.externalize(state["extra"])}
         content[DIGEST_KEY] = content_digest(content)
         atomic_write(self.ckpt_path, lambda handle: torch.save(content, handle))
+        in_use = pool_files.references(content)
+        if in_use != self._pools_in_use:  # the first save of this process, or a pool that changed
+            self.pools.remove_unused(in_use | self._kept_pools())
+            self._pools_in_use = in_use
+
+    def _kept_pools(self) -> set[str]:
+        """The pool files the kept checkpoints (``round_NNNN.pt``) refer to, read memory-mapped (no tensor
+        data); every file when one of them cannot be read (kept, not judged here)."""
+        used: set[str] = set()
+        for round_num in self.kept_rounds():
+            try:
+                used |= pool_files.references(load_torch_file(self.round_ckpt_path(round_num), mmap=True))
+            except CheckpointError as exc:
+                logger.warning("keeping every pool file: %s", exc)
+                return {path.stem for path in (self.pools.folder / pool_files.POOL_DIR).glob("*.pt")}
+        return used
 
     def rewind(self, last_round: int) -> list[dict[str, Any]]:
         """Cuts metrics and timings back to rounds ``<= last_round`` (dropping a partial last line, logged);
@@ -187,14 +219,6 @@ CHECKPOINT_KEYS = ("state", "client_states", "round_num")
 """What every run checkpoint holds (besides ``format``); ``state`` holds a ServerState's fields."""
 
 
-def corrupt_file(path: Path, problem: str, what: str = "checkpoint") -> CheckpointError:
-    """The one-line error for a run file that cannot be used: which file, why, and what to do."""
-    return CheckpointError(
-        f"{path} is corrupt or not a fedaug {what} ({problem}); restore it from a copy, or start the run "
-        "over with `fedaug run ... --fresh`"
-    )
-
-
 def short_reason(exc: BaseException) -> str:
     """``Type: first sentence of the message`` on one line (torch's unpickling errors run to paragraphs)."""
     lines = str(exc).strip().splitlines()
@@ -202,40 +226,11 @@ def short_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first[:120]}" if first else type(exc).__name__
 
 
-def content_digest(obj: Any) -> str:
-    """The SHA-256 of ``obj``'s content: tensors by dtype, shape and bytes (from whatever device), mappings by
-    key in sorted order, sequences in order, anything else by ``repr``; equal before saving and after
-    loading."""
-    hasher = hashlib.sha256()
-    feed_digest(hasher, obj)
-    return hasher.hexdigest()
-
-
-def feed_digest(hasher: Any, obj: Any) -> None:
-    """Feeds ``obj`` into ``hasher`` as :func:`content_digest` describes (each tensor copied to the host once,
-    as ``torch.save`` does right after: :mod:`tools.host_reads` does not count these reads)."""
-    if isinstance(obj, torch.Tensor):
-        hasher.update(f"T{obj.dtype}{tuple(obj.shape)}".encode())
-        if obj.is_meta:  # no data to read (a state built on the meta device, as tests do): its shape only
-            return
-        flat = obj.detach().cpu().contiguous().reshape(-1)
-        hasher.update(flat.view(torch.uint8).numpy() if flat.numel() else b"")
-    elif isinstance(obj, Mapping):
-        hasher.update(f"M{len(obj)}".encode())
-        for key in sorted(obj, key=repr):
-            hasher.update(f"K{key!r}".encode())
-            feed_digest(hasher, obj[key])
-    elif isinstance(obj, list | tuple):
-        hasher.update(f"S{type(obj).__name__}{len(obj)}".encode())
-        for item in obj:
-            feed_digest(hasher, item)
-    else:
-        hasher.update(f"V{obj!r}".encode())
-
-
-def load_torch_file(path: Path, *, map_location: torch.device | str = "cpu", mmap: bool = False) -> Any:
+def load_torch_file(
+    path: Path, *, map_location: torch.device | str = "cpu", mmap: bool = False, what: str = "checkpoint"
+) -> Any:
     """What ``path`` holds, as ``torch.load`` reads it (weights-only unpickling: no code runs; ``mmap``:
-    tensors mapped, not read).
+    tensors mapped, not read); ``what`` the file is, for the error.
 
     Raises:
         CheckpointError: a file that torch cannot read (empty, truncated, garbage), naming it.
@@ -249,18 +244,24 @@ def load_torch_file(path: Path, *, map_location: torch.device | str = "cpu", mma
         raise path_error(exc, path, "read") from exc
     except Exception as exc:  # EOFError, UnpicklingError, RuntimeError (zip), ...: all mean a bad file
         empty = path.stat().st_size == 0
-        raise corrupt_file(path, "the file is empty" if empty else short_reason(exc)) from exc
+        raise corrupt_file(path, "the file is empty" if empty else short_reason(exc), what) from exc
 
 
 def read_checkpoint(
-    path: Path, *, map_location: torch.device | str = "cpu", mmap: bool = False
+    path: Path,
+    *,
+    map_location: torch.device | str = "cpu",
+    mmap: bool = False,
+    digests: pool_files.DigestCache | None = None,
 ) -> dict[str, Any]:
-    """The run checkpoint in ``path`` (weights-only unpickling: no code runs; ``mmap``: a format-1
-    checkpoint's tensors mapped, not read), its digest and format checked.
+    """The run checkpoint in ``path`` (weights-only unpickling: no code runs; ``mmap``: tensors mapped, not
+    read, but for the digests), its digest and format checked, its pool files read and checked in place of
+    their references (``digests`` remembers their digests: the next save does not hash them again).
 
     Raises:
         CheckpointError: the file is empty, truncated, changed (its digest), garbage, of another format or
-            lacks a run checkpoint's entries (one line naming the file and what to do).
+            lacks a run checkpoint's entries; a pool file it refers to is missing, damaged or foreign (one
+            line naming the file and what to do).
         PathError: it cannot be read.
     """
     ckpt = load_torch_file(path, map_location=map_location, mmap=mmap)
@@ -269,11 +270,20 @@ def read_checkpoint(
     if ckpt.get("format") == LEGACY_CHECKPOINT_FORMAT:
         logger.warning("%s has no digest (written by an older fedaug); it is read unverified", path)
         return ckpt
-    if ckpt.get("format") != CHECKPOINT_FORMAT:
-        raise corrupt_file(path, f"checkpoint format {ckpt.get('format')!r}, expected {CHECKPOINT_FORMAT}")
+    if ckpt.get("format") not in (INLINE_POOL_FORMAT, CHECKPOINT_FORMAT):
+        expected = f"{INLINE_POOL_FORMAT} or {CHECKPOINT_FORMAT}"
+        raise corrupt_file(path, f"checkpoint format {ckpt.get('format')!r}, expected {expected}")
     digest = ckpt.pop(DIGEST_KEY, None)
     if torch.device(map_location).type != "meta" and digest != content_digest(ckpt):  # meta: no data
         raise corrupt_file(path, "its content does not match its SHA-256 digest")
+    if ckpt["format"] == INLINE_POOL_FORMAT:
+        return ckpt
+
+    def load(pool: Path) -> Any:
+        return load_torch_file(pool, map_location=map_location, mmap=mmap, what=pool_files.POOL_FILE)
+
+    if "state" in ckpt:
+        ckpt["state"] = pool_files.resolve(ckpt["state"], path, load=load, digests=digests)
     return ckpt
 
 
