@@ -33,9 +33,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,7 +44,7 @@ from typing import Any
 import torch
 
 from cli_startup import extract_src, git  # benchmarks/ is the script's directory
-from machine import machine_facts, write_report
+from machine import machine_facts, run_in_tree, write_report
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
@@ -125,15 +123,8 @@ def child(method: str, rounds: int, gen_iterations: int) -> dict[str, Any]:
 
 
 def run_child(tree: Path, method: str, args: argparse.Namespace) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(REPO / "benchmarks")])}
-    env["OMP_NUM_THREADS"] = "1"
-    if args.data_dir:
-        env["FEDAUG_DATA"] = str(Path(args.data_dir).resolve())
-    command = [sys.executable, __file__, "--child", method, "--rounds", str(args.rounds)]
-    command += ["--gen-iterations", str(args.gen_iterations)]
-    done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    argv = ["--child", method, "--rounds", str(args.rounds), "--gen-iterations", str(args.gen_iterations)]
+    return run_in_tree(tree, __file__, argv, args.data_dir)
 
 
 def medians(children: list[dict[str, Any]], gen_iterations: int) -> dict[str, float]:
