@@ -16,8 +16,8 @@ server training. The last round is also the end of the run, so it holds the loca
 that a full run does every 5 rounds. ``metrics_identical`` says whether every process of a method wrote the
 same ``metrics.jsonl`` bytes (before and after, and across repeats).
 
-``estimate`` extrapolates a full run (100 rounds; local evaluation in 20 of them; Fed-ZDA's rounds 1-79 are
-FedAvg's, 80-100 augmented with 500 ZSDG steps) from the after tree's medians, in CPU seconds of one
+``estimate_cpu_s`` extrapolates a full run (100 rounds; local evaluation in 20 of them; Fed-ZDA's rounds 1-79
+are FedAvg's, 80-100 augmented with 500 ZSDG steps) from each tree's medians, in CPU seconds of one
 thread: from round 1 (what the campaign runs now, as a ZDA run does not find the FedAvg run of the other grid)
 and branched from FedAvg's round-79 checkpoint (``engine.branch_from_fedavg``; 21 rounds, 5 local
 evaluations).
@@ -227,8 +227,12 @@ def main() -> None:
             }
             report[method]["before_over_after"] = {k: round(v, 3) for k, v in ratios.items()}
     if "fedavg" in methods:
-        zda = {m: report[m]["after"] for m in methods if m in ZDA}
-        report["estimate_cpu_s"] = estimate(report["fedavg"]["after"], zda, args.gen_iterations)
+        report["estimate_cpu_s"] = {
+            tree: estimate(
+                report["fedavg"][tree], {m: report[m][tree] for m in methods if m in ZDA}, args.gen_iterations
+            )
+            for tree in trees
+        }
     report.update(machine_facts(torch.device("cpu")))
     write_report(args.out, report, echo=False)
 
