@@ -33,7 +33,6 @@ import json
 import os
 import pstats
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,7 +42,7 @@ from typing import Any
 import torch
 
 from cli_startup import extract_src, git  # benchmarks/ is the script's directory
-from machine import machine_facts, write_report
+from machine import machine_facts, run_in_tree, write_report
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
@@ -247,16 +246,8 @@ def in_process(clients: int, repeats: int) -> dict[str, Any]:
 
 
 def run_child(tree: Path, method: str, rounds: int, data_dir: str | None, profile: bool) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(REPO / "benchmarks")])}
-    env["OMP_NUM_THREADS"] = "1"
-    if data_dir:
-        env["FEDAUG_DATA"] = str(Path(data_dir).resolve())
-    command = [sys.executable, __file__, "--child", method, "--rounds", str(rounds)]
-    done = subprocess.run(
-        [*command, *(["--phases"] if profile else [])], env=env, check=True, capture_output=True, text=True
-    )
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    argv = ["--child", method, "--rounds", str(rounds), *(["--phases"] if profile else [])]
+    return run_in_tree(tree, __file__, argv, data_dir)
 
 
 def summary(children: list[dict[str, Any]]) -> dict[str, Any]:

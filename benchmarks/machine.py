@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,6 +33,7 @@ __all__ = [
     "cpu_facts",
     "device_facts",
     "machine_facts",
+    "run_in_tree",
     "synchronize",
     "write_report",
 ]
@@ -83,3 +85,17 @@ def write_report(path: str | Path, report: object, *, echo: bool = False) -> Non
     text = portable_text(json.dumps(report, indent=2))  # committed: no path of this machine
     out.write_text(text + "\n")
     print(text if echo else f"wrote {out}")
+
+
+def run_in_tree(tree: Path, script: str, argv: list[str], data_dir: str | None) -> dict[str, Any]:
+    """Runs ``script`` with ``argv`` in a fresh one-thread process that imports ``fedaug`` from ``tree`` (a
+    ``src`` folder; ``data_dir``: ``$FEDAUG_DATA`` for it) and returns the JSON of its last output line."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(Path(__file__).parent)])}
+    env["OMP_NUM_THREADS"] = "1"
+    if data_dir:
+        env["FEDAUG_DATA"] = str(Path(data_dir).resolve())
+    done = subprocess.run(
+        [sys.executable, script, *argv], env=env, check=True, capture_output=True, text=True
+    )
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result

@@ -2,21 +2,25 @@
 
 Fed-ZDAC/ZDAS spend nearly all of a round in ZSDG (10 models x 500 Adam steps on a 100-sample batch per
 round), so its step is what a Fed-ZDA run costs. This times :func:`fedaug.methods.fedzda.zsdg.generate` in
-three
+four
 variants, alternating in interleaved repeats in one process and one thread so that load from other processes
 hits all of them:
 
 * ``var``: the BN hooks' batch variance by ``Tensor.var`` (the code before the two-pass form), model in the
   default (NCHW) format;
-* ``two_pass``: :func:`fedaug.methods.fedzda.zsdg.batch_stats` (mean, then mean of squared deviations), NCHW;
+* ``two_pass``: :func:`fedaug.methods.fedzda.zsdg.plain_batch_stats` (mean, then mean of squared
+  deviations), NCHW;
 * ``two_pass_channels_last``: the same on a channels-last copy of the model
-  (:func:`fedaug.methods.fedzda.zsdg.channels_last_copy`): what ``generate`` does.
+  (:func:`fedaug.methods.fedzda.zsdg.channels_last_copy`): the code before the CPU backward;
+* ``cpu_backward_channels_last``: :func:`fedaug.methods.fedzda.zsdg.batch_stats` (the same values and
+  gradients with fewer full-size ops on a CPU), channels-last: what ``generate`` does.
 
-Models: ``bn_cnn_mnist`` (Fed-ZDA's CNN, 28x28, 10 classes x 10 samples) and ``harnet`` (UCI-HAR, 6 x 10),
+Models: ``bn_cnn_mnist`` (Fed-ZDA's CNN, 28x28, 10 classes x 10 samples), ``bn_cnn_cifar`` (its CIFAR-10
+CNN, 32x32x3, 10 x 10) and ``harnet`` (UCI-HAR, 6 x 10),
 randomly initialised with running statistics from a few train-mode batches of Gaussian inputs (the step's
 cost does not depend on the weights' values). Also reports, per variant, the largest difference of the
 generated inputs from the ``var`` variant's after the timed steps (float rounding, amplified by the
-optimisation). Writes JSON.
+optimisation), and whether they equal ``two_pass_channels_last``'s bit for bit. Writes JSON.
 
 Usage::
 
@@ -48,7 +52,11 @@ from machine import (  # benchmarks/ is the script's directory
 )
 
 REPO = Path(__file__).resolve().parents[1]
-MODELS = {"bn_cnn_mnist": ((1, 28, 28), 10), "harnet": ((1, 128, 3), 6)}
+MODELS = {
+    "bn_cnn_mnist": ((1, 28, 28), 10),
+    "bn_cnn_cifar": ((3, 32, 32), 10),
+    "harnet": ((1, 128, 3), 6),
+}
 PER_CLASS = 10
 
 
@@ -92,8 +100,9 @@ def bench(name: str, repeats: int, steps: int, device: torch.device) -> dict[str
     model = model_with_stats(name, device)
     variants = {
         "var": (var_stats, same_model),
-        "two_pass": (zsdg.batch_stats, same_model),
-        "two_pass_channels_last": (zsdg.batch_stats, zsdg.channels_last_copy),  # what generate does
+        "two_pass": (zsdg.plain_batch_stats, same_model),
+        "two_pass_channels_last": (zsdg.plain_batch_stats, zsdg.channels_last_copy),
+        "cpu_backward_channels_last": (zsdg.batch_stats, zsdg.channels_last_copy),  # what generate does
     }
     settings = zsdg.ZSDGSettings(iterations=steps)
     times: dict[str, list[float]] = {key: [] for key in variants}
@@ -118,7 +127,13 @@ def bench(name: str, repeats: int, steps: int, device: torch.device) -> dict[str
         "input_shape": list(shape),
         "ms_per_step": ms,
         "speedup_vs_var": {key: ms["var"] / value for key, value in ms.items()},
+        "speedup_vs_two_pass_channels_last": {
+            key: ms["two_pass_channels_last"] / value for key, value in ms.items()
+        },
         "max_abs_diff_vs_var": {key: float((x - outputs["var"]).abs().max()) for key, x in outputs.items()},
+        "equal_to_two_pass_channels_last": {
+            key: torch.equal(x, outputs["two_pass_channels_last"]) for key, x in outputs.items()
+        },
     }
 
 

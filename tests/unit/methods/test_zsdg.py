@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from fedaug.api import ClientData, TrainSettings
 from fedaug.errors import ConfigError, IncompatibleModelError
@@ -18,6 +18,7 @@ from fedaug.methods.fedzda.zsdg import (
     channels_last_copy,
     class_accuracy,
     generate,
+    plain_batch_stats,
     total_variation,
 )
 from fedaug.models import build_model
@@ -161,6 +162,63 @@ def test_batch_stats_match_float64_variance(shape: tuple[int, ...]) -> None:
     assert mean.shape == var.shape == (shape[1],)
     torch.testing.assert_close(mean.double(), ref_mean, rtol=1e-6, atol=0)
     torch.testing.assert_close(var.double(), ref_var, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "2d"])
+def test_batch_stats_values_and_gradients_equal_the_plain_form_bit_for_bit(layout: str) -> None:
+    # Prepare: a BN input in each layout ZSDG meets (conv outputs of a channels-last model, NCHW, BN1d)
+    # and weights on both statistics, as the l2 BN term puts them.
+    shape = (7, 5) if layout == "2d" else (6, 5, 4, 3)
+    base = torch.randn(*shape, generator=torch.Generator().manual_seed(0)) * 3 + 2
+    if layout == "channels_last":
+        base = base.to(memory_format=torch.channels_last)
+    weights = torch.randn(2, shape[1], generator=torch.Generator().manual_seed(1))
+
+    def value_and_grad(stats: object) -> tuple[Tensor, Tensor, Tensor]:
+        x = base.clone().requires_grad_(True)
+        mean, var = stats(x)  # type: ignore[operator]
+        (grad,) = torch.autograd.grad((mean * weights[0]).sum() + (var * weights[1]).sum(), [x])
+        return mean.detach(), var.detach(), grad
+
+    # Execute
+    new, plain = value_and_grad(batch_stats), value_and_grad(plain_batch_stats)
+    # Assert: the same bits, and the gradient in the same layout (later reductions sum in its order).
+    assert all(torch.equal(a, b) for a, b in zip(new, plain, strict=True))
+    assert new[2].stride() == plain[2].stride()
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "classes", "steps"),
+    [
+        ("bn_cnn_cifar", (3, 32, 32), 10, 30),
+        ("bn_cnn_mnist", (1, 28, 28), 4, 30),
+        ("harnet", (1, 128, 3), 6, 8),
+    ],
+)
+def test_generate_gives_the_plain_statistics_samples_bit_for_bit(
+    name: str, shape: tuple[int, ...], classes: int, steps: int
+) -> None:
+    # Prepare: the model with running statistics from a few train-mode batches (the optimisation amplifies
+    # any rounding difference, so equal samples after several Adam steps mean equal gradients at each).
+    torch.manual_seed(0)
+    model = build_model(name, num_classes=classes, input_shape=shape)
+    with torch.no_grad():
+        for _ in range(3):
+            model(torch.randn(32, *shape) * 2 + 0.5)
+    kwargs = dict(
+        classes=range(classes), per_class=5, input_shape=shape, settings=ZSDGSettings(iterations=steps)
+    )
+    # Execute: generate as the library does, and with the plain statistics (the code before).
+    out = generate(model, generator=torch.Generator().manual_seed(1), **kwargs)  # type: ignore[arg-type]
+    original = zsdg.batch_stats
+    zsdg.batch_stats = plain_batch_stats
+    try:
+        plain = generate(model, generator=torch.Generator().manual_seed(1), **kwargs)  # type: ignore[arg-type]
+    finally:
+        zsdg.batch_stats = original
+    # Assert
+    assert torch.equal(out.x, plain.x)
+    assert out.logs == plain.logs
 
 
 def test_conv_model_generates_on_a_channels_last_copy_and_keeps_its_format() -> None:
