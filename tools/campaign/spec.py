@@ -17,9 +17,12 @@ study's report::
         data: []                   # folders under --data-dir (e.g. cifar10_jpeg_lossy)
         cost_s: {cuda: 20, cpu: 1800}   # seconds per run (as one of `workers` runs at once)
         report: {runs: [runs], baseline: fedavg, reference: papers, highlight: flea, out: .}
+        runs_with: other_grid      # optional: run dirs in that grid's folder (below)
 
 A grid's points are those of ``fedaug sweep PRESET --set ... --grid ...`` (:func:`grid_points`), with their
-run dirs under ``runs_dir/<grid name>``.
+run dirs under ``runs_dir/<grid name>``, or under ``runs_dir/<runs_with>``: a grid whose runs branch from
+another grid's FedAvg runs (``engine.branch_from_fedavg``: Fed-ZDA's last 20 rounds after FedAvg's 80) finds
+them there as siblings, instead of training FedAvg's rounds again.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ DEVICE_KINDS = ("cuda", "cpu")
 DEFAULT_WORKERS = {"cuda": 16, "cpu": 0}
 """Runs at once: 16 HARNet runs shared an H100 fastest (docs/guide/gpu.md); 0: one per usable CPU core."""
 
-_GRID_KEYS = {"name", "preset", "study", "set", "grid", "data", "cost_s", "report"}
+_GRID_KEYS = {"name", "preset", "study", "set", "grid", "data", "cost_s", "report", "runs_with"}
 _REPORT_KEYS = {"runs", "baseline", "reference", "highlight", "out", "plots"}
 
 
@@ -71,6 +74,13 @@ class Grid:
     data: tuple[str, ...] = ()
     cost_s: Mapping[str, Any] = field(default_factory=dict)
     report: ReportSpec = ReportSpec()
+    runs_with: str | None = None
+    """Another grid whose runs folder this grid's run dirs go in (its FedAvg runs are their siblings)."""
+
+    @property
+    def folder(self) -> str:
+        """The folder under the runs dir that holds this grid's run dirs."""
+        return self.runs_with or self.name
 
     def grid_overrides(self) -> list[str]:
         """The axes as ``fedaug sweep --grid key=[...]`` arguments."""
@@ -189,6 +199,9 @@ def _grid(raw: Any, index: int, path: Path) -> Grid:
         )
     # the name becomes a folder under the runs dir (grid_points): one name, no path characters
     check_name(f"grids[{index}].name of {path}", str(raw["name"]), path=False)
+    runs_with = raw.get("runs_with")
+    if runs_with is not None:
+        check_name(f"grids[{index}].runs_with of {path}", str(runs_with), path=False)
     study = str(raw["study"])
     if Path(study).is_absolute() or ".." in Path(study).parts:
         raise ConfigError(f"{where}.study {study!r} must be a folder inside the studies folder")
@@ -201,6 +214,7 @@ def _grid(raw: Any, index: int, path: Path) -> Grid:
         data=_strings(raw.get("data"), f"{where}.data"),
         cost_s=dict(cost),
         report=_report(raw.get("report"), f"{where}.report"),
+        runs_with=None if runs_with is None else str(runs_with),
     )
 
 
@@ -218,6 +232,12 @@ def read_campaign(path: str | Path) -> Campaign:
     names = [g.name for g in grids]
     if len(set(names)) != len(names):
         raise ConfigError(f"campaign file {path}: grid names must differ, got {', '.join(names)}")
+    for grid in grids:
+        if grid.runs_with is not None and (grid.runs_with == grid.name or grid.runs_with not in names):
+            raise ConfigError(
+                f"campaign file {path}: grid {grid.name}: runs_with must name another grid, got "
+                f"{grid.runs_with!r}; grids: {', '.join(n for n in names if n != grid.name)}"
+            )
     given = raw.get("workers") or {}
     workers = {**DEFAULT_WORKERS, **given} if isinstance(given, Mapping) else {}
     counts = all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in workers.values())
@@ -246,13 +266,14 @@ def _order(raw: Mapping[str, Any], names: Sequence[str], path: Path) -> dict[str
 
 
 def grid_points(grid: Grid, runs_dir: Path, extra: Sequence[str] = ()) -> list[SweepPoint]:
-    """The grid's points, run dirs under ``runs_dir/<grid name>`` (``extra``: more ``--set`` overrides, e.g.
-    the device and the data folder, which do not change a run's identity).
+    """The grid's points, run dirs under ``runs_dir/<grid name>`` or ``runs_dir/<runs_with>``
+    (:attr:`Grid.folder`; ``extra``: more ``--set`` overrides, e.g. the device and the data folder, which do
+    not change a run's identity).
 
     Raises:
         ConfigError: a bad preset, override or axis.
     """
-    overrides = [*grid.overrides, *extra, f"out_dir={runs_dir / grid.name}"]
+    overrides = [*grid.overrides, *extra, f"out_dir={runs_dir / grid.folder}"]
     return expand_sweep(grid.preset, overrides, grid.grid_overrides(), where=f"grid {grid.name}")
 
 

@@ -128,6 +128,12 @@ def test_fed_zda_cifar10_rows_are_the_papers_grid(points: dict[str, list[SweepPo
     }
     zda = [p for p in rows if p.config.method.name.startswith("fedzda")]
     assert all(p.config.engine.branch_from_fedavg and 79 in p.config.engine.keep_checkpoints for p in zda)
+    # ... and they find FedAvg's runs, with those checkpoints, as their siblings: branched, not retrained
+    from fedaug.config.identity import fedavg_run_dir
+
+    fedavg = {p.run_dir for p in rows if p.config.method.name == "fedavg"}
+    assert all(79 in p.config.engine.keep_checkpoints for p in rows if p.run_dir in fedavg)
+    assert {fedavg_run_dir(p.config) for p in zda} == fedavg
 
 
 def test_the_stand_in_grid_runs_the_pilots_choice_and_counts_its_runs(

@@ -91,6 +91,9 @@ def test_a_mutated_file_reads_or_is_refused_naming_it(data: st.DataObject, drop:
         ({"grid.report": {"baseline": [1]}}, ".report.baseline must be a string, got [1]"),
         ({"grid.grid": {"seed": 3}}, ".grid must map config keys to non-empty lists, got {'seed': 3}"),
         ({"grid.study": "../elsewhere"}, ".study '../elsewhere' must be a folder inside the studies folder"),
+        ({"grid.runs_with": "har"}, "grid har: runs_with must name another grid, got 'har'"),
+        ({"grid.runs_with": "other"}, "grid har: runs_with must name another grid, got 'other'"),
+        ({"grid.runs_with": "../x"}, "runs_with of"),
     ],
 )
 def test_bad_files_are_refused_in_one_line(tmp_path: Path, change: dict[str, Any], message: str) -> None:
