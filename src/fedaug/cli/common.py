@@ -121,11 +121,13 @@ def load_config(args: argparse.Namespace, *, tag: str = "") -> ExperimentConfig:
 
 
 def preflight_config(args: argparse.Namespace) -> None:
-    """Refuses a config file that cannot be read or a ``--set`` that cannot be parsed before torch is
-    imported (:func:`fedaug.config.tree.preflight`); :func:`load_config` checks the rest."""
-    from fedaug.config.tree import preflight
+    """Refuses a config file that cannot be read, a ``--set`` that cannot be parsed, an unknown key, a
+    value of the wrong type or out of range before torch is imported: the config is built as
+    :func:`load_config` builds it (:mod:`fedaug.config.load` needs no torch); the names of methods,
+    datasets and models and their options are checked when the run builds them."""
+    from fedaug.config.load import load_run_config
 
-    preflight(*config_layers(args))
+    load_run_config(*config_layers(args), smoke=args.smoke)
 
 
 def config_layers(args: argparse.Namespace) -> tuple[list[str | Path], list[str]]:
