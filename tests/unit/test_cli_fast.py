@@ -78,6 +78,11 @@ ERRORS = [
     (["flower", "simulate", "smoke", "--set", "train.lr=-1"], "train.lr must be a finite number > 0"),
     (["sweep", "flea_table1_har", "--set", "train.rounds=abc"], "train.rounds must be of type int"),
     (["sweep", "smoke", "--dry-run", "--set", "engine.nope=1"], "unknown config key 'engine.nope'"),
+    # a name no built-in registers (no plugins): refused from the registrations as written
+    (["run", "--method", "fedavg,nosuch"], "unknown method 'nosuch'; valid choices: ccvr, centralized,"),
+    (["run", "smoke", "--set", "data=nosuch"], "unknown dataset 'nosuch'; valid choices: arrays, cifar10,"),
+    (["run", "smoke", "--set", "model=nosuch"], "unknown model 'nosuch'; valid choices: audionet,"),
+    (["flower", "simulate", "smoke", "--set", "partition=x"], "unknown partitioner 'x'; valid choices: dir"),
 ]
 
 

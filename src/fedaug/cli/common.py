@@ -127,7 +127,33 @@ def preflight_config(args: argparse.Namespace) -> None:
     datasets and models and their options are checked when the run builds them."""
     from fedaug.config.load import load_run_config
 
-    load_run_config(*config_layers(args), smoke=args.smoke)
+    config = load_run_config(*config_layers(args), smoke=args.smoke)
+    if not config.plugins and not getattr(args, "plugins", []):
+        check_builtin_names(config)
+
+
+COMPONENTS = (("method", "method"), ("dataset", "data"), ("model", "model"), ("partitioner", "partition"))
+"""The registry kind of each named section of a config."""
+
+
+def check_builtin_names(config: ExperimentConfig) -> None:
+    """Refuses a method (or compared method), dataset, model or partitioner that no built-in registers, as
+    :func:`fedaug.registry.get` refuses it, from the registrations as written (:mod:`fedaug.cli.declared`,
+    no torch); only for a config without plugins, whose names are all built-ins.
+
+    Raises:
+        RegistryError: naming the unknown name and the valid choices.
+    """
+    from fedaug.cli.declared import declared, quoted_in_package
+    from fedaug.errors import RegistryError
+
+    for kind, section in COMPONENTS:
+        for name in [getattr(config, section).name, *(config.compare if kind == "method" else [])]:
+            if quoted_in_package(kind, name):  # the common case, in milliseconds; the registry checks it
+                continue
+            known = declared(kind)  # parsing every module: a tenth of a second or two
+            if name not in known:
+                raise RegistryError(f"unknown {kind} {name!r}; valid choices: {', '.join(sorted(known))}")
 
 
 def config_layers(args: argparse.Namespace) -> tuple[list[str | Path], list[str]]:
