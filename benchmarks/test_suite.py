@@ -3,9 +3,10 @@
 Clones the repository's committed HEAD into a temporary folder (so untracked files and caches do not count),
 runs the README's test command there (``python -m pytest -q``, with ``PYTHONPATH`` pointing at the clone's
 ``src``, so the installed fedaug is not the one tested) and records the wall time, the outcome counts of
-pytest's last line, the slowest tests (``--durations``), the commit, the CPU and the load average before and
-after (a value well above 0 means other work shared the cores, so the time is an upper bound). The README's
-"second command" paragraph is generated from the JSON (``python -m tools.results``).
+pytest's last line, the slowest tests (``--durations``), the commit, the extras beyond ``.[test]`` that were
+installed (their tests skip without them), the CPU and the load average before and after (a value well
+above 0 means other work shared the cores, so the time is an upper bound). The README's "second command"
+paragraph is generated from the JSON (``python -m tools.results``).
 
     python benchmarks/test_suite.py                       # writes benchmarks/results/test_suite.json
     python benchmarks/test_suite.py --pytest-args "tests/unit/test_cli.py" --out /tmp/cli.json  # a subset
@@ -14,6 +15,7 @@ after (a value well above 0 means other work shared the cores, so the time is an
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import shlex
@@ -30,6 +32,8 @@ from machine import cpu_facts, write_report
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "test_suite.json"
 OUTCOME = re.compile(r"(\d+) (passed|failed|skipped|deselected|errors?|xfailed|xpassed|warnings?)")
+SKIPPED_WITHOUT = {"flower": ("flwr", "ray"), "tracking": ("tensorboard", "mlflow")}
+"""The extras beyond the README's ``.[test]`` whose tests skip without them, by the modules they import."""
 DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s (call|setup|teardown)\s+(.+?)\s*$")
 
 
@@ -51,6 +55,16 @@ def slowest(output: str, top: int) -> list[dict[str, Any]]:
         if m
     ]
     return sorted(rows, key=lambda r: -r["seconds"])[:top]
+
+
+def extras_installed() -> list[str]:
+    """The extras of :data:`SKIPPED_WITHOUT` that this interpreter (the one pytest runs in) can import: none
+    for the README's ``.[test]`` install, whose figures the README states."""
+    return sorted(
+        extra
+        for extra, modules in SKIPPED_WITHOUT.items()
+        if all(importlib.util.find_spec(module) is not None for module in modules)
+    )
 
 
 def run_suite(pytest_args: list[str], top: int) -> dict[str, Any]:
@@ -85,6 +99,7 @@ def run_suite(pytest_args: list[str], top: int) -> dict[str, Any]:
         "outcomes": outcomes(output),
         "slowest": slowest(output, top),
         "shared_data": shared.is_dir(),
+        "extras_installed": extras_installed(),
         "loadavg_before": load_before,
         "loadavg_after": os.getloadavg(),
         "cpu_count": os.cpu_count(),

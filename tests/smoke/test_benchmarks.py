@@ -136,6 +136,12 @@ def test_gpu_default_mode_reports_what_device_runs_reported(tmp_path: Path, shar
 
 
 @pytest.mark.slow  # clones the repository and starts pytest there: 13 s alone, 66 s in a loaded full run
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
 def test_test_suite_times_a_fresh_clone_and_parses_pytests_summary(tmp_path: Path) -> None:
     out = tmp_path / "suite.json"
     done = _run("test_suite.py", "--pytest-args", "tests/unit/test_steps_files.py", "--out", str(out))
@@ -149,6 +155,8 @@ def test_test_suite_times_a_fresh_clone_and_parses_pytests_summary(tmp_path: Pat
         r["test"].startswith("tests/unit/test_steps_files.py::") for r in report["slowest"]
     )
     assert report["seconds"] > 0 and len(report["commit"]) == 40
+    here = [extra for extra, modules in (("flower", "flwr"), ("tracking", "mlflow")) if _importable(modules)]
+    assert report["extras_installed"] == here  # the README says which install its figures are of
 
 
 def test_test_suite_refuses_to_write_a_subsets_time_where_the_readme_reads_the_whole_suites() -> None:

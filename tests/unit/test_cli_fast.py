@@ -1,5 +1,6 @@
 """The CLI answers without importing torch: ``--help``, ``--version``, ``list``, argument errors (issue 57), a
-config file that cannot be read, a ``--set`` that cannot be parsed and bad sweep flags (issue 69).
+config file that cannot be read, a ``--set`` that cannot be parsed or names an unknown key or a bad value, and
+bad sweep flags (issue 69).
 
 The cases run the CLI in one fresh interpreter whose import system refuses ``torch``: a module that imports it
 at the CLI's import time, or a command that needs it for what it prints, fails there.
@@ -68,6 +69,20 @@ ERRORS = [
     (["sweep", "no_such_sweep.yaml"], "config file 'no_such_sweep.yaml' does not exist"),
     (["sweep", "smoke", "--set", "seed"], "override 'seed' must look like key.path=value"),
     (["flower", "simulate", "smoke", "--set", "seed"], "override 'seed' must look like key.path=value"),
+    # an unknown key, a wrong type or a value out of range: the whole config is built before torch
+    (["run", "--set", "train.nope=1"], "unknown config key 'train.nope'; valid keys: batch_size,"),
+    (["run", "smoke", "--set", "train.rounds=abc"], "train.rounds must be of type int, got 'abc' (str)"),
+    (["run", "smoke", "--set", "engine.precision=fp16"], "engine.precision must be one of float32, bf16"),
+    (["run", "smoke", "--set", "train.optimizer=rmsprop"], "train.optimizer must be one of adam, sgd"),
+    (["run", "smoke", "--smoke", "--set", "train.lr=1e39"], "train.lr must be finite in float32"),
+    (["flower", "simulate", "smoke", "--set", "train.lr=-1"], "train.lr must be a finite number > 0"),
+    (["sweep", "flea_table1_har", "--set", "train.rounds=abc"], "train.rounds must be of type int"),
+    (["sweep", "smoke", "--dry-run", "--set", "engine.nope=1"], "unknown config key 'engine.nope'"),
+    # a name no built-in registers (no plugins): refused from the registrations as written
+    (["run", "--method", "fedavg,nosuch"], "unknown method 'nosuch'; valid choices: ccvr, centralized,"),
+    (["run", "smoke", "--set", "data=nosuch"], "unknown dataset 'nosuch'; valid choices: arrays, cifar10,"),
+    (["run", "smoke", "--set", "model=nosuch"], "unknown model 'nosuch'; valid choices: audionet,"),
+    (["flower", "simulate", "smoke", "--set", "partition=x"], "unknown partitioner 'x'; valid choices: dir"),
 ]
 
 

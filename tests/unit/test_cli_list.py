@@ -40,6 +40,15 @@ def test_every_registered_name_has_metadata_read_the_same_from_its_source(kind: 
         assert written[name] == registry.meta(kind, name), name
 
 
+@pytest.mark.parametrize("kind", ["method", "dataset", "model", "partitioner"])
+def test_every_builtin_name_is_found_by_the_fast_text_check_and_a_missing_one_is_not(kind: str) -> None:
+    # a run's names are checked before torch by reading its kind's modules (fedaug.cli.common)
+    builtin = [name for name in registry.available(kind) if name not in user_names(kind)]
+    assert all(declared.quoted_in_package(kind, name) for name in builtin)
+    assert not declared.quoted_in_package(kind, "no_such_" + kind)
+    assert not declared.quoted_in_package(kind, builtin[0][:-1] + "_")  # a near miss is no match either
+
+
 def test_model_parameter_counts_and_default_splits_are_the_built_models() -> None:
     for name in registry.available("model"):
         info = registry.meta("model", name)

@@ -12,10 +12,14 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fedaug.cli.main import main
+from fedaug.config import limits
 from fedaug.engine import checkpoint
 from fedaug.errors import PathError
 from fedaug.runs.lock import check_unlocked
@@ -179,3 +183,12 @@ def test_the_default_thread_count_is_half_the_usable_cores(
         assert torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(before)
+
+
+@given(st.floats(min_value=-limits.FLOAT32_MAX, max_value=limits.FLOAT32_MAX, allow_nan=False))
+def test_the_float32_checks_round_as_numpy_does_without_importing_it(value: float) -> None:
+    # the config is checked before numpy and torch are imported: the float32 rounding is struct's
+    assert limits._as_float32(value) == float(np.float32(value))
+    assert float(np.finfo(np.float32).max) == limits.FLOAT32_MAX
+    for tiny, rounds_to_zero in ((7.006e-46, True), (7.007e-46, False), (1.4e-45, False), (1e-50, True)):
+        assert (limits._as_float32(tiny) == 0) is rounds_to_zero

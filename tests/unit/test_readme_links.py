@@ -141,6 +141,17 @@ def test_readme_keeps_the_two_setup_commands() -> None:
     ]
 
 
+def test_the_cpu_only_route_is_the_one_ci_takes_and_its_pin_is_the_readmes() -> None:
+    # the README's pin resolves to the CUDA build from the public index on Linux (issue 69): the CPU route
+    # the README and the GPU guide give is the one .ci/run installs torch by, with the same pin
+    route = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+    readme = README.read_text(encoding="utf-8")
+    assert route in readme and route in (REPO_ROOT / "docs" / "guide" / "gpu.md").read_text(encoding="utf-8")
+    ci = (REPO_ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert f"python -m {route.replace('install', 'install --quiet', 1)}\n" in ci
+    assert re.search(r"pip install --quiet -e '\.\[test,", ci) and "\npython -m pytest -q\n" in ci
+
+
 def test_the_checks_catch_what_they_should(tmp_path: Path) -> None:
     assert github_slug("Starting from FedAvg's checkpoint") == "starting-from-fedavgs-checkpoint"
     assert github_slug("Fairness metrics (any method)") == "fairness-metrics-any-method"

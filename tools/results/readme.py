@@ -502,8 +502,11 @@ def test_time(archive: Archive) -> str:
         else "otherwise idle"
     )
     top = suite["slowest"][0] if suite["slowest"] else None
+    extras = suite.get("extras_installed")  # recorded since issue 69: which install the figures are of
+    install = "" if extras is None else f" with `.[{','.join(['test', *extras])}]` installed"
     return (
-        f"on a fresh clone it took {minutes} min {seconds} s ({counts}) on a {suite['cpu_count']}-core "
+        f"on a fresh clone{install} it took {minutes} min {seconds} s ({counts}) on a "
+        f"{suite['cpu_count']}-core "
         f"{suite['cpu_model']} "
         f"{busy}; the slowest test took {top['seconds']:.0f} s (`{top['test'].split('::')[-1]}`)"
         if top

@@ -121,11 +121,39 @@ def load_config(args: argparse.Namespace, *, tag: str = "") -> ExperimentConfig:
 
 
 def preflight_config(args: argparse.Namespace) -> None:
-    """Refuses a config file that cannot be read or a ``--set`` that cannot be parsed before torch is
-    imported (:func:`fedaug.config.tree.preflight`); :func:`load_config` checks the rest."""
-    from fedaug.config.tree import preflight
+    """Refuses a config file that cannot be read, a ``--set`` that cannot be parsed, an unknown key, a
+    value of the wrong type or out of range before torch is imported: the config is built as
+    :func:`load_config` builds it (:mod:`fedaug.config.load` needs no torch); the names of methods,
+    datasets and models and their options are checked when the run builds them."""
+    from fedaug.config.load import load_run_config
 
-    preflight(*config_layers(args))
+    config = load_run_config(*config_layers(args), smoke=args.smoke)
+    if not config.plugins and not getattr(args, "plugins", []):
+        check_builtin_names(config)
+
+
+COMPONENTS = (("method", "method"), ("dataset", "data"), ("model", "model"), ("partitioner", "partition"))
+"""The registry kind of each named section of a config."""
+
+
+def check_builtin_names(config: ExperimentConfig) -> None:
+    """Refuses a method (or compared method), dataset, model or partitioner that no built-in registers, as
+    :func:`fedaug.registry.get` refuses it, from the registrations as written (:mod:`fedaug.cli.declared`,
+    no torch); only for a config without plugins, whose names are all built-ins.
+
+    Raises:
+        RegistryError: naming the unknown name and the valid choices.
+    """
+    from fedaug.cli.declared import declared, quoted_in_package
+    from fedaug.errors import RegistryError
+
+    for kind, section in COMPONENTS:
+        for name in [getattr(config, section).name, *(config.compare if kind == "method" else [])]:
+            if quoted_in_package(kind, name):  # the common case, in milliseconds; the registry checks it
+                continue
+            known = declared(kind)  # parsing every module: a tenth of a second or two
+            if name not in known:
+                raise RegistryError(f"unknown {kind} {name!r}; valid choices: {', '.join(sorted(known))}")
 
 
 def config_layers(args: argparse.Namespace) -> tuple[list[str | Path], list[str]]:

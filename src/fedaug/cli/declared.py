@@ -30,6 +30,18 @@ def package_dir(package: str) -> Path:
     return Path(registry.__file__).parent.joinpath(*package.split(".")[1:])
 
 
+def quoted_in_package(kind: str, name: str) -> bool:
+    """Whether ``name`` is written as a quoted string in some module of ``kind``'s package (milliseconds:
+    the files are read, not parsed). Every built-in's name is, in its ``register`` call or the constant that
+    call names (``tests/unit/test_cli_list.py``); a name that is not is looked up in :func:`declared`."""
+    quoted = (f'"{name}"', f"'{name}'")
+    for path in package_dir(registry.BUILTIN_PACKAGES[kind]).rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        if any(q in text for q in quoted):
+            return True
+    return False
+
+
 @cache
 def declared(kind: str) -> dict[str, registry.Meta | None]:
     """Name -> metadata of every built-in of ``kind``, as written in its ``register`` call."""

@@ -21,9 +21,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     heartbeat = HEARTBEAT_SECONDS if args.heartbeat is None else args.heartbeat
     check_sweep_options(args.workers, heartbeat, args.order)  # with --dry-run too; before torch is imported
     shard = None if args.shard is None else parse_shard(args.shard)  # '' too is refused, not "no shard"
-    from fedaug.config.tree import preflight
+    from fedaug.config.load import check_sweep_overrides
 
-    preflight([args.config], [*shared_overrides(args), *args.overrides])  # the sweep file and its --set
+    check_sweep_overrides(args.config, [*shared_overrides(args), *args.overrides], smoke=args.smoke)
     from fedaug.runs.runner import check_run_dir_path
     from fedaug.runtime.device import DeviceError, resolve_device
     from fedaug.sweeps.archived import archive_times

@@ -17,10 +17,9 @@ length) and what is valid.
 
 from __future__ import annotations
 
+import struct
 import unicodedata
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from fedaug.errors import ConfigError, shown
 from fedaug.validation import MAX_SEED, check_int, check_seed, invalid
@@ -29,8 +28,8 @@ if TYPE_CHECKING:
     from fedaug.config.schema import ExperimentConfig
 
 
-FLOAT32_MAX = float(np.finfo(np.float32).max)
-"""The largest finite float32."""
+FLOAT32_MAX: float = struct.unpack("<f", b"\xff\xff\x7f\x7f")[0]
+"""The largest finite float32 (read from its bits: the config is checked without numpy or torch)."""
 
 NAME_MAX = 255
 """The longest file or folder name (bytes) most file systems take."""
@@ -57,8 +56,14 @@ def check_float32(key: str, value: float, *, positive: bool = False) -> None:
     """Raises unless ``value`` is finite in float32 (and, with ``positive``, not 0 there)."""
     if abs(value) > FLOAT32_MAX:
         raise invalid(key, f"finite in float32 (at most {FLOAT32_MAX:.4g})", value)
-    if positive and np.float32(value) == 0:
+    if positive and _as_float32(value) == 0:
         raise invalid(key, "a number that is not 0 in float32 (at least 1.4e-45)", value)
+
+
+def _as_float32(value: float) -> float:
+    """``value`` rounded to the nearest float32, as numpy rounds it (``abs(value) <= FLOAT32_MAX``)."""
+    rounded: float = struct.unpack("<f", struct.pack("<f", value))[0]
+    return rounded
 
 
 def check_path_segments(config: ExperimentConfig) -> None:

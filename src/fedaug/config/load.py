@@ -102,6 +102,31 @@ def load_run_config(
     return dataclasses.replace(config, name=name) if name != config.name else config
 
 
+def check_sweep_overrides(path: str | Path, overrides: Sequence[str], *, smoke: bool = False) -> None:
+    """Raises the ConfigError that ``overrides`` (a sweep's ``--set``) give the base of the sweep file
+    ``path`` (its ``grid:`` left out), so that a bad key or value is refused before a sweep imports torch.
+    A base that does not load on its own (a value only its grid completes) is left to the sweep's own
+    checks of every point, which see the same overrides.
+
+    Raises:
+        ConfigError: as :func:`load_config`, for a file that cannot be read or an override that cannot be
+            parsed, names no key or gives a key a wrong value.
+    """
+    layer = read_yaml(path)
+    layer.pop("grid", None)
+    tree = merge_layer(config_to_dict(ExperimentConfig()), layer)
+    if smoke:
+        tree = _overridden(tree, SMOKE_OVERRIDES)
+    parsed = [apply_override({}, override) for override in overrides]  # malformed: refused first
+    try:
+        config_from_dict(tree)
+    except ConfigError:
+        return
+    for override in parsed:
+        tree = merge_layer(tree, override)
+    config_from_dict(tree)
+
+
 def merge_layer(tree: Mapping[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:
     """``deep_merge`` that resets an open section's options when the layer changes its ``name``."""
     tree = dict(tree)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fedaug.errors import ConfigError
+from fedaug.runtime.log_once import info_once
 
 logger = logging.getLogger("fedaug")
 
@@ -112,7 +113,7 @@ def locate(path: str | Path) -> Path:
         return given
     preset = find(str(path))
     if preset is not None:
-        logger.info("preset %s: %s", str(path), preset)
+        info_once(logger, "preset %s: %s", str(path), preset)  # read again once the command runs
         return preset
     if given.exists():  # a folder: read_yaml says so
         return given

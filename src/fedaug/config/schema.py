@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fedaug.api import TrainSettings
 from fedaug.errors import ConfigError
-from fedaug.runtime.device import check_device_name
-from fedaug.runtime.memory_format import CHANNELS_LAST_MODES
-from fedaug.runtime.precision import PRECISIONS
-from fedaug.training.loop import OPTIMIZERS
+from fedaug.runtime.choices import CHANNELS_LAST_MODES, OPTIMIZERS, PRECISIONS, is_device_name
 from fedaug.validation import check_choice, check_int, check_number
+
+if TYPE_CHECKING:  # what a round's settings are handed on as; torch is imported once a run starts
+    from fedaug.api import TrainSettings
 
 CUDA_GRAPHS_MODES = ("auto", True, False)
 """The values of ``engine.cuda_graphs``."""
@@ -185,6 +184,8 @@ class TrainConfig:
 
     def settings(self, round_num: int) -> TrainSettings:
         """Local training settings of 1-based round ``round_num`` (lr decayed, floored at ``lr_min``)."""
+        from fedaug.api import TrainSettings
+
         if self.lr_schedule == "official_flea":  # docs/methods/flea.md; their round r = our t - 1
             r = round_num - 1
             lr = self.lr * (1 - 0.018 * r if r < 50 else 0.1)
@@ -274,7 +275,10 @@ class EngineConfig:
     deterministic: bool = False
 
     def __post_init__(self) -> None:
-        check_device_name(self.device)
+        if not is_device_name(self.device):  # the error names this machine's devices: torch is needed then
+            from fedaug.runtime.device import check_device_name
+
+            check_device_name(self.device)
         if self.name != "simulation":
             raise ConfigError(f"engine.name must be 'simulation', got {self.name!r}")
         if self.num_threads is not None:

@@ -29,9 +29,8 @@ from typing import Any, TypeVar
 import torch
 
 from fedaug.errors import ConfigError
-
-DEVICE_CHOICES = ("auto", "cpu", "cuda", "cuda:N")
-"""What ``engine.device`` and every ``--device`` accept."""
+from fedaug.runtime.choices import DEVICE_CHOICES as DEVICE_CHOICES
+from fedaug.runtime.choices import is_device_name
 
 T = TypeVar("T")
 
@@ -46,9 +45,7 @@ def check_device_name(name: str, *, key: str = "engine.device") -> str:
     Whether this machine has it is checked when a run starts (:func:`resolve_device`): a config may be
     written on a CPU machine for a GPU one.
     """
-    text = str(name).strip().lower()
-    kind, _, index = text.partition(":")
-    if text in ("auto", "cpu", "cuda") or (kind == "cuda" and index.isdigit()):
+    if is_device_name(name):
         return name
     raise DeviceError(
         f"{key}={name!r} is not a device; valid choices: {', '.join(DEVICE_CHOICES)} "

@@ -29,11 +29,10 @@ import torch
 from torch import nn
 
 from fedaug.errors import ConfigError
+from fedaug.runtime.choices import CHANNELS_LAST_MODES as CHANNELS_LAST_MODES
 
 M = TypeVar("M", bound=nn.Module)
 
-CHANNELS_LAST_MODES = ("auto", "none", "eval", "all")
-"""``none`` rather than ``off``: YAML reads a bare ``off`` as the boolean false."""
 MEASURED_FASTER_EVAL_MODELS = ("harnet", "bn_cnn_mnist", "bn_cnn_cifar")
 """Models whose evaluation was measured faster in channels-last (benchmarks/results/channels_last.json,
 channels_last_cifar_cpu_batch32.json)."""

@@ -29,8 +29,7 @@ import torch
 from torch import nn
 
 from fedaug.errors import ConfigError
-
-PRECISIONS = ("float32", "bf16")
+from fedaug.runtime.choices import PRECISIONS as PRECISIONS
 
 
 def check_precision(precision: str) -> str:

@@ -25,6 +25,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from fedaug.api import ClientData, TrainSettings
 from fedaug.errors import ConfigError
+from fedaug.runtime.choices import OPTIMIZERS as OPTIMIZERS
 from fedaug.runtime.device import host_to_device
 from fedaug.runtime.precision import autocast
 from fedaug.training.flat_state import dtype_groups, flatten, unflatten
@@ -39,8 +40,6 @@ from fedaug.training.step_graphs import StepGraphs, graph_refusal, graphs_for
 from fedaug.types import Metrics, StateDict
 
 logger = logging.getLogger(__name__)
-
-OPTIMIZERS = ("adam", "sgd")
 
 
 def cross_entropy_loss(model: nn.Module, x: Tensor, y: Tensor) -> LossOutput:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import torch
 
 from fedaug.cli.main import main
+from fedaug.config.load import check_sweep_overrides
 from fedaug.errors import ConfigError
 from fedaug.sweeps import workers
 from fedaug.sweeps.sweep import (
@@ -294,3 +296,24 @@ def test_a_method_option_the_method_axis_would_drop_is_refused(tmp_path: Path) -
     elsewhere = write_sweep(tmp_path, "grid:\n  method: [fedlc]\n")
     with pytest.raises(ConfigError, match="does not reach fedlc"):  # FedLC has no decor_weight: no run
         expand_sweep(elsewhere, ["method.decor_weight=0"])
+
+
+def test_a_bad_set_is_refused_on_the_sweeps_base_and_a_base_only_its_grid_completes_is_left_to_the_points(
+    tmp_path: Path,
+) -> None:
+    # Prepare: a sweep whose base loads, and one whose base is completed only by its grid (rounds 0 alone)
+    good = write_sweep(tmp_path, "grid:\n  method: [fedavg, flea]\n")
+    (tmp_path / "partial").mkdir()
+    partial = write_sweep(tmp_path / "partial", "train: {rounds: 0}\ngrid:\n  train.rounds: [1, 2]\n")
+    # Execute / Assert: what the points would refuse, refused from the base (fedaug.config.load: no torch)
+    check_sweep_overrides(good, ["seed=1"])
+    with pytest.raises(ConfigError, match=re.escape("unknown config key 'train.nope'")):
+        check_sweep_overrides(good, ["train.nope=1"])
+    with pytest.raises(ConfigError, match=re.escape("train.rounds must be of type int, got 'x'")):
+        check_sweep_overrides(good, ["train.rounds=x"], smoke=True)
+    with pytest.raises(ConfigError, match=re.escape("must look like key.path=value")):
+        check_sweep_overrides(partial, ["seed"])
+    check_sweep_overrides(partial, ["train.nope=1"])  # the base alone fails: the points' own checks say
+    with pytest.raises(ConfigError, match=re.escape("unknown config key 'train.nope'")):
+        expand_sweep(partial, ["train.nope=1"])
+    assert [p.config.train.rounds for p in expand_sweep(partial)] == [1, 2]
