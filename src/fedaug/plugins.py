@@ -40,7 +40,7 @@ import importlib.util
 import io
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
@@ -200,6 +200,17 @@ def plugin_digests(specs: Iterable[str]) -> dict[str, str]:
         if file and Path(file).is_file():
             found[spec] = file_digest(Path(file))
     return found
+
+
+def changed_inputs(recorded: Mapping[str, Any], now: Mapping[str, str]) -> list[str]:
+    """Each input of a run (``plugin <spec>``, ``data file <path>``: :func:`fedaug.runs.verify.input_digests`)
+    whose SHA-256 differs between ``recorded`` (a checkpoint's) and ``now``, in name order, worded for a
+    WARNING: ``plugin ./net.py (SHA-256 1a2b3c4d5e6f, now 6f5e4d3c2b1a)`` (``none`` where one lacks it)."""
+    return [
+        f"{name} (SHA-256 {str(recorded.get(name, 'none'))[:12]}, now {str(now.get(name, 'none'))[:12]})"
+        for name in sorted(recorded.keys() | now.keys())
+        if recorded.get(name) != now.get(name)
+    ]
 
 
 def code_digest(obj: Any) -> str | None:

@@ -53,6 +53,7 @@ from fedaug.engine.round_log import log_digest
 from fedaug.engine.sampling import sample_clients
 from fedaug.errors import ClientError, FedaugError
 from fedaug.models.base import SplitModel
+from fedaug.plugins import changed_inputs
 from fedaug.runtime import startup
 from fedaug.runtime.memory_format import apply_channels_last
 from fedaug.runtime.seeding import seed_for, torch_generator
@@ -250,12 +251,7 @@ class Simulation:
         """A WARNING naming each plugin or data file whose content differs from the checkpoint's record."""
         if not isinstance(recorded, dict) or self.spec.inputs is None:
             return
-        now = dict(self.spec.inputs)
-        changed = [
-            f"{name} (SHA-256 {str(recorded.get(name, 'none'))[:12]}, now {str(now.get(name, 'none'))[:12]})"
-            for name in sorted(recorded.keys() | now.keys())
-            if recorded.get(name) != now.get(name)
-        ]
+        changed = changed_inputs(recorded, self.spec.inputs)
         if changed:
             logger.warning(
                 "resuming %s: %s changed since its rounds 1..%d were trained; the rest are trained with the "

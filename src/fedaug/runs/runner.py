@@ -43,7 +43,13 @@ from fedaug.runs.resolve import (
 )
 from fedaug.runs.resume import check_existing, finished_summary, record_run
 from fedaug.runs.tracking import check_trackers, open_trackers
-from fedaug.runs.verify import identity_of, input_digests, record_identity, verify_run_dir
+from fedaug.runs.verify import (
+    identity_of,
+    input_digests,
+    record_identity,
+    verify_run_dir,
+    warn_changed_inputs,
+)
 from fedaug.runtime import startup
 from fedaug.runtime.device import describe_device
 from fedaug.runtime.lazy_dynamo import defer_dynamo_import
@@ -131,10 +137,9 @@ def run_experiment(
     if not fresh:
         check_existing(run_dir, config, method_fn)
         finished = finished_summary(run_dir, config.train.rounds)
-        verify_run_dir(run_dir, config.train.rounds, finished)  # identity, checkpoint, logs, summary
+        inputs = verify_run_dir(run_dir, config.train.rounds, finished)  # identity, checkpoint, logs, summary
         if finished is not None:
-            logger.info("%s is already finished; skipping (use --fresh to run it again)", run_dir)
-            return finished
+            return _skip_finished(run_dir, config, finished, inputs)
     startup.mark("run_dir")
     use_threads(config.engine.num_threads)
     defer_dynamo_import()  # torch.optim's first optimizer would import torch._dynamo (seconds) for nothing
@@ -155,6 +160,16 @@ def run_experiment(
         f"{failure} (train.lr={train.lr:g}, train.optimizer={train.optimizer}); it stopped before its first "
         f"checkpoint, so the run dir it made was removed"
     ) from failure.__cause__
+
+
+def _skip_finished(
+    run_dir: Path, config: ExperimentConfig, summary: dict[str, Any], inputs: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Says that the finished run in ``run_dir`` is skipped (with a WARNING if a plugin or data file it was
+    trained with has changed since: ``inputs``, its checkpoint's digests) and returns its ``summary``."""
+    logger.info("%s is already finished; skipping (use --fresh to run it again)", run_dir)
+    warn_changed_inputs(run_dir, inputs, config.plugins)
+    return summary
 
 
 def _missing_dirs(run_dir: Path) -> list[Path]:
@@ -198,10 +213,9 @@ def _run_locked(
     else:  # again: another process may have written the run dir before this one got the lock
         check_existing(run_dir, config, method_fn)
         finished = finished_summary(run_dir, config.train.rounds)
-        verify_run_dir(run_dir, config.train.rounds, finished)
+        inputs = verify_run_dir(run_dir, config.train.rounds, finished)
         if finished is not None:
-            logger.info("%s is already finished; skipping (use --fresh to run it again)", run_dir)
-            return finished
+            return _skip_finished(run_dir, config, finished, inputs)
     record_run(resolved)  # only now, every check passed: config.yaml, env.json, identity.json
     record_identity(run_dir, config)
     identity = identity_of(config)["result_config"]  # kept in every checkpoint too, with the inputs' digests

@@ -31,6 +31,7 @@ from typing import Any
 from fedaug.config.identity import result_config
 from fedaug.config.load import config_to_dict
 from fedaug.config.schema import ExperimentConfig
+from fedaug.data.checksums import file_digests
 from fedaug.engine.checkpoint import (
     RunStore,
     check_run_checkpoint,
@@ -42,13 +43,16 @@ from fedaug.engine.checkpoint import (
 from fedaug.engine.fairness import fairness_summary
 from fedaug.engine.round_log import bad_file, log_digest, read_rounds
 from fedaug.errors import CheckpointError, ConfigError, shorten
-from fedaug.plugins import file_digest, plugin_digests
+from fedaug.plugins import changed_inputs, file_digest, plugin_digests
 from fedaug.runs.resume import saved_result_config
 
 logger = logging.getLogger(__name__)
 
 IDENTITY_NAME = "identity.json"
 """The run's identity in its run dir, written as it starts."""
+
+PLUGIN, DATA_FILE = "plugin ", "data file "
+"""How :func:`input_digests` names a plugin's file and a data file (``data file wearables.npz``)."""
 
 _ABSENT = object()
 
@@ -116,9 +120,9 @@ def input_digests(plugins: Sequence[str], files: Sequence[Path]) -> dict[str, st
     """What a run's numbers came from beyond its config: ``plugin <spec>`` (each of its plugins' files) and
     ``data file <path>`` (each of the user's data files) -> its SHA-256, kept in every checkpoint; a resume
     whose inputs differ is logged as a WARNING naming them (:meth:`fedaug.engine.simulation.Simulation`)."""
-    found = {f"plugin {spec}": digest for spec, digest in plugin_digests(plugins).items()}
+    found = {f"{PLUGIN}{spec}": digest for spec, digest in plugin_digests(plugins).items()}
     for file in files:
-        found[f"data file {file}"] = file_digest(Path(file))
+        found[f"{DATA_FILE}{file}"] = file_digest(Path(file))
     return found
 
 
@@ -146,22 +150,26 @@ def _check_recorded(run_dir: Path, recorded: dict[str, Any], source: str) -> Non
         )
 
 
-def verify_results(run_dir: Path, rounds: int, summary: dict[str, Any], *, weights: bool = True) -> None:
+def verify_results(
+    run_dir: Path, rounds: int, summary: dict[str, Any], *, weights: bool = True
+) -> dict[str, Any] | None:
     """Refuses a finished run whose ``metrics.jsonl`` does not hold its ``rounds`` rounds line by line, whose
     ``summary`` (its ``summary.json``) differs from the one computed from them in a value it holds, or whose
     kept ``latest.pt`` is not of its last round, was trained with another config or recorded other metrics
     (metrics and summary copied in from another run). ``weights=False`` (``report``) reads the checkpoint's
     entries without its tensors (mapped to the meta device: about 0.1 s for a 94 MB ResNet-50 checkpoint) and
     so without checking the weights' digest: the metrics' digest and the identity are what a report needs (a
-    checkpoint it cannot read is a WARNING there, :func:`_check_checkpoint_record`)."""
+    checkpoint it cannot read is a WARNING there, :func:`_check_checkpoint_record`). Returns the digests of
+    the plugin and data files the checkpoint recorded (None: it has none, or there is no checkpoint)."""
     store = RunStore(run_dir)
     metrics = read_rounds(store.metrics_path)
     if metrics.partial is not None or metrics.rounds != rounds:
         cut = " and a line cut short" if metrics.partial is not None else ""
         problem = f"{metrics.rounds} complete rounds{cut}, but the run finished {rounds}"
         raise bad_file(store.metrics_path, problem)
+    inputs = None
     if store.ckpt_path.exists():  # a run dir that keeps its checkpoint (archived ones do not)
-        _check_checkpoint_record(store, rounds, metrics.records, weights=weights)
+        inputs = _check_checkpoint_record(store, rounds, metrics.records, weights=weights)
     core, fairness = summarize(metrics.records), fairness_summary(metrics.records)
     # older summaries lack the fairness keys, all of them; any other missing key is damage
     needed = core.keys() | (fairness.keys() if summary.keys() & fairness.keys() else set())
@@ -180,14 +188,16 @@ def verify_results(run_dir: Path, rounds: int, summary: dict[str, Any], *, weigh
                 f"{key} is {shorten(json.dumps(summary.get(key)))}, but {store.metrics_path.name} gives "
                 f"{shorten(json.dumps(expected.get(key)))}",
             )
+    return inputs
 
 
 def _check_checkpoint_record(
     store: RunStore, rounds: int, records: list[dict[str, Any]], *, weights: bool
-) -> None:
+) -> dict[str, Any] | None:
     """Refuses a finished run whose ``latest.pt`` is not of its last round, of its config or of its metrics.
     Without ``weights`` (``report``), a checkpoint that cannot be read is a WARNING naming the run, not a
-    refusal: the run's numbers are still checked against each other, and the run dir is not resumed."""
+    refusal: the run's numbers are still checked against each other, and the run dir is not resumed. Returns
+    the inputs' digests the checkpoint recorded (None: none)."""
     if weights:
         ckpt = read_checkpoint(store.ckpt_path)
     else:
@@ -195,11 +205,13 @@ def _check_checkpoint_record(
             ckpt = read_checkpoint(store.ckpt_path, map_location="meta")
         except CheckpointError as exc:
             logger.warning("%s: its numbers are not checked against its checkpoint: %s", store.run_dir, exc)
-            return
+            return None
     check_checkpoint_identity(store.run_dir, ckpt, store.ckpt_path)
     if ckpt.get("round_num") != rounds:
         raise corrupt_file(store.ckpt_path, f"it is of round {ckpt.get('round_num')!r}, but the run finished")
     _check_digest(store, ckpt, records)
+    inputs = ckpt.get("inputs")
+    return inputs if isinstance(inputs, dict) else None
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -253,11 +265,36 @@ def _check_span(path: Path, found: int, partial: str | None, span: tuple[int, in
         raise bad_file(path, problem)
 
 
-def verify_run_dir(run_dir: Path, rounds: int, summary: dict[str, Any] | None) -> None:
+def verify_run_dir(run_dir: Path, rounds: int, summary: dict[str, Any] | None) -> dict[str, Any] | None:
     """Every check above before a run of ``rounds`` rounds resumes from ``run_dir`` or, finished with
-    ``summary`` (its readable ``summary.json``), is skipped."""
+    ``summary`` (its readable ``summary.json``), is skipped; for a finished run, returns the digests of the
+    plugin and data files its checkpoint recorded (for :func:`warn_changed_inputs`)."""
     check_identity(run_dir)
     if summary is not None:
-        verify_results(run_dir, rounds, summary)
-    else:
-        verify_resume(run_dir, rounds)
+        return verify_results(run_dir, rounds, summary)
+    verify_resume(run_dir, rounds)
+    return None
+
+
+def warn_changed_inputs(run_dir: Path, recorded: dict[str, Any] | None, plugins: Sequence[str]) -> None:
+    """A WARNING when a finished run, about to be skipped, was trained with other content of a plugin or data
+    file than the one there now (``recorded``: its checkpoint's digests; :func:`input_digests`). Only the
+    files both name are compared, so moving a plugin or running from another folder says nothing; data files
+    are hashed only when their size or mtime changed (:func:`fedaug.data.checksums.file_digests`)."""
+    if not recorded:
+        return
+    files = [Path(name[len(DATA_FILE) :]) for name in recorded if name.startswith(DATA_FILE)]
+    now = {f"{PLUGIN}{spec}": digest for spec, digest in plugin_digests(plugins).items()}
+    now |= {
+        f"{DATA_FILE}{file}": digest
+        for file, digest in file_digests([f for f in files if f.is_file()]).items()
+    }
+    both = recorded.keys() & now.keys()
+    changed = changed_inputs({k: recorded[k] for k in both}, {k: now[k] for k in both})
+    if changed:
+        logger.warning(
+            "%s is finished, but %s changed since it was trained: skipping it keeps the results of the old "
+            "content (--fresh runs it again with the new)",
+            run_dir,
+            ", ".join(changed),
+        )

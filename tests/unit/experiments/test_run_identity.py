@@ -266,3 +266,46 @@ def test_a_resume_after_a_plugin_or_data_file_changed_warns_naming_them(
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert f"data file {table} (SHA-256 " in warning and f"plugin {plugin} (SHA-256 " in warning
     assert "changed since its rounds 1..2 were trained" in warning
+
+
+def test_a_finished_run_skipped_after_a_plugin_or_data_file_changed_warns_naming_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 68, re-checked: a finished run was skipped in silence after its plugin or data file changed (its
+    results, from the old content, kept as the new one's). Now a WARNING names each changed file; the same
+    files, or a plugin moved elsewhere, say nothing."""
+    from tests.plugin_fixtures import isolated_plugins
+
+    plugin = tmp_path / "noop_plugin.py"
+    plugin.write_text("X = 1\n")
+    table = tmp_path / "table.csv"
+    rows = [f"{i % 5},{(i * 7) % 3},{i % 2}" for i in range(40)]
+    table.write_text("\n".join(["a,b,label", *rows]) + "\n")
+    sets = ["data=csv", f"data.path={table}", "model=mlp", "engine.num_threads=1"]
+    with isolated_plugins():
+        from fedaug.plugins import import_plugins
+
+        config = _config(tmp_path / "runs", f"plugins=[{plugin}]", *sets)
+        import_plugins(config.plugins)
+        summary = run_experiment(config)
+        with caplog.at_level(logging.WARNING):
+            assert run_experiment(config) == summary  # the same files: skipped without a word
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+        moved = tmp_path / "moved" / "noop_plugin.py"
+        moved.parent.mkdir()
+        shutil.copyfile(plugin, moved)
+        elsewhere = _config(tmp_path / "runs", f"plugins=[{moved}]", *sets)
+        import_plugins(elsewhere.plugins)
+        with caplog.at_level(logging.WARNING):
+            assert run_experiment(elsewhere) == summary  # which file defined the plugin is no input
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+        plugin.write_text("X = 2\n")
+        table.write_text(table.read_text().replace("\n4,", "\n3,", 1))
+        with caplog.at_level(logging.WARNING):
+            assert run_experiment(config) == summary  # skipped, as before, but not in silence
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.startswith(f"{run_dir_for(config)} is finished, but data file {table} (SHA-256 ")
+    assert (
+        f"plugin {plugin} (SHA-256 " in warning
+        and "skipping it keeps the results of the old content" in warning
+    )

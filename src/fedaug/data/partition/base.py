@@ -241,8 +241,8 @@ def _draw(
     """Runs the partitioner and the optional local test split on independent children of the tagged seed."""
     partition_seq, test_seq = np.random.SeedSequence([seed, _PARTITION_TAG]).spawn(2)
     rng = np.random.default_rng(partition_seq)
-    train = partitioner(labels, num_clients=num_clients, num_classes=num_classes, rng=rng, **params)
-    check_output(partitioner, train, num_clients, labels.size)
+    output = partitioner(labels, num_clients=num_clients, num_classes=num_classes, rng=rng, **params)
+    train = check_output(partitioner, output, num_clients, labels.size)
     if local_test_fraction <= 0:
         return train, None
     test_rng = np.random.default_rng(test_seq)
@@ -250,10 +250,14 @@ def _draw(
     return [pair[0] for pair in pairs], [pair[1] for pair in pairs]
 
 
-def check_output(partitioner: Callable[..., Any], train: Any, num_clients: int, num_samples: int) -> None:
+def check_output(
+    partitioner: Callable[..., Any], train: Any, num_clients: int, num_samples: int
+) -> list[np.ndarray]:
     """Raises PartitionError, naming the partitioner and where it is defined (a plugin's file), unless
     ``train`` is one 1-d integer index array per client with every index in ``[0, num_samples)``: a
-    partitioner's bad index would otherwise surface as a torch indexing error in round 1."""
+    partitioner's bad index would otherwise surface as a torch indexing error in round 1. Returns the arrays
+    as contiguous int64 copies: a view a plugin returns (``order[::-1]``, negative strides) or another integer
+    dtype was a traceback from ``torch.as_tensor`` (#68)."""
     who = f"partitioner {getattr(partitioner, '__name__', '?')!r} ({origin(partitioner)})"
     if not isinstance(train, list | tuple) or len(train) != num_clients:
         got = f"{len(train)} entries" if isinstance(train, list | tuple) else type(train).__name__
@@ -274,3 +278,4 @@ def check_output(partitioner: Callable[..., Any], train: Any, num_clients: int, 
                 f"{who} must return indices in 0..{num_samples - 1} (the training samples), got {bad} for "
                 f"client {client}"
             )
+    return [np.ascontiguousarray(np.asarray(indices), dtype=np.int64).reshape(-1) for indices in train]
