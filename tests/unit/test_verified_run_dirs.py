@@ -260,6 +260,31 @@ def test_the_intact_finished_run_is_skipped_and_reported(finished: Path, tmp_pat
     assert snapshot(run_dir) == before
 
 
+def test_a_summary_off_its_metrics_past_the_seventh_digit_is_rewritten_from_them(
+    finished: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by the run-dir fuzzer: a summary.json value edited at its 11th significant digit passed the
+    check (it compares to 7 digits, for summaries of older versions) and the skipped run reported that
+    number. Now the run rewrites the summary from its metrics with a WARNING, and report shows the metrics'
+    value without writing."""
+    run_dir = run_dirs.copy_run(finished, tmp_path)
+    good = run_dirs.results(finished)[1]
+    edited = {**good, "best_acc": float(good["best_acc"]) * (1 + 3e-11)}  # type: ignore[arg-type]
+    assert edited["best_acc"] != good["best_acc"]
+    (run_dir / "summary.json").write_text(json.dumps(edited))
+    run = load_run(run_dir)  # report: the metrics' numbers, the file untouched
+    assert run is not None and run.summary == good
+    assert json.loads((run_dir / "summary.json").read_text()) == edited
+    with caplog.at_level(logging.WARNING, logger="fedaug"):
+        assert run_experiment(run_dirs.config(tmp_path)) == good
+    assert json.loads((run_dir / "summary.json").read_text()) == good
+    assert any("best_acc" in r.message and "rewritten from the metrics" in r.message for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="fedaug"):
+        assert run_experiment(run_dirs.config(tmp_path)) == good  # repaired: nothing more to say
+    assert not [r for r in caplog.records if "rewritten" in r.message]
+
+
 def test_archived_legacy_runs_without_digests_are_still_reported() -> None:
     """Run dirs archived under studies/ before identity.json (gzipped logs, summaries from older code)."""
     root = REPO_ROOT / "studies" / "flea_table1_har" / "h200" / "runs" / "uci_har-dirichlet0.1-K75"

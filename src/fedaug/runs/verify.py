@@ -160,7 +160,12 @@ def verify_results(
     entries without its tensors (mapped to the meta device: about 0.1 s for a 94 MB ResNet-50 checkpoint) and
     so without checking the weights' digest: the metrics' digest and the identity are what a report needs (a
     checkpoint it cannot read is a WARNING there, :func:`_check_checkpoint_record`). Returns the digests of
-    the plugin and data files the checkpoint recorded (None: it has none, or there is no checkpoint)."""
+    the plugin and data files the checkpoint recorded (None: it has none, or there is no checkpoint).
+
+    A value that differs only past the seventh significant digit (a summary of an older fedaug that summed in
+    another order, or an edited last digit) passes, and is replaced in ``summary``, in place, by the value
+    its metrics give: a skipped or reported run never shows other numbers than its metrics' (the caller that
+    may write repairs the file: :func:`repair_summary`)."""
     store = RunStore(run_dir)
     metrics = read_rounds(store.metrics_path)
     if metrics.partial is not None or metrics.rounds != rounds:
@@ -188,7 +193,26 @@ def verify_results(
                 f"{key} is {shorten(json.dumps(summary.get(key)))}, but {store.metrics_path.name} gives "
                 f"{shorten(json.dumps(expected.get(key)))}",
             )
+    for key in summary:  # within the tolerance: the metrics' own value, to the last digit (docstring)
+        summary[key] = expected[key]
     return inputs
+
+
+def repair_summary(run_dir: Path, before: dict[str, Any], summary: dict[str, Any]) -> None:
+    """Writes ``summary`` (:func:`verify_results`' values from the metrics) over a finished run's
+    ``summary.json`` where it differs from ``before`` (the file's values), with a WARNING naming the keys."""
+    changed = [key for key in summary if json.dumps(summary[key]) != json.dumps(before.get(key))]
+    if not changed:
+        return
+    store = RunStore(run_dir)
+    write_json(store.summary_path, summary)
+    logger.warning(
+        "%s: %s differed from %s past the seventh significant digit (%s); rewritten from the metrics",
+        store.summary_path,
+        ", ".join(changed),
+        store.metrics_path.name,
+        ", ".join(f"{k} {json.dumps(before.get(k))} -> {json.dumps(summary[k])}" for k in changed[:3]),
+    )
 
 
 def _check_checkpoint_record(
@@ -268,10 +292,15 @@ def _check_span(path: Path, found: int, partial: str | None, span: tuple[int, in
 def verify_run_dir(run_dir: Path, rounds: int, summary: dict[str, Any] | None) -> dict[str, Any] | None:
     """Every check above before a run of ``rounds`` rounds resumes from ``run_dir`` or, finished with
     ``summary`` (its readable ``summary.json``), is skipped; for a finished run, returns the digests of the
-    plugin and data files its checkpoint recorded (for :func:`warn_changed_inputs`)."""
+    plugin and data files its checkpoint recorded (for :func:`warn_changed_inputs`). A summary value off its
+    metrics' only past the seventh significant digit is rewritten from them, in ``summary`` and its file
+    (:func:`repair_summary`), so the skipped run returns its metrics' numbers."""
     check_identity(run_dir)
     if summary is not None:
-        return verify_results(run_dir, rounds, summary)
+        before = dict(summary)
+        inputs = verify_results(run_dir, rounds, summary)
+        repair_summary(run_dir, before, summary)  # a value off past the seventh digit: the metrics' one
+        return inputs
     verify_resume(run_dir, rounds)
     return None
 
