@@ -12,11 +12,17 @@ CMD`` lines around each step's own log) and prints, in Markdown:
 * the median seconds of each (dataset, method, step kind), and the remaining steps of ``steps.txt`` (those
   not in the ledger) costed at those medians, or at ``--assume KIND=SECONDS`` where nothing was measured.
 
+With ``--json PATH`` it also writes that accounting as JSON (:func:`accounting`): per (dataset, method,
+kind) the finished steps' seconds (min, median, max; CPU or wall) and start-up, the assumed seconds, and
+what is left in core-hours, in all, per dataset and per kind. ``tools/results/privacy_dp.py`` renders the
+README's "How long" blocks from the committed ``studies/privacy_dp/step_costs.json``.
+
 A step interrupted and resumed counts its last part only (the runner times each start); its run's rounds are
 still all in ``timings.jsonl``. From the repository root:
 
     python studies/privacy_dp/step_costs.py --log ../privdp/runs/privacy_dp_bg.log \
-        --done ../privdp/runs/privacy_dp_steps.done --runs ../privdp/runs
+        --done ../privdp/runs/privacy_dp_steps.done --runs ../privdp/runs \
+        --json studies/privacy_dp/step_costs.json --machine "the project's 2-core machine, shared"
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import argparse
 import gzip
 import itertools
 import json
+import math
 import re
 import statistics
 from collections import defaultdict
@@ -32,6 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).parent
 RUNNER = re.compile(r"^=== (\S+) (start|done in (\d+) s|FAILED after (\d+) s): (.*)$")
@@ -47,17 +55,21 @@ class Step:
     """One finished step of the log.
 
     Attributes:
+        finished: when the runner logged it done (None for a step not run yet).
+    Attributes:
         command: the step's line of the steps file.
         wall_s: the runner's seconds for it (its last start when it was resumed; a run's are replaced by
             its logged rounds' by :func:`add_run_timings`).
         parts: seconds of its parts, in order (``start-up``, a decoder's name, ``n=SIZE``).
         cpu_s: a run's CPU seconds over its logged rounds (:func:`add_run_timings`), None if not known.
+        finished: when the runner logged it done (None for a step not run yet).
     """
 
     command: str
     wall_s: float
     parts: dict[str, float] = field(default_factory=dict)
     cpu_s: float | None = None
+    finished: datetime | None = None
 
     @property
     def cost_s(self) -> float:
@@ -117,7 +129,7 @@ def parse_log(lines: Iterable[str]) -> list[Step]:
             if runner.group(2) == "start":
                 start, marks = at, [("", at)]
             elif runner.group(3) is not None and start is not None:
-                steps.append(Step(runner.group(5), float(runner.group(3)), _parts(marks, at)))
+                steps.append(Step(runner.group(5), float(runner.group(3)), _parts(marks, at), finished=at))
                 start = None
             else:
                 start = None
@@ -236,6 +248,90 @@ def markdown(steps: list[Step], rows: list[tuple[tuple[str, str, str], int, floa
     return "\n".join(out) + "\n"
 
 
+KINDS = ("run", "reconstruct", "context")
+"""The step kinds, in the order a setting's steps run."""
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {
+        "min_s": round(min(values), 1),
+        "median_s": round(statistics.median(values), 1),
+        "max_s": round(max(values), 1),
+    }
+
+
+def accounting(
+    steps: list[Step],
+    rows: list[tuple[tuple[str, str, str], int, float, str]],
+    assume: dict[str, float],
+    *,
+    steps_done: int,
+    machine: str = "",
+) -> dict[str, Any]:
+    """The accounting as a JSON-ready dict (what ``--json`` writes).
+
+    ``measured``: per (dataset, method, kind) of the finished ``steps``, their count, seconds (min, median,
+    max of :attr:`Step.cost_s`), ``seconds``: ``CPU`` when every one logged its CPU seconds (runs), else
+    ``wall``, and the median of their start-ups. ``left``: :func:`projection`'s ``rows``. ``core_hours``:
+    the finished steps' and the left ones' in all, per dataset and per kind; NaN (an unmeasured kind with no
+    ``--assume``) is written as null and makes its totals null.
+    """
+    groups: dict[tuple[str, str, str], list[Step]] = defaultdict(list)
+    for step in steps:
+        groups[group_key(step)].append(step)
+    measured = []
+    for (dataset, method, kind), members in sorted(groups.items()):
+        startups = [s.parts["start-up"] for s in members if "start-up" in s.parts]
+        measured.append(
+            {
+                "dataset": dataset,
+                "method": method,
+                "kind": kind,
+                "steps": len(members),
+                "seconds": "CPU" if all(s.cpu_s is not None for s in members) else "wall",
+                **_spread([s.cost_s for s in members]),
+                "startup_median_s": statistics.median(startups) if startups else None,
+            }
+        )
+
+    def hours(seconds: float) -> float | None:
+        return None if math.isnan(seconds) else round(seconds / 3600, 3)
+
+    left = []
+    by_dataset: dict[str, float] = defaultdict(float)
+    by_kind: dict[str, float] = defaultdict(float)
+    for (dataset, method, kind), count, each, source in rows:
+        left.append(
+            {
+                "dataset": dataset,
+                "method": method,
+                "kind": kind,
+                "steps": count,
+                "each_s": None if math.isnan(each) else round(each, 1),
+                "source": source,
+            }
+        )
+        by_dataset[dataset] += count * each
+        by_kind[kind] += count * each
+    finished = [s.finished for s in steps if s.finished is not None]
+    return {
+        "measured_from": min(finished).date().isoformat() if finished else None,
+        "measured_to": max(finished).date().isoformat() if finished else None,
+        "machine": machine,
+        "assumed_s": dict(sorted(assume.items())),
+        "steps_done": steps_done,
+        "steps_left": sum(r[1] for r in rows),
+        "measured": measured,
+        "left": left,
+        "core_hours": {
+            "done": hours(sum(s.cost_s for s in steps)),
+            "left": hours(sum(by_dataset.values())),
+            "left_by_dataset": {k: hours(v) for k, v in sorted(by_dataset.items())},
+            "left_by_kind": {k: hours(by_kind[k]) for k in KINDS if k in by_kind},
+        },
+    }
+
+
 def parse_assume(values: list[str]) -> dict[str, float]:
     assume = {}
     for value in values:
@@ -258,13 +354,20 @@ def main(argv: list[str] | None = None) -> str:
         default=[],
         help="seconds of an unmeasured kind, e.g. har:run=2700 or har:flea l1:context=400 (repeatable)",
     )
+    parser.add_argument("--json", type=Path, help="also write the accounting as JSON to this file")
+    parser.add_argument("--machine", default="", help="where it was measured, for the JSON (free text)")
     args = parser.parse_args(argv)
     steps = parse_log(args.log.read_text().splitlines())
     if args.runs is not None:
         add_run_timings(steps, args.runs)
     done = set(args.done.read_text().splitlines()) if args.done.exists() else set()
-    rows = projection(remaining(args.steps, done), medians(steps), parse_assume(args.assume))
+    assume = parse_assume(args.assume)
+    steps_file = {x.strip() for x in args.steps.read_text().splitlines()}
+    rows = projection(remaining(args.steps, done), medians(steps), assume)
     text = markdown(steps, rows)
+    if args.json is not None:
+        found = accounting(steps, rows, assume, steps_done=len(done & steps_file), machine=args.machine)
+        args.json.write_text(json.dumps(found, indent=1, allow_nan=False) + "\n")
     print(text, end="")
     return text
 

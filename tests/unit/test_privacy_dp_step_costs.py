@@ -99,3 +99,67 @@ def test_what_is_left_is_costed_at_the_measured_medians_or_the_assumed_seconds(t
     unknown = module.projection(left, measured, {})
     assert math.isnan(unknown[1][2]) and unknown[1][3] == "assumed"
     assert "Total left: 2 steps, 0.4 hours." in module.markdown([], rows)
+
+
+def test_the_json_accounting_has_each_kinds_spread_and_the_hours_left(tmp_path: Path) -> None:
+    module = step_costs()
+    (tmp_path / "bg.log").write_text(LOG)
+    steps_file = tmp_path / "steps.txt"
+    other = RUN.replace("eps8", "eps4").replace("epsilon=8", "epsilon=4")
+    steps_file.write_text("\n".join([RUN, other, FEDMIX_HAR, RECONSTRUCT, CONTEXT]) + "\n")
+    (tmp_path / "done").write_text(f"{RUN}\n{RECONSTRUCT}\n{CONTEXT}\nnot a step of the file\n")
+    out = tmp_path / "costs.json"
+    args = ["--log", str(tmp_path / "bg.log"), "--steps", str(steps_file), "--done", str(tmp_path / "done")]
+    module.main([*args, "--assume", "har:run=1300", "--json", str(out), "--machine", "a laptop"])
+    found = json.loads(out.read_text())
+    assert found["measured"][1] == {
+        "dataset": "fmnist",
+        "method": "flea l1",
+        "kind": "reconstruct",
+        "steps": 1,
+        "seconds": "wall",
+        "min_s": 57.0,
+        "median_s": 57.0,
+        "max_s": 57.0,
+        "startup_median_s": 4.0,
+    }
+    assert [(r["kind"], r["seconds"]) for r in found["measured"]] == [
+        ("context", "wall"),
+        ("reconstruct", "wall"),
+        ("run", "wall"),  # no run dir given: its wall seconds
+    ]
+    assert found["left"] == [
+        {
+            "dataset": "fmnist",
+            "method": "flea l1",
+            "kind": "run",
+            "steps": 1,
+            "each_s": 120.0,
+            "source": "measured",
+        },
+        {
+            "dataset": "har",
+            "method": "fedmix",
+            "kind": "run",
+            "steps": 1,
+            "each_s": 1300.0,
+            "source": "assumed",
+        },
+    ]
+    assert (found["steps_done"], found["steps_left"]) == (3, 2)  # the ledger's stray line is no step
+    assert found["core_hours"] == {
+        "done": round(198 / 3600, 3),
+        "left": round(1420 / 3600, 3),
+        "left_by_dataset": {"fmnist": round(120 / 3600, 3), "har": round(1300 / 3600, 3)},
+        "left_by_kind": {"run": round(1420 / 3600, 3)},
+    }
+    assert (found["measured_from"], found["measured_to"], found["machine"]) == (
+        "2026-12-03",
+        "2026-12-03",
+        "a laptop",
+    )
+    assert found["assumed_s"] == {"har:run": 1300.0}
+    module.main([*args, "--json", str(out)])  # nothing assumed: the unmeasured run has no seconds
+    unknown = json.loads(out.read_text())
+    assert unknown["left"][1]["each_s"] is None and unknown["core_hours"]["left"] is None
+    assert unknown["core_hours"]["left_by_dataset"] == {"fmnist": round(120 / 3600, 3), "har": None}

@@ -33,6 +33,7 @@ from tools.results import methods_flea as results_methods_flea
 from tools.results import others as results_others
 from tools.results import privacy as results_privacy
 from tools.results import privacy_augmix as results_privacy_augmix
+from tools.results import privacy_dp as results_privacy_dp
 from tools.results import privacy_oneseed as results_privacy_oneseed
 from tools.results import prose as results_prose
 from tools.results import readme as results_readme
@@ -50,7 +51,7 @@ STUDY_READMES = (
     *("fedzda", "baselines_har", "flea_table1_har", "flea_objective_har", "fedaugmix", "flea_fsdd"),
     *("flea_k150_har", "uci_har_k75", "uci_har_qua2_k75", "feature_analysis_har"),
     *("flea_hparams_har", "flower", "speed", "privacy_har", "fedaugmix/severity"),
-    *("privacy", "flea_cifar10_standin"),
+    *("privacy", "flea_cifar10_standin", "privacy_dp"),
 )
 """The studies whose README holds generated blocks (``results_studies*.py``, ``results_privacy*.py``)."""
 DOCUMENTS = (
@@ -72,6 +73,7 @@ FRAGMENT_MODULES = (
     results_fedzda_prose,
     results_cpu_speed,
     results_baselines,
+    results_privacy_dp,
 )
 """Imported for their registered fragments (in this order in the registry)."""
 
