@@ -36,6 +36,16 @@ def test_the_probe_measures_a_positive_step_and_a_given_one_is_taken_as_it_is(
     assert given_or_measured() > 0  # measured instead
 
 
+def test_the_probe_times_its_steps_by_the_threads_cpu_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe taken while other work shares the core must not read that load as a slower host: each step
+    is timed by the thread's CPU clock (here a fake one, 0.125 s a reading apart), not the wall clock."""
+    from fedaug.sweeps import probe as probe_module
+
+    readings = iter(range(10**6))
+    monkeypatch.setattr(probe_module.time, "thread_time", lambda: 0.125 * next(readings))
+    assert probe_module.host_probe(seconds=0.01, warmup=1, min_steps=3) == 0.125
+
+
 @pytest.mark.parametrize(
     ("value", "fact"), [("0.5", {"host_probe_s": 0.5}), ("-1", {}), ("nan", {}), ("", {})]
 )
