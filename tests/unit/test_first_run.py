@@ -19,6 +19,7 @@ from fedaug.engine.progress import JobEta, LaterRun
 from fedaug.errors import ConfigError
 from fedaug.runs.runner import comparison_configs, run_experiment
 from fedaug.sweeps.estimate import job_plan
+from fedaug.sweeps.round_ratio import DEFAULT_ROUND_RATIO
 from fedaug.sweeps.sweep import expand_sweep
 from tests.conftest import REPO_ROOT
 
@@ -155,8 +156,8 @@ def test_the_main_job_prints_its_plan_and_each_round_ends_with_the_jobs_time_lef
     assert messages[start + 3].startswith("2 runs: 2 new; no estimate yet")
     assert messages[start + 4] == (
         "job: no estimate before the first round (no FedAvg round of this setting timed here); then each "
-        "round's line ends with the job's time left: fedavg by its own rounds; flea at 2.57x FedAvg's round "
-        "(fedaug's default)"
+        "round's line ends with the job's time left: fedavg by its own rounds; flea at "
+        f"{DEFAULT_ROUND_RATIO['flea']:.2f}x FedAvg's round (fedaug's default)"
     )
     assert start < min(i for i, m in enumerate(messages) if m.startswith("round "))
     rounds = [m for m in messages if m.startswith("round ")]

@@ -26,7 +26,7 @@ from fedaug.config.identity import run_dir_for
 from fedaug.config.load import load_config
 from fedaug.config.schema import ExperimentConfig
 from fedaug.engine import simulation
-from fedaug.engine.checkpoint import read_jsonl
+from fedaug.engine.checkpoint import read_checkpoint, read_jsonl
 from fedaug.errors import ClientError, FedaugError, IncompatibleModelError
 from fedaug.flower import client_app
 from fedaug.flower.client_store import ClientStateStore, run_tag, store_root
@@ -108,8 +108,8 @@ def test_method_on_flower_equals_engine(tmp_path: Path, name: str) -> None:
     # Assert: every logged number of every round is identical (accuracy, losses, method metrics)
     assert metrics(flower) == metrics(config)
     assert len(metrics(flower)) == 2
-    final_engine = torch.load(run_dir_for(config) / "ckpt" / "latest.pt", weights_only=True)
-    final_flower = torch.load(run_dir_for(flower) / "ckpt" / "latest.pt", weights_only=True)
+    final_engine = read_checkpoint(run_dir_for(config) / "ckpt" / "latest.pt")
+    final_flower = read_checkpoint(run_dir_for(flower) / "ckpt" / "latest.pt")
     for key, value in final_engine["state"]["model_state"].items():
         assert torch.equal(value, final_flower["state"]["model_state"][key]), key
     assert grid.sent.count("query.partition") == 4
@@ -126,8 +126,8 @@ def test_local_keeps_the_engines_client_models_on_flower(tmp_path: Path) -> None
     # Execute
     serve(grid, [flower], fresh=False, node_timeout=5)
     # Assert
-    engine = torch.load(run_dir_for(config) / "ckpt" / "latest.pt", weights_only=True)
-    on_flower = torch.load(run_dir_for(flower) / "ckpt" / "latest.pt", weights_only=True)
+    engine = read_checkpoint(run_dir_for(config) / "ckpt" / "latest.pt")
+    on_flower = read_checkpoint(run_dir_for(flower) / "ckpt" / "latest.pt")
     models, flower_models = (
         engine["state"]["extra"]["local_models"],
         on_flower["state"]["extra"]["local_models"],
@@ -159,7 +159,7 @@ def test_client_state_stays_on_the_node(tmp_path: Path) -> None:
     trained = {c for r in metrics(config) for c in r["clients"]}
     kept = node_states(config)
     assert set(kept) == trained
-    ckpt = torch.load(run_dir_for(config) / "ckpt" / "latest.pt", weights_only=True)
+    ckpt = read_checkpoint(run_dir_for(config) / "ckpt" / "latest.pt")
     assert ckpt["client_states"] == {}
     assert all(set(state) == set(ckpt["state"]["model_state"]) for state in kept.values())
 

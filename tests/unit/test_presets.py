@@ -17,6 +17,7 @@ from fedaug.cli.main import main
 from fedaug.config import presets
 from fedaug.config.load import load_config
 from fedaug.errors import ConfigError
+from fedaug.runtime.log_once import forget
 from fedaug.sweeps.sweep import expand_sweep
 from tests.conftest import REPO_ROOT
 
@@ -63,6 +64,7 @@ def test_locate_reads_an_existing_file_as_given_and_a_name_from_anywhere(
     monkeypatch.chdir(tmp_path)
     (tmp_path / "smoke.yaml").write_text("seed: 3\n")
     assert presets.locate("smoke.yaml") == Path("smoke.yaml")
+    forget()  # the line is logged once a process (an earlier test may have located this preset)
     with caplog.at_level(logging.INFO, logger="fedaug"):
         assert presets.locate("smoke") == ROOT / "smoke.yaml"
         assert presets.locate("configs/smoke.yaml") == ROOT / "smoke.yaml"

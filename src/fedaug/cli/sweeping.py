@@ -23,7 +23,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     shard = None if args.shard is None else parse_shard(args.shard)  # '' too is refused, not "no shard"
     from fedaug.config.load import check_sweep_overrides
 
-    check_sweep_overrides(args.config, [*shared_overrides(args), *args.overrides], smoke=args.smoke)
+    first = argparse.Namespace(**{**vars(args), "device": _first_device(args.device)})  # a,b: spread below
+    check_sweep_overrides(args.config, [*shared_overrides(first), *args.overrides], smoke=args.smoke)
     from fedaug.runs.runner import check_run_dir_path
     from fedaug.runtime.device import DeviceError, resolve_device
     from fedaug.sweeps.archived import archive_times
@@ -83,6 +84,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         root = os.path.commonpath([Path(p.config.out_dir) / p.config.name.split("/")[0] for p in points])
         print(f"tables and plots: fedaug report {root} --plots")
     return 1 if result.failures or result.busy else 0
+
+
+def _first_device(device: str | None) -> str | None:
+    """The first of ``--device a,b`` as the configs get it (:func:`_sweep_devices`), read without importing
+    torch: the early check of the overrides sees one device; the list is checked with the pool."""
+    return device.split(",", 1)[0].strip() if device and "," in device else device
 
 
 def _sweep_devices(args: argparse.Namespace) -> list[str]:

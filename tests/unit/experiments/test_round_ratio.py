@@ -82,9 +82,10 @@ def test_a_sweep_run_costs_the_runs_after_it_by_their_times_or_its_settings_rati
         ),
         ratio=1.0,
     )
-    # this FedAvg run's 1 s rounds: 2 left, FLea's 3 at 2.57 s, then setting b's runs
-    assert job.text(2.0, 1.0) == f"job eta {format_duration(2 + 3 * 2.57 + 6 + flea_b_seconds)}"
-    # --dry-run shows that estimate where it had '?': 2 s x 2.57 x 3 rounds
+    # this FedAvg run's 1 s rounds: 2 left, FLea's 3 at the default ratio's seconds, then setting b's runs
+    later = 2 + 3 * DEFAULT_ROUND_RATIO["flea"] + 6 + flea_b_seconds
+    assert job.text(2.0, 1.0) == f"job eta {format_duration(later)}"
+    # --dry-run shows that estimate where it had '?': 2 s x the ratio x 3 rounds
     assert dry_run_lines([flea_b])[0].split()[:2] == ["new", "~15"]
     # a point of another setting that nothing has timed is left out, and said so
     assert sweep_job(fedavg_b, [point("fedavg", 2)]).text(0.0, 2.0) == "job eta >0s (fedavg not yet timed)"
