@@ -22,6 +22,8 @@ STEPS = [
     "studies/privacy/multiseed/steps.txt",
     "studies/privacy_har/steps.txt",
     "studies/fedaugmix/severity/steps.txt",
+    "studies/privacy_dp/steps.txt",
+    "studies/privacy_dp/steps_tiny.txt",
 ]
 RUN_DIR = re.compile(r"(?<![\w/.])runs/[^\s@\"]+")
 
@@ -43,9 +45,8 @@ def test_every_line_parses_and_every_attacked_run_dir_is_made_by_a_run_line(step
             made |= {str(run_dir_for(sub)) for sub in comparison_configs(load_config(args))}
         else:
             assert args.command == "attack", words
-            named += [
-                (m.removesuffix("/ckpt/latest.pt"), words[2]) for w in words for m in RUN_DIR.findall(w)
-            ]
+            read = [w for i, w in enumerate(words) if words[i - 1] != "--out"]  # where it writes: not a run
+            named += [(m.removesuffix("/ckpt/latest.pt"), words[2]) for w in read for m in RUN_DIR.findall(w)]
     assert made and named
     missing = sorted({f"{attack}: {path}" for path, attack in named if path not in made})
     assert not missing, f"{steps}: attacks name run dirs no run line makes: {missing[:5]}"
