@@ -46,7 +46,7 @@ DEFAULT_ROUND_RATIO: dict[str, float] = {
     "fedyogi": 1.09,
     "fedzdac": 8.17,
     "fedzdas": 6.67,
-    "flea": 2.52,
+    "flea": 2.49,
     "flea_eq6": 1.37,
     "local": 1.57,
     "qffl": 1.02,
