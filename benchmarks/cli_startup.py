@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -209,6 +210,21 @@ def extract_src(revision: str, into: Path) -> Path:
     archive = subprocess.run(["git", "archive", revision, "src"], cwd=REPO, check=True, capture_output=True)
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
     return into / "src"
+
+
+def alternated(
+    trees: dict[str, Path], methods: list[str], repeats: int, run: Callable[[Path, str], dict[str, Any]]
+) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """``run(tree, method)`` for each method in each tree, ``repeats`` times, the trees' order alternating
+    repeat by repeat so that load from others on a shared machine hits all alike: method -> tree -> runs."""
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {m: {t: [] for t in trees} for m in methods}
+    for repeat in range(repeats):
+        order = list(trees) if repeat % 2 == 0 else list(reversed(trees))
+        for method in methods:
+            for tree in order:
+                runs[method][tree].append(run(trees[tree], method))
+                print(f"repeat {repeat}: {method} {tree} done", file=sys.stderr)
+    return runs
 
 
 def git(*args: str) -> str:

@@ -33,7 +33,6 @@ import json
 import os
 import pstats
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -41,7 +40,7 @@ from typing import Any
 
 import torch
 
-from cli_startup import extract_src, git  # benchmarks/ is the script's directory
+from cli_startup import alternated, extract_src, git  # benchmarks/ is the script's directory
 from machine import machine_facts, run_in_tree, write_report
 
 REPO = Path(__file__).resolve().parents[1]
@@ -307,15 +306,11 @@ def main() -> None:
         trees = {"after": SRC}
         if args.before:
             trees = {"before": extract_src(args.before, Path(tmp)), **trees}
-        runs: dict[str, dict[str, list[dict[str, Any]]]] = {m: {t: [] for t in trees} for m in methods}
-        for repeat in range(args.repeats):
-            order = list(trees) if repeat % 2 == 0 else list(reversed(trees))
-            for method in methods:
-                for tree in order:
-                    runs[method][tree].append(
-                        run_child(trees[tree], method, args.rounds, args.data_dir, False)
-                    )
-                    print(f"repeat {repeat}: {method} {tree} done", file=sys.stderr)
+
+        def unprofiled(tree: Path, method: str) -> dict[str, Any]:
+            return run_child(tree, method, args.rounds, args.data_dir, False)
+
+        runs = alternated(trees, methods, args.repeats, unprofiled)
         profiled = (
             {m: run_child(SRC, m, args.rounds, args.data_dir, True)["phases"] for m in methods}
             if args.phases

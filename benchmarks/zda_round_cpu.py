@@ -34,7 +34,6 @@ import argparse
 import hashlib
 import json
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -43,7 +42,7 @@ from typing import Any
 
 import torch
 
-from cli_startup import extract_src, git  # benchmarks/ is the script's directory
+from cli_startup import alternated, extract_src, git  # benchmarks/ is the script's directory
 from machine import machine_facts, run_in_tree, write_report
 
 REPO = Path(__file__).resolve().parents[1]
@@ -189,13 +188,7 @@ def main() -> None:
         trees = {"after": SRC}
         if args.before:
             trees = {"before": extract_src(args.before, Path(tmp)), **trees}
-        runs: dict[str, dict[str, list[dict[str, Any]]]] = {m: {t: [] for t in trees} for m in methods}
-        for repeat in range(args.repeats):
-            order = list(trees) if repeat % 2 == 0 else list(reversed(trees))
-            for method in methods:
-                for tree in order:
-                    runs[method][tree].append(run_child(trees[tree], method, args))
-                    print(f"repeat {repeat}: {method} {tree} done", file=sys.stderr)
+        runs = alternated(trees, methods, args.repeats, lambda tree, m: run_child(tree, m, args))
     report: dict[str, Any] = {
         "command": "python benchmarks/zda_round_cpu.py "
         + " ".join(
