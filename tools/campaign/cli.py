@@ -164,7 +164,8 @@ def add_campaign_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         "--advance",
         action="store_true",
         help="also start the next run that cannot finish in the budget, last: it stops at the budget and "
-        "resumes next time (moves a run longer than any one session on; it is archived once finished)",
+        "resumes next time (moves a run longer than any one session on; it is archived once finished); "
+        "when the runs end before the budget, the next ones are chosen and started: the cores stay busy",
     )
     run.set_defaults(func=cmd_campaign_run)
     imp = verbs.add_parser(

@@ -13,7 +13,7 @@ them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,13 +81,15 @@ def select(
     skip: Sequence[str] = (),
     max_studies: int = MAX_STUDIES,
     advance: bool = False,
+    taken: Collection[str] = (),
 ) -> list[Pending]:
     """The pending points that run now (module docstring); grids named in ``skip`` (data missing) are
     passed over; ``max_studies``: archives this command may write (fewer when other files share the 8);
     ``advance``: the first point that does not fit is chosen too (:attr:`Pending.advances`), so that a
-    budget shorter than the next run still moves it on (it stops at the budget and resumes next time)."""
+    budget shorter than the next run still moves it on (it stops at the budget and resumes next time);
+    ``taken``: studies that earlier choices of the same command already write an archive for."""
     chosen: list[Pending] = []
-    studies: set[str] = set()
+    studies: set[str] = set(taken)
     for state in states:
         if state.grid.name in skip:
             continue

@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -205,7 +206,8 @@ def run_campaign(
     advance: bool = False,
 ) -> dict[str, Any]:
     """Runs the campaign's next runs within ``budget`` seconds (module docstring); returns the summary.
-    ``advance``: also the next run that cannot finish in it, until the budget ends (:func:`select`).
+    ``advance``: also the next run that cannot finish in it, until the budget ends (:func:`select`); and
+    when the chosen runs end before the budget (sooner than estimated), choose again from what is left.
     ``max_archives``: at most this many studies (one archive each) are run, so that files written beside
     ``out``'s (a speed probe's) still fit in what a lent machine returns.
 
@@ -268,8 +270,52 @@ def _run(
     advance: bool,
 ) -> dict[str, Any]:
     skip, data = data_step(states, data_dir, tree_bytes(Path.cwd(), [runs_dir, data_dir, out]))
-    left = budget - (time.monotonic() - start)
-    chosen = select(states, left, at_once, skip, max_archives, advance)
+    chosen: list[Pending] = []
+    started: set[Path] = set()
+    stopped, errors = False, {}
+    while not stopped and (advance or not chosen):  # --advance: time runs leave, the next pass fills
+        left = budget - (time.monotonic() - start)
+        picked = {c.point.run_dir for c in chosen}
+        rest = [replace(s, pending=[p for p in s.pending if p.point.run_dir not in picked]) for s in states]
+        taken = {c.grid.study for c in chosen}
+        batch = select(rest, left, at_once, skip, max_archives, advance, taken) if left > 0 else []
+        if not batch:
+            if not chosen:
+                logger.info(
+                    "campaign %s on %s: no run selected (%s of budget)",
+                    campaign.path,
+                    device,
+                    format_duration(left),
+                )
+            break
+        if chosen:
+            logger.info("time left after the runs chosen so far: choosing again")
+        chosen += batch
+        stopped, failed = _pass(batch, campaign, budget, start, at_once, device, left, started)
+        errors.update(failed)
+    archives = write_archives(chosen, campaign, out)
+    summary = _summary(chosen, started, errors, archives, data, stopped, budget, time.monotonic() - start)
+    summary.update({"campaign": str(campaign.path), "device": device, "kind": kind, "workers": at_once})
+    (out / SUMMARY_NAME).write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    counts = {
+        s: sum(r["status"] == s for r in summary["runs"]) for s in ("finished", "unfinished", "not_started")
+    }
+    logger.info("campaign done after %.0f s: %s; archives: %s", summary["elapsed_s"], counts, len(archives))
+    return summary
+
+
+def _pass(
+    chosen: Sequence[Pending],
+    campaign: Campaign,
+    budget: float,
+    start: float,
+    at_once: int,
+    device: str,
+    left: float,
+    started: set[Path],
+) -> tuple[bool, dict[Path, str]]:
+    """Runs ``chosen`` (longest first, the advancing one last) until they end or the budget does; adds the
+    run dirs it started to ``started``; returns whether the budget stopped it and the failed runs' errors."""
     costs = {c.point.run_dir: 0.0 if c.advances else c.cost or 0.0 for c in chosen}  # advancing: started last
     for item in chosen:
         if item.advances:
@@ -286,30 +332,20 @@ def _run(
     order = sorted(chosen, key=lambda c: -costs[c.point.run_dir])  # longest first (stable: list order)
     schedule = BudgetSchedule([c.point for c in order], lambda p: costs[p.run_dir], start + budget)
     stopped, errors = False, {}
-    if order:
-        try:
-            with hard_stop(start + budget - time.monotonic()):
-                result = run_sweep(
-                    [c.point for c in order], workers=at_once, heartbeat=60.0, schedule=schedule
-                )
-            errors = dict(result.failures) if result is not None else {}
-        except BudgetExpired:
-            stopped = True
-            logger.warning("budget of %s spent: runs still going were stopped (they resume)", budget)
-    archives = write_archives(chosen, campaign, out)
-    summary = _summary(chosen, schedule, errors, archives, data, stopped, budget, time.monotonic() - start)
-    summary.update({"campaign": str(campaign.path), "device": device, "kind": kind, "workers": at_once})
-    (out / SUMMARY_NAME).write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
-    counts = {
-        s: sum(r["status"] == s for r in summary["runs"]) for s in ("finished", "unfinished", "not_started")
-    }
-    logger.info("campaign done after %.0f s: %s; archives: %s", summary["elapsed_s"], counts, len(archives))
-    return summary
+    try:
+        with hard_stop(start + budget - time.monotonic()):
+            result = run_sweep([c.point for c in order], workers=at_once, heartbeat=60.0, schedule=schedule)
+        errors = dict(result.failures) if result is not None else {}
+    except BudgetExpired:
+        stopped = True
+        logger.warning("budget of %s spent: runs still going were stopped (they resume)", budget)
+    started |= schedule.started
+    return stopped, errors
 
 
 def _summary(
     chosen: Sequence[Pending],
-    schedule: BudgetSchedule,
+    started: set[Path],
     errors: dict[Path, str],
     archives: Sequence[Path],
     data: dict[str, Any],
@@ -323,7 +359,7 @@ def _summary(
         point = item.point
         done = finished_summary(point.run_dir, point.config.train.rounds) is not None
         # not started: passed over by the budget, or waiting for a FedAvg run that never ended
-        status = "finished" if done else "unfinished" if point.run_dir in schedule.started else "not_started"
+        status = "finished" if done else "unfinished" if point.run_dir in started else "not_started"
         logged = rounds_logged(point)
         # measured to the ms: a tiny run's rounds sum to less than 0.05 s, which one decimal made 0.0
         estimate, measured = round(item.cost or 0.0, 1), round(measured_seconds(point.run_dir), 3)

@@ -548,3 +548,22 @@ def test_select_with_advance_adds_the_first_point_that_does_not_fit_and_stops() 
     assert [(c.point, c.advances) for c in select(states, 100.0, 1)] == [(0, False), (1, False)]
     chosen = select(states, 100.0, 1, advance=True)
     assert [(c.point, c.advances) for c in chosen] == [(0, False), (1, False), (2, True)]
+
+
+def test_advance_chooses_again_when_the_runs_end_before_the_budget(studies: Path, tmp_path: Path) -> None:
+    # 400-s estimates, a 500-s budget: the first pass takes seed 0 and advances seed 1; both end in seconds,
+    # so the command chooses again (seed 2, then the second grid advancing) rather than leave the core idle
+    args = ["campaign", "run", "--campaign", str(studies / "campaign.yaml"), "--budget", "500", "--advance"]
+    args += ["--device", "cpu", "--out", str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs")]
+    assert main([*args, "--data-dir", str(tmp_path / "data")]) == 0
+    summary = json.loads((tmp_path / "out" / "campaign_summary.json").read_text())
+    assert [(r["grid"], Path(r["path"]).name, r["status"]) for r in summary["runs"]] == [
+        ("tiny", "seed0", "finished"),
+        ("tiny", "seed1", "finished"),
+        ("tiny", "seed2", "finished"),
+        ("second", "seed0", "finished"),
+    ]
+    assert summary["archives"] == ["tiny.tar.gz", "group__second.tar.gz"] and not summary["stopped_at_budget"]
+    log = (tmp_path / "out" / "campaign.log").read_text()
+    assert log.count("choosing again") == 1 and log.count("runs selected") == 2
+    assert sum(n.endswith("summary.json") for n in _members(tmp_path / "out" / "tiny.tar.gz")) == 3
