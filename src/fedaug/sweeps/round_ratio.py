@@ -40,7 +40,7 @@ DEFAULT_ROUND_RATIO: dict[str, float] = {
     "fedmix": 1.04,
     "fednova": 1.35,
     "fedntd": 1.27,
-    "fedprox": 1.13,
+    "fedprox": 1.14,
     "fedprox_augmix": 3.17,
     "fedrs": 1.02,
     "fedyogi": 1.09,
