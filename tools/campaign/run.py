@@ -291,8 +291,9 @@ def _run(
         if chosen:
             logger.info("time left after the runs chosen so far: choosing again")
         chosen += batch
-        stopped, failed = _pass(batch, campaign, budget, start, at_once, device, left, started)
+        stopped, failed, ran = _pass(batch, campaign, budget, start, at_once, device, left)
         errors.update(failed)
+        started |= ran
     archives = write_archives(chosen, campaign, out)
     summary = _summary(chosen, started, errors, archives, data, stopped, budget, time.monotonic() - start)
     summary.update({"campaign": str(campaign.path), "device": device, "kind": kind, "workers": at_once})
@@ -312,10 +313,9 @@ def _pass(
     at_once: int,
     device: str,
     left: float,
-    started: set[Path],
-) -> tuple[bool, dict[Path, str]]:
-    """Runs ``chosen`` (longest first, the advancing one last) until they end or the budget does; adds the
-    run dirs it started to ``started``; returns whether the budget stopped it and the failed runs' errors."""
+) -> tuple[bool, dict[Path, str], set[Path]]:
+    """Runs ``chosen`` (longest first, the advancing one last) until they end or the budget does; returns
+    whether the budget stopped it, the failed runs' errors and the run dirs it started."""
     costs = {c.point.run_dir: 0.0 if c.advances else c.cost or 0.0 for c in chosen}  # advancing: started last
     for item in chosen:
         if item.advances:
@@ -339,8 +339,7 @@ def _pass(
     except BudgetExpired:
         stopped = True
         logger.warning("budget of %s spent: runs still going were stopped (they resume)", budget)
-    started |= schedule.started
-    return stopped, errors
+    return stopped, errors, schedule.started
 
 
 def _summary(
