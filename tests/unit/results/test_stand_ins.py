@@ -130,3 +130,25 @@ def test_the_run_title_of_a_config_names_its_stand_in_model() -> None:
     config = load_config([], ["model.name=bn_cnn_cifar", "model.stand_in_for=MobileNetV2"])
     assert config_setting_label(config) == f"uci_har Qua(2) K=75, bn_cnn_cifar {STAND_IN}"
     assert config_setting_label(load_config([], ["model.name=bn_cnn_cifar"])) == "uci_har Qua(2) K=75"
+
+
+def test_the_pilot_table_takes_seed_0_only_though_the_grid_shares_its_setting(
+    tmp_path: Path, make_run: Callable[..., Path]
+) -> None:
+    from tools.results.common import Archive
+    from tools.results.studies_flea import STANDIN, standin_pilot
+
+    # Prepare: LeNet-5's Qua(3) FedAvg and FLea on seeds 0 and 1, as the grid archives them beside the pilot
+    study = tmp_path / STANDIN[0]
+    for method in ("fedavg", "flea"):
+        for seed in (0, 1):
+            run_dir = _stand_in_model_run(make_run, study / method, "lenet5", seed)
+            config = yaml.safe_load((run_dir / "config.yaml").read_text())
+            config["method"]["name"] = method
+            config["partition"]["num_clients"] = 500
+            (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    # Act
+    table = standin_pilot(Archive(tmp_path))
+    # Assert: seed 0's best 40.00 (seed 1's is 50.00), one value, no spread over seeds
+    row = next(line for line in table.splitlines() if line.startswith("| `lenet5`"))
+    assert row == "| `lenet5` | 40.00 / 35.00 | 40.00 / 35.00 | +0.00 | +0.00 |"
