@@ -128,7 +128,7 @@ def write_env(run_dir: Path, extra: dict[str, Any] | None = None) -> None:
         "platform": platform.platform(),
         "processor": platform.processor(),
         **cpu_facts(),
-        **host_probe_fact(),
+        **({**probe, "host_probe_clock": HOST_PROBE_CLOCK} if (probe := host_probe_fact()) else {}),
         "git_sha": git_sha(),
         **(extra or {}),
     }
@@ -148,6 +148,12 @@ def fedaug_version() -> str:
 HOST_PROBE_ENV = "FEDAUG_HOST_PROBE_S"
 """Set by the campaign (:mod:`fedaug.sweeps.probe`): the seconds of its reference step on this host, which
 ``env.json`` records as ``host_probe_s`` so that later estimates can scale this run's round times by host."""
+
+
+HOST_PROBE_CLOCK = "thread"
+"""The clock the host probe is timed by (:func:`fedaug.sweeps.probe.host_probe`): the thread's CPU clock.
+``env.json`` records it as ``host_probe_clock`` beside the probe; a probe recorded without it was timed by
+the wall clock, which reads a loaded host as a slower one (:mod:`fedaug.sweeps.archived`)."""
 
 
 def host_probe_fact() -> dict[str, float]:

@@ -36,7 +36,7 @@ from fedaug.engine.checkpoint import logged_round_times
 from fedaug.errors import FedaugError
 from fedaug.runs.resume import finished_summary, saved_env, saved_result_config
 from fedaug.runtime.files import atomic_write_text
-from fedaug.runtime.machine import HOST_PROBE_ENV
+from fedaug.runtime.machine import HOST_PROBE_CLOCK, HOST_PROBE_ENV
 from fedaug.sweeps.probe import CACHE_FILE, CACHE_MAX_AGE_S
 
 if TYPE_CHECKING:
@@ -84,6 +84,9 @@ class ArchivedRun:
     """The host's probe when it ran (``env.json``'s ``host_probe_s``; None: not probed)."""
     cpu: str | None = None
     """The CPU model it ran on (``env.json``'s ``cpu_model``; None: not recorded)."""
+    probe_clock: str | None = None
+    """The clock its probe was timed by (``env.json``'s ``host_probe_clock``: ``thread``; None: recorded
+    before the probe said, by the wall clock, which counts the time other work took the core)."""
 
 
 def read_archived(run_dir: Path) -> ArchivedRun | None:
@@ -97,6 +100,7 @@ def read_archived(run_dir: Path) -> ArchivedRun | None:
     rounds = flat.get("train.rounds")
     times = [seconds for _, seconds in logged_round_times(run_dir)]
     probe, cpu, device = env.get("host_probe_s"), env.get("cpu_model"), env.get("device")
+    clock = env.get("host_probe_clock")
     return ArchivedRun(
         path=run_dir,
         identity=identity(flat),
@@ -106,6 +110,7 @@ def read_archived(run_dir: Path) -> ArchivedRun | None:
         round_seconds=statistics.fmean(times) if times else None,
         probe_s=float(probe) if isinstance(probe, int | float) and not isinstance(probe, bool) else None,
         cpu=cpu if isinstance(cpu, str) else None,
+        probe_clock=clock if isinstance(clock, str) else None,
     )
 
 
@@ -141,14 +146,17 @@ class ArchivedTime:
     kind: str = "cpu"
     inferred: bool = False
     """Whether some scaled run's host probe was inferred (:meth:`Archive._inferred_probes`)."""
+    clocked: bool = False
+    """Whether only the runs whose probe was timed by the thread's CPU clock were taken."""
 
     def describe(self, what: str = "this setting") -> str:
         """``from 3 archived runs of this setting, scaled by host probe 0.097 s vs 0.050 s``."""
         runs = _count(self.matched, "archived run")
+        probe = "thread-clock host probe" if self.clocked else "host probe"
         text = (
             f"from {runs} of {what}"
             if self.runs == self.matched
-            else f"from {self.runs} of the {runs} of {what} (those with a host probe)"
+            else f"from {self.runs} of the {runs} of {what} (those with a {probe})"
         )
         if self.scaled and self.probe_here is not None and self.probe_there is not None:
             how = " (probe inferred for their CPU)" if self.inferred else ""
@@ -225,6 +233,12 @@ class Archive:
         here = probe_here() if callable(probe_here) and any(p is not None for p in there) else probe_here
         here = here if isinstance(here, float | int) and not isinstance(here, bool) and here > 0 else None
         probed = [(run, probe) for run, probe in zip(runs, there, strict=True) if probe is not None]
+        clocked = any(run.probe_clock == HOST_PROBE_CLOCK for run, _ in probed)
+        if clocked:
+            # A wall-clock probe taken while other work shared the core reads as a slower host, more or
+            # less so than the run's own rounds were slowed: where the setting has thread-clock probes,
+            # they alone scale it
+            probed = [(run, probe) for run, probe in probed if run.probe_clock == HOST_PROBE_CLOCK]
         if here is not None and probed:  # the runs that can be scaled say more about this host than the rest
             times = [(run.round_seconds or 0.0) * here / probe for run, probe in probed]
             return ArchivedTime(
@@ -236,6 +250,7 @@ class Archive:
                 len(runs),
                 kind,
                 any(run.probe_s is None and run.cpu in self.inferred_probes for run, _ in probed),
+                clocked,
             )
         times = [run.round_seconds or 0.0 for run in runs]
         return ArchivedTime(math.fsum(times) / len(times), len(times), 0, here, None, len(runs), kind)

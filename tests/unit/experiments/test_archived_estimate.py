@@ -90,6 +90,49 @@ def test_a_cpu_model_without_probes_gets_one_inferred_from_the_settings_it_share
     assert both is not None and both.seconds == pytest.approx(4.0) and both.scaled == 2
 
 
+def test_where_a_setting_has_thread_clock_probes_they_alone_scale_it() -> None:
+    # Prepare: on CPU model A, two runs probed by the thread clock at 0.05 s (2 s rounds), one probed by
+    # the wall clock at 0.2 s while other work shared the core (3 s rounds: the load slowed its rounds
+    # less than its probe), one unprobed
+    runs = [
+        ArchivedRun(Path("a1"), "a1", True, KEY, "cpu", 2.0, 0.05, "A", "thread"),
+        ArchivedRun(Path("a2"), "a2", True, KEY, "cpu", 2.0, 0.05, "A", "thread"),
+        _run("a3", 3.0, probe_s=0.2),
+        _run("a4", 2.0),
+    ]
+    # Act
+    found = Archive(Path("studies"), runs).round_time(FLAT, "cpu", 0.1)
+    # Assert: the two thread-clock runs, doubled (the wall-clock one would have read 1.5 s here)
+    assert found is not None
+    assert (found.seconds, found.runs, found.scaled, found.matched) == (pytest.approx(4.0), 2, 2, 4)
+    assert found.describe() == (
+        "from 2 of the 4 archived runs of this setting (those with a thread-clock host probe), "
+        "scaled by host probe 0.1 s vs 0.05 s"
+    )
+    # without a thread-clock run, every probed run scales as before
+    old = Archive(Path("studies"), runs[2:]).round_time(FLAT, "cpu", 0.1)
+    assert old is not None and old.seconds == pytest.approx((3.0 * 0.1 / 0.2 + 2.0 * 0.1 / 0.2) / 2)
+
+
+def test_env_json_records_the_probe_with_the_clock_it_was_timed_by(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fedaug.runtime.machine import write_env
+    from fedaug.sweeps.archived import read_archived
+
+    monkeypatch.setenv(probe.PROBE_ENV, "0.09")
+    run = tmp_path / "studies" / "flea_fsdd" / "runs" / "seed0"
+    shutil.copytree(FSDD_FEDAVG, run)
+    write_env(run, {"device": "cpu"})
+    env = json.loads((run / "env.json").read_text())
+    assert (env["host_probe_s"], env["host_probe_clock"]) == (0.09, "thread")
+    archived = read_archived(run)
+    assert archived is not None and (archived.probe_s, archived.probe_clock) == (0.09, "thread")
+    monkeypatch.delenv(probe.PROBE_ENV)
+    write_env(run, {"device": "cpu"})
+    assert not {"host_probe_s", "host_probe_clock"} & set(json.loads((run / "env.json").read_text()))
+
+
 def test_the_probe_is_asked_only_when_an_archived_run_can_be_scaled() -> None:
     asked: list[int] = []
 
