@@ -44,6 +44,7 @@ from tools.results import studies_bench as results_studies_bench
 from tools.results import studies_fedzda as results_studies_fedzda
 from tools.results import studies_fedzda_json as results_studies_fedzda_json
 from tools.results import studies_flea as results_studies_flea
+from tools.results import studies_tuning as results_studies_tuning
 from tools.results.common import FRAGMENTS, ROOT, Archive
 from tools.results.fragments import fill_fragments, fragment_differences, read_fragments
 
@@ -51,7 +52,7 @@ STUDY_READMES = (
     *("fedzda", "baselines_har", "flea_table1_har", "flea_objective_har", "fedaugmix", "flea_fsdd"),
     *("flea_k150_har", "uci_har_k75", "uci_har_qua2_k75", "feature_analysis_har"),
     *("flea_hparams_har", "flower", "speed", "privacy_har", "fedaugmix/severity"),
-    *("privacy", "flea_cifar10_standin", "privacy_dp"),
+    *("privacy", "flea_cifar10_standin", "privacy_dp", "flea_har_tuning"),
 )
 """The studies whose README holds generated blocks (``results_studies*.py``, ``results_privacy*.py``)."""
 DOCUMENTS = (
@@ -65,6 +66,7 @@ FRAGMENT_MODULES = (
     results_campaign,
     *(results_studies, results_studies_bench, results_studies_fedzda, results_studies_fedzda_json),
     results_studies_flea,
+    results_studies_tuning,
     results_methods_flea,
     results_prose,
     results_gpu_guide,

@@ -1,0 +1,83 @@
+"""The seed-0 search of issue #65 (c) (:mod:`tools.results.studies_tuning`): which runs stand for a value,
+when a value is chosen, and what the table says."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tools.results.common import Archive
+from tools.results.studies_tuning import Search, chosen, har_tuning, searches
+
+MakeRun = Callable[..., Path]
+CAMPAIGN = """
+grids:
+  - name: flea_har_tuning
+    preset: flea_table1_har
+    study: flea_har_tuning
+    grid:
+      seed: [0]
+      method:
+        - {name: fedprox, proximal_mu: 0.1}
+        - {name: fedprox, proximal_mu: 0.001}
+"""
+
+
+def _studies(tmp_path: Path, make_run: MakeRun, best: dict[float, float]) -> Archive:
+    """FedAvg and FedProx's default (mu 0.01) archived as the table studies hold them, the searched values
+    as this study's; ``best``: each mu's best accuracy (a value missing: not run)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "campaign.yaml").write_text(CAMPAIGN)
+    make_run(tmp_path / "baselines_har" / "runs", method="fedavg", accs=[0.30, 0.60, 0.50])
+    for mu, acc in best.items():
+        where = "baselines_har" if mu == 0.01 else "flea_har_tuning"
+        options = None if mu == 0.01 else {"proximal_mu": mu}
+        make_run(tmp_path / where / "runs", method="fedprox", options=options, accs=[0.20, acc, 0.40])
+    return Archive(tmp_path)
+
+
+def test_a_value_is_chosen_by_seed_0s_best_once_every_value_has_run(
+    tmp_path: Path, make_run: MakeRun
+) -> None:
+    # Prepare: the default and mu 0.1 run, mu 0.001 not yet; and seed 1 of mu 0.001, which must not count
+    archive = _studies(tmp_path, make_run, {0.01: 0.55, 0.1: 0.70})
+    make_run(tmp_path / "flea_har_tuning" / "runs", method="fedprox", seed=1, options={"proximal_mu": 0.001})
+    (search,) = searches([{"name": "fedprox", "proximal_mu": 0.1}, {"name": "fedprox", "proximal_mu": 0.001}])
+    assert search == Search("fedprox", "proximal_mu", (0.01, 0.1, 0.001), 0.01)
+    # Act / Assert: pending, then chosen by the best (mu 0.1), then a tie going to the default
+    assert chosen(archive, search) is None
+    assert "| fedprox | proximal_mu=0.01 (default) | 55.00 / 38.33 | pending: 1 of 3 values to run |" in (
+        har_tuning(archive)
+    )
+    done = _studies(tmp_path / "b", make_run, {0.01: 0.55, 0.1: 0.70, 0.001: 0.65})
+    assert chosen(done, search) == 0.1
+    table = har_tuning(done).splitlines()
+    assert table[2] == "| FedAvg | - | 60.00 / 46.67 | (reference) |"
+    assert table[4] == "| fedprox | proximal_mu=0.1 | 70.00 / 43.33 | **chosen** |"
+    assert sum("**chosen**" in line for line in table) == 1
+    tie = _studies(tmp_path / "c", make_run, {0.01: 0.70, 0.1: 0.70, 0.001: 0.65})
+    assert chosen(tie, search) == 0.01
+
+
+def test_a_run_that_changed_another_option_stands_for_no_value(tmp_path: Path, make_run: MakeRun) -> None:
+    archive = _studies(tmp_path, make_run, {0.01: 0.55, 0.1: 0.70})
+    where = tmp_path / "flea_har_tuning" / "runs"
+    make_run(where, method="fedprox", options={"proximal_mu": 0.001, "local_ce_weight": 1.0})
+    (search,) = searches([{"name": "fedprox", "proximal_mu": 0.001}])
+    assert chosen(archive, search) is None
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        [{"name": "fedprox"}],
+        [{"name": "fedprox", "proximal_mu": 0.1, "local_epochs": 2}],
+        [{"name": "fedlc", "calibration_tau": 0.1}, {"name": "fedlc", "other": 1}],
+        ["fedprox"],
+    ],
+)
+def test_a_grid_entry_must_search_one_option_per_method(entries: list[object]) -> None:
+    with pytest.raises(ValueError, match="flea_har_tuning"):
+        searches(entries)
