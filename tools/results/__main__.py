@@ -34,6 +34,7 @@ from tools.results import others as results_others
 from tools.results import privacy as results_privacy
 from tools.results import privacy_augmix as results_privacy_augmix
 from tools.results import privacy_dp as results_privacy_dp
+from tools.results import privacy_dp_verdict as results_privacy_dp_verdict
 from tools.results import privacy_oneseed as results_privacy_oneseed
 from tools.results import prose as results_prose
 from tools.results import readme as results_readme
@@ -76,6 +77,7 @@ FRAGMENT_MODULES = (
     results_cpu_speed,
     results_baselines,
     results_privacy_dp,
+    results_privacy_dp_verdict,
 )
 """Imported for their registered fragments (in this order in the registry)."""
 
