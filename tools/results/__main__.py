@@ -53,7 +53,7 @@ STUDY_READMES = (
     *("fedzda", "baselines_har", "flea_table1_har", "flea_objective_har", "fedaugmix", "flea_fsdd"),
     *("flea_k150_har", "uci_har_k75", "uci_har_qua2_k75", "feature_analysis_har"),
     *("flea_hparams_har", "flower", "speed", "privacy_har", "fedaugmix/severity"),
-    *("privacy", "flea_cifar10_standin", "privacy_dp", "flea_har_tuning"),
+    *("privacy", "flea_cifar10_standin", "privacy_dp", "flea_har_tuning", "fedzda_cifar10_jpeg"),
 )
 """The studies whose README holds generated blocks (``results_studies*.py``, ``results_privacy*.py``)."""
 DOCUMENTS = (

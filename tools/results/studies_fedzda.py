@@ -196,16 +196,18 @@ def _level(found: Stat | None, variance: bool) -> str:
     return fmt(found, (1 if found.mean < 100 else 0) if variance else 2)
 
 
-def _complete_cell(archive: Archive, setting: str) -> str:
+def _complete_cell(archive: Archive, setting: str, studies: tuple[str, ...] = ZDA) -> str:
     """One cell's five preset methods over their seeds: the final round's four numbers, the last 10 rounds'
     global accuracy and class variance (mean ± std each), and the paper's four means."""
     rows = []
     papers = ("global_acc", "class_acc_var", "local_acc_mean", "local_acc_var")
-    for row in ("fedavg", "fedprox", "qffl (q=0.01)", "fedzdac", "fedzdas"):
-        runs = archive.runs(ZDA, row, setting)
+    methods = ("fedavg", "fedprox", "qffl (q=0.01)", "fedzdac", "fedzdas")
+    cell_runs = [r for row in methods for r in archive.runs(studies, row, setting)]
+    for row in methods:
+        runs = archive.runs(studies, row, setting)
         final = [stat(runs, m) for m in (FINAL, CLASS_VAR, LOCAL_MEAN, LOCAL_VAR)]
         late = [stat(runs, m) for m in (GLOBAL_LAST10, CLASS_VAR_LAST10)]
-        paper = [archive.paper(p, row, runs) for p in papers]
+        paper = [archive.paper(p, row, runs or cell_runs) for p in papers]  # the cell's paper row, run or not
         rows.append(
             [
                 f"`{row}`",
@@ -232,6 +234,24 @@ def fedzda_complete_fmnist(archive: Archive) -> str:
 @fragment("fedzda-complete-mnist-unimodal")
 def fedzda_complete_mnist(archive: Archive) -> str:
     return _complete_cell(archive, ZDA_CELLS["MNIST unimodal"])
+
+
+ZDA_CIFAR10 = ("fedzda_cifar10_jpeg/runs",)
+ZDA_CIFAR10_CELLS = {
+    "shards": "CIFAR-10 (JPEG q75 copy) Shards(2) K=100",
+    "multimodal": "CIFAR-10 (JPEG q75 copy) multimodal(2, clients) K=100",
+}
+"""Fed-ZDA's CIFAR-10 rows on the offline JPEG copy (issue #65 (b)): the unimodal and multimodal cells."""
+
+
+@fragment("fedzda-cifar10-shards")
+def fedzda_cifar10_shards(archive: Archive) -> str:
+    return _complete_cell(archive, ZDA_CIFAR10_CELLS["shards"], ZDA_CIFAR10)
+
+
+@fragment("fedzda-cifar10-multimodal")
+def fedzda_cifar10_multimodal(archive: Archive) -> str:
+    return _complete_cell(archive, ZDA_CIFAR10_CELLS["multimodal"], ZDA_CIFAR10)
 
 
 @fragment("fedzda-qffl-q")
