@@ -180,6 +180,9 @@ def add_campaign_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     status = verbs.add_parser(
         "status",
         help="per grid: runs archived / total and the time left",
+        description="Per grid: runs archived / total; spent: the core-hours (GPU: device-hours) the archived "
+        "runs' logged rounds took on this device kind, as measured on the hosts that ran them; core-h: the "
+        "estimate for the runs left, one at a time; and the minutes they take, --workers at once.",
         formatter_class=raw,
         epilog="examples:\n  fedaug campaign status\n"
         "  fedaug campaign status --device cpu                   # the CPU grids, core-hours left\n"

@@ -22,8 +22,9 @@ from typing import Any
 
 from fedaug.config.identity import result_config
 from fedaug.config.load import config_to_dict
+from fedaug.engine.checkpoint import logged_round_times
 from fedaug.runs.resume import finished_summary
-from fedaug.sweeps.archived import Archive, identity
+from fedaug.sweeps.archived import Archive, device_kind, identity
 from fedaug.sweeps.estimate import rounds_logged
 from fedaug.sweeps.order import SweepPoint
 from tools.campaign.spec import Grid
@@ -57,6 +58,14 @@ class Ledger:
     def archived(self, point: SweepPoint) -> Path | None:
         """The finished archived run of ``point``'s identity, or None."""
         return self._done.get(point_identity(point))
+
+    def spent(self, run_dir: Path, kind: str) -> float | None:
+        """Seconds the archived run in ``run_dir`` spent in its logged rounds, if it ran on ``kind`` (None:
+        another device kind, or no round timed)."""
+        if device_kind(run_dir) != kind:
+            return None
+        times = [seconds for _, seconds in logged_round_times(run_dir)]
+        return sum(times) if times else None
 
     def round_seconds(self, point: SweepPoint, kind: str) -> float | None:
         """Mean round time of the archived runs like ``point`` on ``kind`` (None: none timed)."""

@@ -45,6 +45,8 @@ class GridState:
     total: int
     done: dict[Path, Path] = field(default_factory=dict)
     pending: list[Pending] = field(default_factory=list)
+    spent: dict[Path, float] = field(default_factory=dict)
+    """The archived runs (path) that ran on the campaign's device kind and their logged rounds' seconds."""
 
 
 def grid_states(
@@ -63,6 +65,9 @@ def grid_states(
             found = ledger.archived(point)
             if found is not None:
                 state.done[point.run_dir] = found
+                seconds = ledger.spent(found, kind)
+                if seconds is not None:
+                    state.spent[found] = seconds
                 continue
             key = point_identity(point)
             if key in queued:
@@ -113,19 +118,26 @@ def select(
 
 
 def status_lines(states: Sequence[GridState], workers: int, kind: str) -> list[str]:
-    """Per grid: runs done / total and the minutes its pending runs take on ``kind``, ``workers`` at once
-    (longest first); then the whole campaign's."""
+    """Per grid: runs done / total, the core-hours its archived runs spent on ``kind`` (their logged rounds,
+    as measured on the hosts that ran them), the core-hours its pending runs take and their minutes,
+    ``workers`` at once (longest first); then the whole campaign's (a run archived for two grids counted
+    once)."""
     width = max([len(s.grid.name) for s in states] + [4]) + 2
-    lines = [f"{'grid':<{width}}{'done':>9}  {'core-h':>7}  {kind} minutes left ({workers} at once)"]
+    header = (
+        f"{'grid':<{width}}{'done':>9}  {'spent':>7}  {'core-h':>7}  {kind} minutes left ({workers} at once)"
+    )
+    lines = [header]
     for state in states:
         done = f"{len(state.done)}/{state.total}"
-        hours = core_hours(state.pending)
-        lines.append(
-            f"{state.grid.name:<{width}}{done:>9}  {hours:>7}  {minutes_text(state.pending, workers)}"
-        )
+        spent = f"{sum(state.spent.values()) / 3600:.1f}"
+        hours, minutes = core_hours(state.pending), minutes_text(state.pending, workers)
+        lines.append(f"{state.grid.name:<{width}}{done:>9}  {spent:>7}  {hours:>7}  {minutes}")
     done = f"{sum(len(s.done) for s in states)}/{sum(s.total for s in states)}"
+    spent = f"{sum({p: t for s in states for p, t in s.spent.items()}.values()) / 3600:.1f}"
     known = [p for s in states for p in s.pending if p.cost is not None]
-    lines.append(f"{'all':<{width}}{done:>9}  {core_hours(known):>7}  {minutes_text(known, workers)}")
+    lines.append(
+        f"{'all':<{width}}{done:>9}  {spent:>7}  {core_hours(known):>7}  {minutes_text(known, workers)}"
+    )
     return lines
 
 

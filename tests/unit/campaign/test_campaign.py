@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from fedaug.cli.main import main as fedaug_main
 from fedaug.config.load import dump_yaml, load_config
+from fedaug.engine.checkpoint import logged_round_times
 from fedaug.errors import FedaugError
 from fedaug.sweeps.order import SweepPoint
 from fedaug.sweeps.sweep import SweepResult, execute
@@ -27,6 +28,7 @@ from tests.conftest import SMOKE
 from tools.campaign import run as campaign_run
 from tools.campaign.__main__ import main as campaign_main
 from tools.campaign.importer import unpack
+from tools.campaign.ledger import Ledger
 from tools.campaign.plan import Pending, makespan, minutes_text, select
 from tools.campaign.run import BudgetExpired, BudgetSchedule, hard_stop
 
@@ -101,13 +103,15 @@ def test_run_import_status_round_trip_within_the_budget_and_resumed(
 ) -> None:
     # Before: nothing archived; 3 + 1 runs of 400 s and 100 s by the cost table, one at a time.
     lines = _status(studies, tmp_path, capsys)
-    assert lines[1].split() == ["tiny", "0/3", "0.3", "20.0"] and lines[2].split() == [
+    assert lines[1].split() == ["tiny", "0/3", "0.0", "0.3", "20.0"] and lines[2].split() == [
         "second",
         "0/1",
         "0.0",
+        "0.0",
         "1.7",
     ]
-    assert lines[3].split() == ["all", "0/4", "0.4", "21.7"]  # core-hours, then minutes one at a time
+    # core-hours spent, core-hours left, then minutes one at a time
+    assert lines[3].split() == ["all", "0/4", "0.0", "0.4", "21.7"]
     # A budget of 1000 s holds two 400-s runs (in list order), not the third.
     assert _run(studies, tmp_path, "out1", "1000") == 0
     summary = json.loads((tmp_path / "out1" / "campaign_summary.json").read_text())
@@ -132,9 +136,15 @@ def test_run_import_status_round_trip_within_the_budget_and_resumed(
     assert "fedavg" in (studies / "tiny" / "report.md").read_text()
     # the last tiny run is now costed by the archived runs' round times (well under a second) and a 5-s start,
     # not by the table's 400 s
-    tiny, _, total = (line.split() for line in _status(studies, tmp_path, capsys)[1:])
-    assert tiny[:2] == ["tiny", "2/3"] and 5 / 60 < float(tiny[3]) < 0.2  # [2]: core-hours
-    assert total[:2] == ["all", "2/4"] and 1.75 < float(total[3]) < 2.0
+    tiny, _, total = (line.split() for line in _status(studies, tmp_path, capsys)[1:4])
+    assert tiny[:2] == ["tiny", "2/3"] and 5 / 60 < float(tiny[4]) < 0.2  # [3]: core-hours left
+    assert total[:2] == ["all", "2/4"] and 1.75 < float(total[4]) < 2.0
+    spent = sum(t for p in paths for _, t in logged_round_times(studies / "tiny" / "runs" / p))
+    assert spent > 0 and tiny[2] == total[2] == f"{spent / 3600:.1f}"  # the two archived runs' rounds
+    ledger = Ledger(studies)
+    run = studies / "tiny" / "runs" / paths[0]
+    assert ledger.spent(run, "cpu") == pytest.approx(sum(t for _, t in logged_round_times(run)))
+    assert ledger.spent(run, "cuda") is None  # spent on another device kind: not this kind's hours
     # The next call continues the list: tiny's seed 2, then the second grid, into a second archive.
     assert _run(studies, tmp_path, "out2", "1000") == 0
     summary = json.loads((tmp_path / "out2" / "campaign_summary.json").read_text())
