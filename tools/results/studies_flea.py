@@ -9,6 +9,7 @@ import json
 from collections.abc import Sequence
 
 from fedaug.results.reference import lookup
+from fedaug.results.store import Stat
 from tools.results.common import (
     BEST,
     FLEA_ROWS,
@@ -324,3 +325,51 @@ def standin_pilot(archive: Archive) -> str:
         rows.append(["paper, MobileNetV2 (best, 5 seeds)", *(paper_cell(s) for s in stats), gain, "-"])
     header = ["model", "FedAvg best / last-10", "`flea` best / last-10", "gain, best", "gain, last-10"]
     return markdown_table(header, rows)
+
+
+STANDIN_SPLITS = {
+    split: f"CIFAR-10 (JPEG q75 copy) {split} K=500, lenet5 (stand-in model for MobileNetV2)"
+    for split in ("Qua(3)", "Dir(0.5)", "Dir(0.1)")
+}
+"""The stand-in grid's settings (issue #65 (a)): the paper's three CIFAR-10 splits, K = 500, LeNet-5."""
+
+
+def standin_papers(archive: Archive, method: str) -> list[Stat | None]:
+    """The paper's MobileNetV2 best accuracy of ``method`` on each stand-in split (looked up as if the runs
+    were MobileNetV2's: the stand-in runs themselves have no paper number)."""
+    found = []
+    for setting in STANDIN_SPLITS.values():
+        runs = archive.runs(STANDIN, "fedavg", setting) or archive.runs(STANDIN, "flea", setting)
+        hit = (
+            lookup(
+                archive.reference, "best_acc", method, {**runs[0].config, "model.name": "mobilenet_v2_cifar"}
+            )
+            if runs
+            else None
+        )
+        found.append(hit[0] if hit is not None else None)
+    return found
+
+
+@fragment("standin-grid")
+def standin_grid(archive: Archive) -> str:
+    """FedAvg and ``flea`` on the stand-in grid (best / last-10, mean ± std over seeds), the paired gains
+    with the seeds that gain, and the paper's MobileNetV2 best beside (its model, not ours)."""
+    base = {x: archive.runs(STANDIN, "fedavg", x) for x in STANDIN_SPLITS.values()}
+    flea = {x: archive.runs(STANDIN, "flea", x) for x in STANDIN_SPLITS.values()}
+    rows = [
+        ["seeds (FedAvg / `flea`)", *(f"{seeds_of(base[x])} / {seeds_of(flea[x])}" for x in base)],
+        ["FedAvg", *(cell(base[x], BEST, LAST10) for x in base)],
+        ["`flea`", *(cell(flea[x], BEST, LAST10) for x in base)],
+    ]
+    for metric, what in ((LAST10, "last-10"), (BEST, "best")):
+        gains = [try_gain(flea[x], base[x], metric) for x in base]
+        rows.append([f"gain, {what}, paired (seeds that gain)", *(gain_cell(g, count=True) for g in gains)])
+    paper = [standin_papers(archive, m) for m in ("fedavg", "flea")]
+    rows.append(
+        [
+            "paper, MobileNetV2: FedAvg / FLea (best, 5 seeds)",
+            *(f"{paper_cell(a)} / {paper_cell(b)}" for a, b in zip(*paper, strict=True)),
+        ]
+    )
+    return markdown_table(["", *(f"{split} K=500" for split in STANDIN_SPLITS)], rows)
