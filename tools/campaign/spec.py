@@ -18,11 +18,17 @@ study's report::
         cost_s: {cuda: 20, cpu: 1800}   # seconds per run (as one of `workers` runs at once)
         report: {runs: [runs], baseline: fedavg, reference: papers, highlight: flea, out: .}
         runs_with: other_grid      # optional: run dirs in that grid's folder (below)
+        axes_from: study/chosen.json   # optional: more axes from a generated file (below)
 
 A grid's points are those of ``fedaug sweep PRESET --set ... --grid ...`` (:func:`grid_points`), with their
 run dirs under ``runs_dir/<grid name>``, or under ``runs_dir/<runs_with>``: a grid whose runs branch from
 another grid's FedAvg runs (``engine.branch_from_fedavg``: Fed-ZDA's last 20 rounds after FedAvg's 80) finds
 them there as siblings, instead of training FedAvg's rounds again.
+
+``axes_from`` names a JSON file (relative to the campaign file's folder) mapping config keys to lists, as
+``grid`` does, merged over ``grid``: a grid whose values another grid's results choose, such as the tuned
+values the UCI-HAR tuning search chose on seed 0 (``python -m tools.results`` writes them). While the file
+is missing, or one of its lists is empty, the grid has no points yet.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ DEVICE_KINDS = ("cuda", "cpu")
 DEFAULT_WORKERS = {"cuda": 16, "cpu": 0}
 """Runs at once: 16 HARNet runs shared an H100 fastest (docs/guide/gpu.md); 0: one per usable CPU core."""
 
-_GRID_KEYS = {"name", "preset", "study", "set", "grid", "data", "cost_s", "report", "runs_with"}
+_GRID_KEYS = {"name", "preset", "study", "set", "grid", "data", "cost_s", "report", "runs_with", "axes_from"}
 _REPORT_KEYS = {"runs", "baseline", "reference", "highlight", "out", "plots"}
 
 
@@ -76,15 +82,50 @@ class Grid:
     report: ReportSpec = ReportSpec()
     runs_with: str | None = None
     """Another grid whose runs folder this grid's run dirs go in (its FedAvg runs are their siblings)."""
+    axes_from: Path | None = None
+    """A JSON file of more axes (module docstring; None: the grid's own alone)."""
+
+    def chosen_axes(self) -> dict[str, list[Any]] | None:
+        """:attr:`axes` with :attr:`axes_from`'s merged over them; None: that file is missing or one of its
+        lists is empty (nothing chosen yet).
+
+        Raises:
+            ConfigError: a file that is not a JSON mapping of config keys to lists.
+        """
+        if self.axes_from is None:
+            return dict(self.axes)
+        try:
+            text = self.axes_from.read_text()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise ConfigError(
+                f"grid {self.name}: axes_from {self.axes_from} is not readable ({exc})"
+            ) from exc
+        try:
+            more = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"grid {self.name}: axes_from {self.axes_from} is not JSON ({exc})") from exc
+        if not isinstance(more, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, list) for k, v in more.items()
+        ):
+            raise ConfigError(
+                f"grid {self.name}: axes_from {self.axes_from} must map config keys to lists, got {more!r}"
+            )
+        if any(not values for values in more.values()):
+            return None
+        return {**self.axes, **more}
 
     @property
     def folder(self) -> str:
         """The folder under the runs dir that holds this grid's run dirs."""
         return self.runs_with or self.name
 
-    def grid_overrides(self) -> list[str]:
-        """The axes as ``fedaug sweep --grid key=[...]`` arguments."""
-        return [f"{key}={json.dumps(values)}" for key, values in self.axes.items()]
+    def grid_overrides(self, axes: Mapping[str, list[Any]] | None = None) -> list[str]:
+        """The axes (default :attr:`axes`) as ``fedaug sweep --grid key=[...]`` arguments."""
+        return [
+            f"{key}={json.dumps(values)}" for key, values in (self.axes if axes is None else axes).items()
+        ]
 
     def table_cost(self, kind: str, method: str) -> float | None:
         """Seconds per run from the cost table (``cost_s[kind]``: a number or ``{method: s, default: s}``)."""
@@ -205,6 +246,16 @@ def _grid(raw: Any, index: int, path: Path) -> Grid:
     study = str(raw["study"])
     if Path(study).is_absolute() or ".." in Path(study).parts:
         raise ConfigError(f"{where}.study {study!r} must be a folder inside the studies folder")
+    axes_from = raw.get("axes_from")
+    if axes_from is not None and (
+        not isinstance(axes_from, str)
+        or not axes_from
+        or Path(axes_from).is_absolute()
+        or ".." in Path(axes_from).parts
+    ):
+        raise ConfigError(
+            f"{where}.axes_from must be a file inside the campaign file's folder, got {axes_from!r}"
+        )
     return Grid(
         name=str(raw["name"]),
         preset=str(raw["preset"]),
@@ -215,6 +266,7 @@ def _grid(raw: Any, index: int, path: Path) -> Grid:
         cost_s=dict(cost),
         report=_report(raw.get("report"), f"{where}.report"),
         runs_with=None if runs_with is None else str(runs_with),
+        axes_from=None if axes_from is None else path.parent / axes_from,
     )
 
 
@@ -271,10 +323,13 @@ def grid_points(grid: Grid, runs_dir: Path, extra: Sequence[str] = ()) -> list[S
     not change a run's identity).
 
     Raises:
-        ConfigError: a bad preset, override or axis.
+        ConfigError: a bad preset, override or axis, an ``axes_from`` file that is not a mapping of lists.
     """
+    axes = grid.chosen_axes()
+    if axes is None:  # axes_from: nothing chosen yet
+        return []
     overrides = [*grid.overrides, *extra, f"out_dir={runs_dir / grid.folder}"]
-    return expand_sweep(grid.preset, overrides, grid.grid_overrides(), where=f"grid {grid.name}")
+    return expand_sweep(grid.preset, overrides, grid.grid_overrides(axes), where=f"grid {grid.name}")
 
 
 def base_name(point: SweepPoint) -> str:

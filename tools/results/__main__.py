@@ -105,9 +105,10 @@ def main() -> int:
         else:
             path.write_text(fill_fragments(text, fragments))
     if args.check:
-        stale += round_ratios.stale()
+        stale += round_ratios.stale() + results_studies_tuning.stale()
     else:
         round_ratios.write()
+        results_studies_tuning.write()
     print("\n".join(stale) if stale else "up to date" if args.check else "written")
     return 1 if stale else 0
 

@@ -11,13 +11,14 @@ chosen value, and the tables say that seed 0 chose it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fedaug.results.store import Run, method_defaults, setting_label
 from tools.campaign.spec import read_campaign
-from tools.results.common import BEST, LAST10, UCI_CPU, Archive, fragment, har
+from tools.results.common import BEST, LAST10, ROOT, STUDIES, UCI_CPU, Archive, fragment, har
 from tools.results.fragments import canonical, markdown_table
 
 GRID = "flea_har_tuning"
@@ -25,6 +26,9 @@ GRID = "flea_har_tuning"
 SETTING = har("Qua(2)")
 SEARCH_STUDIES = ("flea_har_tuning/runs", *UCI_CPU, "flea_table1_har/runs")
 """Where the search's runs lie: its own, then the table studies that hold each default's seed 0."""
+CHOSEN = STUDIES / "flea_har_tuning" / "chosen.json"
+"""The chosen values as a grid axis (``{"method": [{name: ..., option: value}, ...]}``, the methods decided
+so far), which the campaign's ``flea_har_tuned_seeds12`` grid reads (``axes_from``) to run on seeds 1-2."""
 
 
 @dataclass(frozen=True)
@@ -123,3 +127,28 @@ def _cell(run: Run | None) -> str:
     if run is None:
         return "-"
     return f"{BEST(run):.2f} / {LAST10(run):.2f}"
+
+
+def chosen_text(archive: Archive) -> str:
+    """:data:`CHOSEN`'s content: each decided method's chosen value as a method entry, in the grid's order."""
+    grid = read_campaign(archive.root / "campaign.yaml").grid(GRID)
+    entries = []
+    for search in searches(grid.axes["method"]):
+        pick = chosen(archive, search)
+        if pick is not None:
+            entries.append({"name": search.method, search.option: pick})
+    return json.dumps({"method": entries}, indent=1) + "\n"
+
+
+def stale() -> list[str]:
+    """One line naming :data:`CHOSEN` if it differs from what the archives choose, else none."""
+    text = chosen_text(Archive())
+    if CHOSEN.is_file() and CHOSEN.read_text() == text:
+        return []
+    return [f"{CHOSEN.relative_to(ROOT)}: differs from the values the archived seed-0 search chooses"]
+
+
+def write() -> None:
+    """Writes :data:`CHOSEN` from the archives."""
+    CHOSEN.parent.mkdir(parents=True, exist_ok=True)
+    CHOSEN.write_text(chosen_text(Archive()))

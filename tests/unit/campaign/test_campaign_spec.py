@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from fedaug.errors import ConfigError
 from tests.helpers import mutated, tree_paths
-from tools.campaign.spec import read_campaign
+from tools.campaign.spec import grid_points, read_campaign
 
 VALID: dict[str, Any] = {
     "studies": ".",
@@ -94,6 +94,8 @@ def test_a_mutated_file_reads_or_is_refused_naming_it(data: st.DataObject, drop:
         ({"grid.runs_with": "har"}, "grid har: runs_with must name another grid, got 'har'"),
         ({"grid.runs_with": "other"}, "grid har: runs_with must name another grid, got 'other'"),
         ({"grid.runs_with": "../x"}, "runs_with of"),
+        ({"grid.axes_from": "../x.json"}, ".axes_from must be a file inside the campaign file's folder"),
+        ({"grid.axes_from": ["x"]}, ".axes_from must be a file inside the campaign file's folder"),
     ],
 )
 def test_bad_files_are_refused_in_one_line(tmp_path: Path, change: dict[str, Any], message: str) -> None:
@@ -139,3 +141,30 @@ def test_an_accepted_grid_name_is_one_folder_inside_the_runs_dir(name: str) -> N
         else:
             runs = Path(folder) / "runs"
             assert (runs / grid.name).resolve().parent == runs.resolve()
+
+
+def test_axes_from_a_file_fill_the_grid_once_it_chooses_values(tmp_path: Path) -> None:
+    """A grid whose method axis another grid's results choose: no points while nothing is chosen, then the
+    chosen entries beside the grid's own axes; a file that is no mapping of lists is refused by name."""
+    raw = copy.deepcopy(VALID)
+    raw["grids"][0]["axes_from"] = "har_study/chosen.json"
+    raw["grids"][0]["grid"] = {"seed": [1, 2]}
+    path = tmp_path / "campaign.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    (grid,) = read_campaign(path).grids
+    chosen = tmp_path / "har_study" / "chosen.json"
+    assert grid.axes_from == chosen
+    assert grid_points(grid, tmp_path / "runs") == []  # no file yet
+    chosen.parent.mkdir()
+    chosen.write_text('{"method": []}')
+    assert grid_points(grid, tmp_path / "runs") == []  # nothing chosen yet
+    chosen.write_text('{"method": [{"name": "fedprox", "proximal_mu": 0.1}]}')
+    points = grid_points(grid, tmp_path / "runs")
+    assert sorted(p.config.seed for p in points) == [1, 2]
+    assert {(p.config.method.name, p.config.method.options["proximal_mu"]) for p in points} == {
+        ("fedprox", 0.1)
+    }
+    for bad in ('["fedprox"]', '{"method": "fedprox"}', "not json"):
+        chosen.write_text(bad)
+        with pytest.raises(ConfigError, match=f"axes_from {chosen}"):
+            grid_points(grid, tmp_path / "runs")

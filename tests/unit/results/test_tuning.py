@@ -3,13 +3,14 @@ when a value is chosen, and what the table says."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tools.results.common import Archive
-from tools.results.studies_tuning import Search, chosen, har_tuning, searches
+from tools.results.studies_tuning import Search, chosen, chosen_text, har_tuning, searches
 
 MakeRun = Callable[..., Path]
 CAMPAIGN = """
@@ -48,11 +49,13 @@ def test_a_value_is_chosen_by_seed_0s_best_once_every_value_has_run(
     assert search == Search("fedprox", "proximal_mu", (0.01, 0.1, 0.001), 0.01)
     # Act / Assert: pending, then chosen by the best (mu 0.1), then a tie going to the default
     assert chosen(archive, search) is None
+    assert json.loads(chosen_text(archive)) == {"method": []}  # the seeds 1-2 grid has no points yet
     assert "| fedprox | proximal_mu=0.01 (default) | 55.00 / 38.33 | pending: 1 of 3 values to run |" in (
         har_tuning(archive)
     )
     done = _studies(tmp_path / "b", make_run, {0.01: 0.55, 0.1: 0.70, 0.001: 0.65})
     assert chosen(done, search) == 0.1
+    assert json.loads(chosen_text(done)) == {"method": [{"name": "fedprox", "proximal_mu": 0.1}]}
     table = har_tuning(done).splitlines()
     assert table[2] == "| FedAvg | - | 60.00 / 46.67 | (reference) |"
     assert table[4] == "| fedprox | proximal_mu=0.1 | 70.00 / 43.33 | **chosen** |"
