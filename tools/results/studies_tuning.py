@@ -18,7 +18,20 @@ from typing import Any
 
 from fedaug.results.store import Run, method_defaults, setting_label
 from tools.campaign.spec import read_campaign
-from tools.results.common import BEST, LAST10, ROOT, STUDIES, UCI_CPU, Archive, fragment, har
+from tools.results.common import (
+    BEST,
+    LAST10,
+    ROOT,
+    STUDIES,
+    UCI_CPU,
+    Archive,
+    fragment,
+    gain_cell,
+    har,
+    paper_gap,
+    seeds_of,
+    try_gain,
+)
 from tools.results.fragments import canonical, markdown_table
 
 GRID = "flea_har_tuning"
@@ -152,3 +165,45 @@ def write() -> None:
     """Writes :data:`CHOSEN` from the archives."""
     CHOSEN.parent.mkdir(parents=True, exist_ok=True)
     CHOSEN.write_text(chosen_text(Archive()))
+
+
+@fragment("har-tuned-gains")
+def har_tuned_gains(archive: Archive) -> str:
+    """Each decided method at the value seed 0 chose, against FedAvg paired by seed on :data:`SETTING`
+    (seed 0 from the search, seeds 1-2 from ``flea_har_tuned_seeds12``), beside the default's gain and the
+    paper's (which tuned its baselines)."""
+    grid = read_campaign(archive.root / "campaign.yaml").grid(GRID)
+    found = searched_runs(archive)
+    fedavg = [r for r in found if r.method == "fedavg" and not r.method_options]
+    rows = []
+    for search in searches(grid.axes["method"]):
+        pick = chosen(archive, search)
+        if pick is None:
+            continue
+        tuned, default = (
+            [
+                r
+                for r in found
+                if r.method == search.method
+                and set(r.method_options) <= {search.option}
+                and r.config.get(f"method.{search.option}") == value
+            ]
+            for value in (pick, search.default)
+        )
+        best, last = (try_gain(tuned, fedavg, m) for m in (BEST, LAST10))
+        rows.append(
+            [
+                f"`{search.method}` {search.option}={pick:g}"
+                + (" (the default)" if pick == search.default else ""),
+                seeds_of(tuned),
+                gain_cell(best, count=True),
+                gain_cell(last, count=True),
+                gain_cell(try_gain(default, fedavg, BEST)),
+                paper_gap(archive, "best_acc", search.method, "fedavg", tuned),
+            ]
+        )
+    if not rows:
+        return "No method's value is chosen yet (each needs a seed-0 run of all its values).\n"
+    header = ["method at the value seed 0 chose", "seeds", "best - FedAvg, paired", "last-10 - FedAvg"]
+    header += ["default's best - FedAvg", "paper, best - FedAvg"]
+    return markdown_table(header, rows)

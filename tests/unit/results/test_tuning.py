@@ -84,3 +84,21 @@ def test_a_run_that_changed_another_option_stands_for_no_value(tmp_path: Path, m
 def test_a_grid_entry_must_search_one_option_per_method(entries: list[object]) -> None:
     with pytest.raises(ValueError, match="flea_har_tuning"):
         searches(entries)
+
+
+def test_the_tuned_row_pairs_the_chosen_value_with_fedavg_over_its_seeds(
+    tmp_path: Path, make_run: MakeRun
+) -> None:
+    from tools.results.studies_tuning import har_tuned_gains
+
+    archive = _studies(tmp_path, make_run, {0.01: 0.55, 0.1: 0.70, 0.001: 0.65})
+    assert har_tuned_gains(archive).startswith("| method at the value seed 0 chose |")
+    # seeds 1-2 of the chosen value and of FedAvg: best 0.70 / 0.72 against FedAvg's 0.60 / 0.61
+    for seed, (ours, base) in {1: (0.70, 0.60), 2: (0.72, 0.61)}.items():
+        make_run(tmp_path / "flea_har_tuning" / "runs", method="fedprox", seed=seed,
+                 options={"proximal_mu": 0.1}, accs=[0.20, ours, 0.40])  # fmt: skip
+        make_run(tmp_path / "baselines_har" / "runs", method="fedavg", seed=seed, accs=[0.30, base, 0.50])
+    row = har_tuned_gains(Archive(tmp_path)).splitlines()[2]
+    # best gains +10, +10, +11 (seeds 0-2); the default's seed 0: 55 - 60
+    assert row.startswith("| `fedprox` proximal_mu=0.1 | seeds 0-2 | +10.33 ± 0.58, 3 of 3 seeds |")
+    assert "| -5.00 |" in row
