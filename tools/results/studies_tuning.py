@@ -18,28 +18,16 @@ from typing import Any
 
 from fedaug.results.store import Run, method_defaults, setting_label
 from tools.campaign.spec import read_campaign
-from tools.results.common import (
-    BEST,
-    LAST10,
-    ROOT,
-    STUDIES,
-    UCI_CPU,
-    Archive,
-    fragment,
-    gain_cell,
-    har,
-    paper_gap,
-    seeds_of,
-    try_gain,
-)
+from tools.results import common
+from tools.results.common import BEST, LAST10, Archive, fragment, har
 from tools.results.fragments import canonical, markdown_table
 
 GRID = "flea_har_tuning"
 """The campaign grid of the seed-0 search."""
 SETTING = har("Qua(2)")
-SEARCH_STUDIES = ("flea_har_tuning/runs", *UCI_CPU, "flea_table1_har/runs")
+SEARCH_STUDIES = ("flea_har_tuning/runs", *common.UCI_CPU, "flea_table1_har/runs")
 """Where the search's runs lie: its own, then the table studies that hold each default's seed 0."""
-CHOSEN = STUDIES / "flea_har_tuning" / "chosen.json"
+CHOSEN = common.STUDIES / "flea_har_tuning" / "chosen.json"
 """The chosen values as a grid axis (``{"method": [{name: ..., option: value}, ...]}``, the methods decided
 so far), which the campaign's ``flea_har_tuned_seeds12`` grid reads (``axes_from``) to run on seeds 1-2."""
 
@@ -158,7 +146,7 @@ def stale() -> list[str]:
     text = chosen_text(Archive())
     if CHOSEN.is_file() and CHOSEN.read_text() == text:
         return []
-    return [f"{CHOSEN.relative_to(ROOT)}: differs from the values the archived seed-0 search chooses"]
+    return [f"{CHOSEN.relative_to(common.ROOT)}: differs from the values the archived seed-0 search chooses"]
 
 
 def write() -> None:
@@ -190,16 +178,16 @@ def har_tuned_gains(archive: Archive) -> str:
             ]
             for value in (pick, search.default)
         )
-        best, last = (try_gain(tuned, fedavg, m) for m in (BEST, LAST10))
+        best, last = (common.try_gain(tuned, fedavg, m) for m in (BEST, LAST10))
         rows.append(
             [
                 f"`{search.method}` {search.option}={pick:g}"
                 + (" (the default)" if pick == search.default else ""),
-                seeds_of(tuned),
-                gain_cell(best, count=True),
-                gain_cell(last, count=True),
-                gain_cell(try_gain(default, fedavg, BEST)),
-                paper_gap(archive, "best_acc", search.method, "fedavg", tuned),
+                common.seeds_of(tuned),
+                common.gain_cell(best, count=True),
+                common.gain_cell(last, count=True),
+                common.gain_cell(common.try_gain(default, fedavg, BEST)),
+                common.paper_gap(archive, "best_acc", search.method, "fedavg", tuned),
             ]
         )
     if not rows:
