@@ -17,9 +17,11 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
-LIMIT_MIB = 36.0
-"""The device tool's 64 MiB, less 28 MiB for carried data (the CIFAR-10 JPEG copy: 19 MiB) and a session's
-untracked files."""
+LIMIT_MIB = 38.0
+"""The device tool's 64 MiB, less 26 MiB: the largest data a grid carries (the CIFAR-10 JPEG copy, 18.5 MiB)
+and 7.5 MiB for a session's untracked files. The campaign checks the real sum before it starts a lent
+machine (``tools.campaign.run.data_step``: tree plus carried data against the 64 MiB); this limit keeps the
+tracked tree from eating that room unnoticed."""
 
 
 def tracked_sizes(root: Path) -> dict[str, int]:
