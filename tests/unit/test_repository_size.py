@@ -16,12 +16,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tools.campaign.size import CHECKOUT_LIMIT_MIB, checkout_bytes
 
-LIMIT_MIB = 38.0
-"""The device tool's 64 MiB, less 26 MiB: the largest data a grid carries (the CIFAR-10 JPEG copy, 18.5 MiB)
-and 7.5 MiB for a session's untracked files. The campaign checks the real sum before it starts a lent
-machine (``tools.campaign.run.data_step``: tree plus carried data against the 64 MiB); this limit keeps the
-tracked tree from eating that room unnoticed."""
+LIMIT_MIB = CHECKOUT_LIMIT_MIB
+"""The limit (:data:`tools.campaign.size.CHECKOUT_LIMIT_MIB`, which says why it is what it is)."""
 
 
 def tracked_sizes(root: Path) -> dict[str, int]:
@@ -50,3 +48,37 @@ def test_the_tracked_tree_fits_a_gpu_machine_with_room_to_spare() -> None:
         "`fedaug archive` (it gzips their lines); commit fewer or smaller figures "
         "(python scripts/shrink_pngs.py), no PDF copies."
     )
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_the_import_line_counts_tracked_and_new_files_and_says_when_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tools.campaign import size
+
+    # Prepare: a checkout with a tracked file of 1 MiB, a new one of 2 MiB and an ignored one of 4 MiB
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text("ignored.bin\n")
+    for name, mib in (("tracked.bin", 1), ("new.bin", 2), ("ignored.bin", 4)):
+        (tmp_path / name).write_bytes(b"\0" * (mib * 2**20))
+    subprocess.run(["git", "-C", str(tmp_path), "add", "tracked.bin", ".gitignore"], check=True)
+    studies = tmp_path / "studies"
+    studies.mkdir()
+    # Act / Assert: the tracked file, then with the new one (never the ignored one)
+    extra = len("ignored.bin\n")
+    assert checkout_bytes(studies, untracked=False) == 2**20 + extra
+    assert checkout_bytes(studies) == 3 * 2**20 + extra
+    assert (
+        size.checkout_line(studies)
+        == f"the checkout holds 3.0 MiB (tracked and new files) of the {LIMIT_MIB:g} MiB it may"
+    )
+    monkeypatch.setattr(size, "CHECKOUT_LIMIT_MIB", 2.5)
+    line = size.checkout_line(studies)
+    assert (
+        line is not None
+        and line.startswith("the checkout holds 3.0 MiB")
+        and ": over, so the tests fail" in line
+    )
+    outside = tmp_path.parent / f"{tmp_path.name}_plain"
+    outside.mkdir()
+    assert checkout_bytes(outside) is None and size.checkout_line(outside) is None  # not a checkout

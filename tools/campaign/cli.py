@@ -72,12 +72,15 @@ def _plan_lines(args: argparse.Namespace) -> list[str]:
 
 def cmd_campaign_import(args: argparse.Namespace) -> int:
     from tools.campaign.importer import import_archives
+    from tools.campaign.size import checkout_line
     from tools.campaign.spec import read_campaign
 
-    for path in import_archives(
-        read_campaign(args.campaign), Path(args.folder), runs_dir=Path(args.runs_dir)
-    ):
+    campaign = read_campaign(args.campaign)
+    for path in import_archives(campaign, Path(args.folder), runs_dir=Path(args.runs_dir)):
         print(f"wrote {path}")
+    line = checkout_line(campaign.studies)
+    if line is not None:
+        print(line)
     return 0
 
 
