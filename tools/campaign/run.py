@@ -66,7 +66,9 @@ class BudgetExpired(BaseException):
 class BudgetSchedule(Schedule):
     """A :class:`Schedule` that starts no point whose estimated cost would end it after ``deadline``
     (``clock`` seconds); such points are left in :attr:`not_started`, the others' run dirs are in
-    :attr:`started`."""
+    :attr:`started`. With ``refill``, a schedule that has handed out its points asks it for more when a
+    worker is free (``--advance``: the next runs that fit the time left, so that a core whose run ended early
+    does not wait for the other cores' runs); an empty answer ends the refills."""
 
     def __init__(
         self,
@@ -74,20 +76,29 @@ class BudgetSchedule(Schedule):
         cost: Callable[[SweepPoint], float],
         deadline: float,
         clock: Callable[[], float] = time.monotonic,
+        refill: Callable[[], Sequence[SweepPoint]] | None = None,
     ) -> None:
         super().__init__(points)
         self._estimate, self._deadline, self._clock = cost, deadline, clock
+        self._refill = refill
         self.not_started: list[SweepPoint] = []
         self.started: set[Path] = set()
 
     def next(self) -> SweepPoint | None:
-        while (point := super().next()) is not None:
-            if self._clock() + self._estimate(point) <= self._deadline:
-                self.started.add(point.run_dir)
-                return point
-            logger.info("not started (would end after the budget): %s", point.run_dir)
-            self.not_started.append(point)
-        return None
+        while True:
+            while (point := super().next()) is not None:
+                if self._clock() + self._estimate(point) <= self._deadline:
+                    self.started.add(point.run_dir)
+                    return point
+                logger.info("not started (would end after the budget): %s", point.run_dir)
+                self.not_started.append(point)
+            if self._refill is None or self.waits_for():  # held-back points: their FedAvg runs are going
+                return None
+            more = self._refill()
+            if not more:
+                self._refill = None  # the time left only shrinks: nothing later will fit either
+                return None
+            self.add(more)
 
 
 @contextlib.contextmanager
@@ -273,12 +284,27 @@ def _run(
     chosen: list[Pending] = []
     started: set[Path] = set()
     stopped, errors = False, {}
-    while not stopped and (advance or not chosen):  # --advance: time runs leave, the next pass fills
+
+    def choose(workers: int) -> list[Pending]:
+        """The next runs for ``workers`` free workers in the time left, from those not chosen yet."""
         left = budget - (time.monotonic() - start)
         picked = {c.point.run_dir for c in chosen}
         rest = [replace(s, pending=[p for p in s.pending if p.point.run_dir not in picked]) for s in states]
         taken = {c.grid.study for c in chosen}
-        batch = select(rest, left, at_once, skip, max_archives, advance, taken) if left > 0 else []
+        batch = select(rest, left, workers, skip, max_archives, advance, taken) if left > 0 else []
+        chosen.extend(batch)
+        return batch
+
+    def refill() -> list[Pending]:  # a worker is free and the pass has handed out its runs
+        batch = choose(1)
+        if batch:
+            logger.info("a worker is free and time is left: choosing again (%d runs)", len(batch))
+        return batch
+
+    while not stopped and (advance or not chosen):  # --advance: time runs leave, the next pass fills
+        left = budget - (time.monotonic() - start)
+        before = bool(chosen)
+        batch = choose(at_once)
         if not batch:
             if not chosen:
                 logger.info(
@@ -288,10 +314,10 @@ def _run(
                     format_duration(left),
                 )
             break
-        if chosen:
+        if before:
             logger.info("time left after the runs chosen so far: choosing again")
-        chosen += batch
-        stopped, failed, ran = _pass(batch, campaign, budget, start, at_once, device, left)
+        more = refill if advance else None
+        stopped, failed, ran = _pass(batch, campaign, budget, start, at_once, device, left, more)
         errors.update(failed)
         started |= ran
     archives = write_archives(chosen, campaign, out)
@@ -313,13 +339,26 @@ def _pass(
     at_once: int,
     device: str,
     left: float,
+    refill: Callable[[], list[Pending]] | None = None,
 ) -> tuple[bool, dict[Path, str], set[Path]]:
     """Runs ``chosen`` (longest first, the advancing one last) until they end or the budget does; returns
-    whether the budget stopped it, the failed runs' errors and the run dirs it started."""
-    costs = {c.point.run_dir: 0.0 if c.advances else c.cost or 0.0 for c in chosen}  # advancing: started last
-    for item in chosen:
-        if item.advances:
-            logger.info("advancing (stops at the budget, resumes next time): %s", item.point.run_dir)
+    whether the budget stopped it, the failed runs' errors and the run dirs it started. ``refill``: asked for
+    more runs when a worker is free and ``chosen`` are all handed out (:class:`BudgetSchedule`)."""
+    costs: dict[Path, float] = {}
+    points: list[SweepPoint] = []
+
+    def ordered(batch: Sequence[Pending]) -> list[SweepPoint]:
+        """``batch``'s points, longest first and the advancing one last (its cost counts as 0)."""
+        costs.update({c.point.run_dir: 0.0 if c.advances else c.cost or 0.0 for c in batch})
+        for item in batch:
+            if item.advances:
+                logger.info("advancing (stops at the budget, resumes next time): %s", item.point.run_dir)
+        found = [c.point for c in sorted(batch, key=lambda c: -costs[c.point.run_dir])]  # stable: list order
+        points.extend(found)  # the sweep's progress lines count the runs added
+        return found
+
+    more = None if refill is None else lambda: ordered(refill())
+    first = ordered(chosen)
     logger.info(
         "campaign %s on %s, %d at once: %d runs selected, about %s of the %s budget left",
         campaign.path,
@@ -329,12 +368,11 @@ def _pass(
         format_duration(makespan(list(costs.values()), at_once)),
         format_duration(left),
     )
-    order = sorted(chosen, key=lambda c: -costs[c.point.run_dir])  # longest first (stable: list order)
-    schedule = BudgetSchedule([c.point for c in order], lambda p: costs[p.run_dir], start + budget)
+    schedule = BudgetSchedule(first, lambda p: costs[p.run_dir], start + budget, refill=more)
     stopped, errors = False, {}
     try:
         with hard_stop(start + budget - time.monotonic()):
-            result = run_sweep([c.point for c in order], workers=at_once, heartbeat=60.0, schedule=schedule)
+            result = run_sweep(points, workers=at_once, heartbeat=60.0, schedule=schedule)
         errors = dict(result.failures) if result is not None else {}
     except BudgetExpired:
         stopped = True

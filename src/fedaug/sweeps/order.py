@@ -60,13 +60,21 @@ class Schedule:
 
     def __init__(self, points: Sequence[SweepPoint], cost: Cost | None = None) -> None:
         self._cost = cost
-        in_sweep = {p.run_dir for p in points}
         self._ready: deque[SweepPoint] = deque()
         self._released: deque[SweepPoint] = deque()
         self._waiting: dict[Path, list[SweepPoint]] = {}
+        self._in_sweep: set[Path] = set()
+        self._ended: set[Path] = set()
+        self.add(points)
+
+    def add(self, points: Sequence[SweepPoint]) -> None:
+        """Adds ``points`` after those given so far: a point that branches from a FedAvg point of the sweep
+        that has not ended waits for it."""
+        self._in_sweep |= {p.run_dir for p in points}
         for point in points:
             source = branch_source(point.config)
-            if source is not None and source in in_sweep and source != point.run_dir:
+            waits = source is not None and source != point.run_dir and source not in self._ended
+            if waits and source in self._in_sweep:
                 self._waiting.setdefault(source, []).append(point)
             else:
                 self._ready.append(point)
@@ -95,6 +103,7 @@ class Schedule:
         return point
 
     def ended(self, point: SweepPoint) -> None:
+        self._ended.add(point.run_dir)
         self._released.extend(self._waiting.pop(point.run_dir, []))
 
 

@@ -26,7 +26,7 @@ import logging
 import multiprocessing
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -378,7 +378,8 @@ def run_sweep(
     running: dict[Future[Outcome], SweepPoint] = {}
     try:
         with sigterm_as_interrupt():
-            _run_pool(pool, running, schedule, result, workers, heartbeat, len(points), devices=devices)
+            total = points.__len__  # a schedule may add to ``points`` as it goes (the campaign's refill)
+            _run_pool(pool, running, schedule, result, workers, heartbeat, total, devices=devices)
     except BaseException:
         stopped = terminate_workers(pool)  # their runs resume from their last round's checkpoint
         logger.warning("sweep stopped: %d worker(s) terminated, %d run(s) unfinished", stopped, len(running))
@@ -394,11 +395,12 @@ def _run_pool(
     result: SweepResult,
     workers: int,
     heartbeat: float,
-    total: int,
+    total: int | Callable[[], int],
     *,
     devices: Sequence[str] = (),
 ) -> None:
-    """Hands the schedule's points to ``pool``'s workers until every point has ended.
+    """Hands the schedule's points to ``pool``'s workers until every point has ended (``total``: the
+    sweep's size for the progress lines, or a function giving it, for a schedule that adds points).
 
     A run that runs out of device memory while other runs share the device is put back, up to
     :data:`OUT_OF_MEMORY_RETRIES` times, and from then on the sweep runs no more runs at once than were left
@@ -440,7 +442,7 @@ def _run_pool(
                 )
                 continue
             done += 1
-            _record(result, point, outcome, done, total)
+            _record(result, point, outcome, done, total() if callable(total) else total)
             schedule.ended(point)
 
 

@@ -245,6 +245,27 @@ def test_budget_schedule_starts_only_what_ends_before_the_deadline(tmp_path: Pat
     assert schedule.not_started == [points[0]]
 
 
+def test_a_budget_schedule_asks_for_more_when_a_worker_is_free_and_stops_asking_when_none_fit(
+    tmp_path: Path,
+) -> None:
+    points = [SweepPoint(load_config([SMOKE], [f"seed={k}"]), tmp_path / str(k), {}) for k in range(4)]
+    costs = {p.run_dir: 10.0 for p in points}
+    answers = [[points[1], points[2]], [points[3]], []]
+    asked: list[int] = []
+
+    def refill() -> list[SweepPoint]:
+        asked.append(1)
+        return answers.pop(0)
+
+    schedule = BudgetSchedule(points[:1], lambda p: costs[p.run_dir], 100.0, lambda: 0.0, refill=refill)
+    # Act: a worker asks five times (two workers, each asking again as its run ends)
+    handed = [schedule.next() for _ in range(5)]
+    # Assert: its own point, then the refills' in order; the empty answer ends the asking
+    assert handed == [points[0], points[1], points[2], points[3], None]
+    assert len(asked) == 3 and schedule.next() is None and len(asked) == 3
+    assert schedule.started == {p.run_dir for p in points}
+
+
 def test_makespan_hands_the_longest_first_to_the_free_slot() -> None:
     assert makespan([3, 5, 3, 4, 3], 2) == 10.0  # 5 | 4, then 3 -> 7, 3 -> 8, 3 -> 10
     assert makespan([], 4) == 0.0 and makespan([7.0], 16) == 7.0
@@ -575,5 +596,6 @@ def test_advance_chooses_again_when_the_runs_end_before_the_budget(studies: Path
     ]
     assert summary["archives"] == ["tiny.tar.gz", "group__second.tar.gz"] and not summary["stopped_at_budget"]
     log = (tmp_path / "out" / "campaign.log").read_text()
-    assert log.count("choosing again") == 1 and log.count("runs selected") == 2
+    # the first pass's schedule asked for more when its runs were handed out: one selection, one refill
+    assert log.count("choosing again") == 1 and log.count("runs selected") == 1
     assert sum(n.endswith("summary.json") for n in _members(tmp_path / "out" / "tiny.tar.gz")) == 3

@@ -36,6 +36,25 @@ def test_branching_point_waits_for_its_fedavg_point_then_comes_first(tmp_path: P
     assert schedule.next() is None
 
 
+def test_points_added_later_wait_for_a_fedavg_point_still_going_not_for_one_that_ended(
+    tmp_path: Path,
+) -> None:
+    zdas, fedavg = sweep_points(tmp_path, f"[{ZDAS}, fedavg]")
+    # added after FedAvg was handed out, before it ended: ZDAS waits for it
+    going = Schedule([fedavg])
+    assert going.next() is fedavg
+    going.add([zdas])
+    assert going.waits_for() == {zdas.run_dir: fedavg.run_dir} and going.next() is None
+    going.ended(fedavg)
+    assert going.next() is zdas
+    # added after FedAvg ended: ready at once
+    done = Schedule([fedavg])
+    assert done.next() is fedavg
+    done.ended(fedavg)
+    done.add([zdas])
+    assert done.waits_for() == {} and done.next() is zdas
+
+
 def test_without_branching_or_without_its_fedavg_point_nothing_waits(tmp_path: Path) -> None:
     zdas, fedavg = sweep_points(tmp_path, f"[{ZDAS}, fedavg]", "engine.branch_from_fedavg=false")
     assert branch_source(zdas.config) is None
