@@ -67,14 +67,14 @@ def searches(grid_method: Sequence[Any]) -> list[Search]:
     return result
 
 
-def searched_runs(archive: Archive) -> list[Run]:
-    """The runs of :data:`SETTING` archived in :data:`SEARCH_STUDIES` (a study not archived yet: none)."""
+def searched_runs(archive: Archive, setting: str = SETTING) -> list[Run]:
+    """The runs of ``setting`` archived in :data:`SEARCH_STUDIES` (a study not archived yet: none)."""
     return [
         run
         for study in SEARCH_STUDIES
         if (archive.root / study).is_dir()
         for run in archive.study(study)
-        if setting_label(run.config) == SETTING
+        if setting_label(run.config) == setting
     ]
 
 
@@ -155,19 +155,41 @@ def write() -> None:
     CHOSEN.write_text(chosen_text(Archive()))
 
 
+TUNED_SPLITS = ("Qua(2)", "Dir(0.3)", "Dir(0.1)")
+"""The K = 75 splits the chosen values run on: Qua(2), where seed 0 chose them (seeds 1-2:
+``flea_har_tuned_seeds12``), and the rest of FLea Table 1's column (``flea_table1_har_tuned``)."""
+
+
 @fragment("har-tuned-gains")
 def har_tuned_gains(archive: Archive) -> str:
-    """Each decided method at the value seed 0 chose, against FedAvg paired by seed on :data:`SETTING`
-    (seed 0 from the search, seeds 1-2 from ``flea_har_tuned_seeds12``), beside the default's gain and the
-    paper's (which tuned its baselines)."""
+    """Each decided method at the value seed 0 chose on Qua(2), against FedAvg paired by seed on every split
+    it has runs of, beside the default's gain and the paper's (which tuned its baselines)."""
     grid = read_campaign(archive.root / "campaign.yaml").grid(GRID)
-    found = searched_runs(archive)
+    picks = [(search, chosen(archive, search)) for search in searches(grid.axes["method"])]
+    rows = []
+    for split in TUNED_SPLITS:
+        found = searched_runs(archive, har(split))
+        rows += _tuned_rows(archive, split, found, [(s, p) for s, p in picks if p is not None])
+    if not rows:
+        return "No method's value is chosen yet (each needs a seed-0 run of all its values).\n"
+    header = [
+        "method at the value seed 0 chose",
+        "split",
+        "seeds",
+        "best - FedAvg, paired",
+        "last-10 - FedAvg",
+    ]
+    header += ["default's best - FedAvg", "paper, best - FedAvg"]
+    return markdown_table(header, rows)
+
+
+def _tuned_rows(
+    archive: Archive, split: str, found: Sequence[Run], picks: Sequence[tuple[Search, Any]]
+) -> list[list[str]]:
+    """One split's rows: each chosen value with runs there (on Qua(2) always: its seed 0 is the search's)."""
     fedavg = [r for r in found if r.method == "fedavg" and not r.method_options]
     rows = []
-    for search in searches(grid.axes["method"]):
-        pick = chosen(archive, search)
-        if pick is None:
-            continue
+    for search, pick in picks:
         tuned, default = (
             [
                 r
@@ -178,11 +200,14 @@ def har_tuned_gains(archive: Archive) -> str:
             ]
             for value in (pick, search.default)
         )
+        if not tuned and split != TUNED_SPLITS[0]:
+            continue
         best, last = (common.try_gain(tuned, fedavg, m) for m in (BEST, LAST10))
         rows.append(
             [
                 f"`{search.method}` {search.option}={pick:g}"
                 + (" (the default)" if pick == search.default else ""),
+                split,
                 common.seeds_of(tuned),
                 common.gain_cell(best, count=True),
                 common.gain_cell(last, count=True),
@@ -190,8 +215,4 @@ def har_tuned_gains(archive: Archive) -> str:
                 common.paper_gap(archive, "best_acc", search.method, "fedavg", tuned),
             ]
         )
-    if not rows:
-        return "No method's value is chosen yet (each needs a seed-0 run of all its values).\n"
-    header = ["method at the value seed 0 chose", "seeds", "best - FedAvg, paired", "last-10 - FedAvg"]
-    header += ["default's best - FedAvg", "paper, best - FedAvg"]
-    return markdown_table(header, rows)
+    return rows

@@ -100,5 +100,12 @@ def test_the_tuned_row_pairs_the_chosen_value_with_fedavg_over_its_seeds(
         make_run(tmp_path / "baselines_har" / "runs", method="fedavg", seed=seed, accs=[0.30, base, 0.50])
     row = har_tuned_gains(Archive(tmp_path)).splitlines()[2]
     # best gains +10, +10, +11 (seeds 0-2); the default's seed 0: 55 - 60
-    assert row.startswith("| `fedprox` proximal_mu=0.1 | seeds 0-2 | +10.33 ± 0.58, 3 of 3 seeds |")
+    assert row.startswith("| `fedprox` proximal_mu=0.1 | Qua(2) | seeds 0-2 | +10.33 ± 0.58, 3 of 3 seeds |")
     assert "| -5.00 |" in row
+    # a split the chosen value has no runs on yet has no row; once it has, it gets one
+    assert len(har_tuned_gains(Archive(tmp_path)).splitlines()) == 3
+    make_run(tmp_path / "flea_har_tuning" / "runs", method="fedprox", partition="dir0.3",
+             options={"proximal_mu": 0.1}, accs=[0.20, 0.70, 0.40])  # fmt: skip
+    make_run(tmp_path / "baselines_har" / "runs", method="fedavg", partition="dir0.3", accs=[0.30, 0.65, 0.5])
+    rows = har_tuned_gains(Archive(tmp_path)).splitlines()
+    assert len(rows) == 4 and rows[3].startswith("| `fedprox` proximal_mu=0.1 | Dir(0.3) | seed 0 |")
