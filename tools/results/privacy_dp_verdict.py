@@ -66,6 +66,8 @@ class Row:
     accuracy: Gain | None
     mse: Gain | None
     context: tuple[float, float] | None
+    censored: tuple[bool, bool] = (False, False)
+    """Whether a seed's context attack never reached 90% (its count is the largest size tried: a bound)."""
 
     @property
     def accurate(self) -> bool | None:
@@ -101,9 +103,10 @@ def _mse(reports: Reports, run: Run, fedmix: bool) -> float | None:
     return min(r.mse for r in mine if r.round == latest)
 
 
-def _context(reports: Reports, run: Run) -> float | None:
+def _context(reports: Reports, run: Run) -> tuple[float, bool] | None:
+    """Samples the context attack needed for 90% on ``run`` and whether it never got there (a bound)."""
     found = [r for r in reports.context if r.run == run_key(run.path)]
-    return found[-1].bound if found else None
+    return (found[-1].bound, found[-1].needed is None) if found else None
 
 
 def _paired(values: Mapping[int, float | None], other: Mapping[int, float | None]) -> Gain | None:
@@ -136,9 +139,22 @@ def rows(studies: Path, dataset: Dataset) -> list[Row]:
             )
             ours = [c for r in flea.values() if (c := _context(reports, r)) is not None]
             theirs = [c for r in fedmix.values() if (c := _context(reports, r)) is not None]
-            context = (statistics.fmean(ours), statistics.fmean(theirs)) if ours and theirs else None
-            found.append(Row(f"FLea layer {layer}, epsilon {eps}", accuracy, mse, context))
+            context, censored = None, (False, False)
+            if ours and theirs:
+                context = (statistics.fmean(c for c, _ in ours), statistics.fmean(c for c, _ in theirs))
+                censored = (any(b for _, b in ours), any(b for _, b in theirs))
+            found.append(Row(f"FLea layer {layer}, epsilon {eps}", accuracy, mse, context, censored))
     return found
+
+
+def _samples(row: Row) -> str:
+    """``3000 vs >=10000``: the mean samples for 90% over seeds, ``>=`` where a seed never got there."""
+    if row.context is None:
+        return "-"
+    ours, theirs = (
+        "≥" * flag + f"{value:.0f}" for value, flag in zip(row.context, row.censored, strict=True)
+    )
+    return f"{ours} vs {theirs}"
 
 
 def _claim(value: bool | None) -> str:
@@ -168,7 +184,7 @@ def verdict(studies: Path) -> str:
                 _gain(row.accuracy, 2),
                 _claim(row.accurate),
                 _gain(row.mse, 4),
-                "-" if row.context is None else f"{row.context[0]:.0f} vs {row.context[1]:.0f}",
+                _samples(row),
                 _claim(row.private),
             ]
             for row in found

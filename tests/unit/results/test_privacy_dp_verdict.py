@@ -124,3 +124,17 @@ def test_none_once_every_setting_is_decided_and_none_qualifies(
     monkeypatch.setattr(module, "LAYERS", (1,))
     monkeypatch.setattr(module, "EPSILONS", ("4",))  # the one setting: more private, less accurate
     assert "**None**: none of the 1 Fashion-MNIST settings" in module.verdict(studies)
+
+
+def test_a_context_attack_that_never_reached_90_percent_is_shown_as_a_bound(studies: Path) -> None:
+    for path in (studies / "privacy_dp" / "attacks").glob(
+        "fmnist/privacy_dp_fmnist_l1_eps4/*/context/context.json"
+    ):
+        report = json.loads(path.read_text())
+        label = report["targets"][0]["label"]
+        report["accuracy"] = {label: {"100": [0.5], "3000": [0.7]}}
+        report["needed_for_90"] = {label: None}
+        path.write_text(json.dumps(report))
+    row = next(r for r in module.rows(studies, DATASET) if r.setting == "FLea layer 1, epsilon 4")
+    assert row.context == (3000.0, 300.0) and row.censored == (True, False)
+    assert "| ≥3000 vs 300 |" in module.verdict(studies)
