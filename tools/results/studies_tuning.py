@@ -78,18 +78,22 @@ def searched_runs(archive: Archive, setting: str = SETTING) -> list[Run]:
     ]
 
 
-def seed0_run(archive: Archive, search: Search, value: Any) -> Run | None:
-    """The seed-0 run of ``search.method`` with ``search.option`` at ``value`` and every other option at
-    its default, in :data:`SETTING` (the reference CPU's where two CPUs ran it)."""
-    runs = [
+def at_value(runs: Sequence[Run], search: Search, value: Any) -> list[Run]:
+    """The runs of ``search.method`` with ``search.option`` at ``value`` and every other option at its
+    default."""
+    return [
         run
-        for run in searched_runs(archive)
+        for run in runs
         if run.method == search.method
-        and run.seed == 0
         and set(run.method_options) <= {search.option}
         and run.config.get(f"method.{search.option}") == value
     ]
-    return canonical(runs).get(0)
+
+
+def seed0_run(archive: Archive, search: Search, value: Any) -> Run | None:
+    """The seed-0 run of ``search`` at ``value`` (:func:`at_value`) in :data:`SETTING` (the reference CPU's
+    where two CPUs ran it)."""
+    return canonical(r for r in at_value(searched_runs(archive), search, value) if r.seed == 0).get(0)
 
 
 def chosen(archive: Archive, search: Search) -> Any | None:
@@ -190,16 +194,7 @@ def _tuned_rows(
     fedavg = [r for r in found if r.method == "fedavg" and not r.method_options]
     rows = []
     for search, pick in picks:
-        tuned, default = (
-            [
-                r
-                for r in found
-                if r.method == search.method
-                and set(r.method_options) <= {search.option}
-                and r.config.get(f"method.{search.option}") == value
-            ]
-            for value in (pick, search.default)
-        )
+        tuned, default = (at_value(found, search, value) for value in (pick, search.default))
         if not tuned and split != TUNED_SPLITS[0]:
             continue
         best, last = (common.try_gain(tuned, fedavg, m) for m in (BEST, LAST10))
