@@ -32,6 +32,7 @@ def cmd_campaign_run(args: argparse.Namespace) -> int:
         overrides=args.overrides,
         max_archives=args.max_archives,
         advance=args.advance,
+        choose_once=args.choose_once,
     )
     runs = summary["runs"]
     finished = sum(r["status"] == "finished" for r in runs)
@@ -167,8 +168,15 @@ def add_campaign_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         "--advance",
         action="store_true",
         help="also start the next run that cannot finish in the budget, last: it stops at the budget and "
-        "resumes next time (moves a run longer than any one session on; it is archived once finished); "
-        "when the runs end before the budget, the next ones are chosen and started: the cores stay busy",
+        "resumes next time (moves a run longer than any one session on; it is archived once finished). "
+        "Only where --runs-dir outlives the command: on a machine that starts fresh each session, the "
+        "cut run's rounds are lost with it",
+    )
+    run.add_argument(
+        "--choose-once",
+        action="store_true",
+        help="run only the runs chosen at the start (the list --dry-run prints), also when they end "
+        "sooner than estimated (default: a free worker takes the next runs that fit the time left)",
     )
     run.set_defaults(func=cmd_campaign_run)
     imp = verbs.add_parser(

@@ -67,8 +67,8 @@ class BudgetSchedule(Schedule):
     """A :class:`Schedule` that starts no point whose estimated cost would end it after ``deadline``
     (``clock`` seconds); such points are left in :attr:`not_started`, the others' run dirs are in
     :attr:`started`. With ``refill``, a schedule that has handed out its points asks it for more when a
-    worker is free (``--advance``: the next runs that fit the time left, so that a core whose run ended early
-    does not wait for the other cores' runs); an empty answer ends the refills."""
+    worker is free (the next runs that fit the time left, so that a core whose run ended early does not
+    wait for the other cores' runs); an empty answer ends the refills."""
 
     def __init__(
         self,
@@ -215,10 +215,12 @@ def run_campaign(
     overrides: Sequence[str] = (),
     max_archives: int = MAX_STUDIES,
     advance: bool = False,
+    choose_once: bool = False,
 ) -> dict[str, Any]:
     """Runs the campaign's next runs within ``budget`` seconds (module docstring); returns the summary.
-    ``advance``: also the next run that cannot finish in it, until the budget ends (:func:`select`); and
-    when the chosen runs end before the budget (sooner than estimated), choose again from what is left.
+    When the chosen runs end before the budget (sooner than estimated), it chooses again from what is left
+    (``choose_once``: it runs only what it chose at the start, the list ``--dry-run`` prints).
+    ``advance``: also the next run that cannot finish in it, until the budget ends (:func:`select`).
     ``max_archives``: at most this many studies (one archive each) are run, so that files written beside
     ``out``'s (a speed probe's) still fit in what a lent machine returns.
 
@@ -252,7 +254,9 @@ def run_campaign(
     try:
         summary = _run(
             campaign,
-            *(states, budget, start, kind, at_once, out, runs_dir, data_dir, device, max_archives, advance),
+            *(states, budget, start, kind, at_once, out, runs_dir, data_dir, device, max_archives),
+            advance=advance,
+            choose_once=choose_once,
         )
         return {**summary, "host_probe_s": probe}
     finally:
@@ -278,7 +282,9 @@ def _run(
     data_dir: Path,
     device: str,
     max_archives: int,
+    *,
     advance: bool,
+    choose_once: bool,
 ) -> dict[str, Any]:
     skip, data = data_step(states, data_dir, tree_bytes(Path.cwd(), [runs_dir, data_dir, out]))
     chosen: list[Pending] = []
@@ -301,7 +307,8 @@ def _run(
             logger.info("a worker is free and time is left: choosing again (%d runs)", len(batch))
         return batch
 
-    while not stopped and (advance or not chosen):  # --advance: time runs leave, the next pass fills
+    # time the runs leave (they ended sooner than estimated): the refills and the next pass fill it
+    while not stopped and not (choose_once and chosen):
         left = budget - (time.monotonic() - start)
         before = bool(chosen)
         batch = choose(at_once)
@@ -316,7 +323,7 @@ def _run(
             break
         if before:
             logger.info("time left after the runs chosen so far: choosing again")
-        more = refill if advance else None
+        more = None if choose_once else refill
         stopped, failed, ran = _pass(batch, campaign, budget, start, at_once, device, left, more)
         errors.update(failed)
         started |= ran

@@ -77,11 +77,13 @@ def studies(tmp_path: Path) -> Path:
 
 
 def _run(studies: Path, tmp_path: Path, out: str, budget: str) -> int:
+    """``campaign run --choose-once``: the runs the budget holds by their estimates, however fast they end
+    (a test's runs take seconds against estimates of minutes)."""
     return main(
         [
             "campaign", "run", "--campaign", str(studies / "campaign.yaml"), "--budget", budget,
             "--device", "cpu", "--out", str(tmp_path / out), "--runs-dir", str(tmp_path / "runs"),
-            "--data-dir", str(tmp_path / "data"),
+            "--data-dir", str(tmp_path / "data"), "--choose-once",
         ]
     )  # fmt: skip
 
@@ -581,11 +583,10 @@ def test_select_with_advance_adds_the_first_point_that_does_not_fit_and_stops() 
     assert [(c.point, c.advances) for c in chosen] == [(0, False), (1, False), (2, True)]
 
 
-def test_advance_chooses_again_when_the_runs_end_before_the_budget(studies: Path, tmp_path: Path) -> None:
-    # 400-s estimates, a 500-s budget: the first pass takes seed 0 and advances seed 1; both end in seconds,
-    # so the command chooses again (seed 2, then the second grid advancing) rather than leave the core idle
-    args = ["campaign", "run", "--campaign", str(studies / "campaign.yaml"), "--budget", "500", "--advance"]
-    args += ["--device", "cpu", "--out", str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs")]
+def _tiny_campaign(studies: Path, tmp_path: Path, *flags: str) -> tuple[dict[str, Any], str]:
+    """Runs the fixture's campaign on the CPU with ``flags``; its summary and log."""
+    args = ["campaign", "run", "--campaign", str(studies / "campaign.yaml"), *flags, "--device", "cpu"]
+    args += ["--out", str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs")]
     assert main([*args, "--data-dir", str(tmp_path / "data")]) == 0
     summary = json.loads((tmp_path / "out" / "campaign_summary.json").read_text())
     assert [(r["grid"], Path(r["path"]).name, r["status"]) for r in summary["runs"]] == [
@@ -594,8 +595,24 @@ def test_advance_chooses_again_when_the_runs_end_before_the_budget(studies: Path
         ("tiny", "seed2", "finished"),
         ("second", "seed0", "finished"),
     ]
+    return summary, (tmp_path / "out" / "campaign.log").read_text()
+
+
+def test_without_advance_a_command_still_chooses_again_when_its_runs_end_early(
+    studies: Path, tmp_path: Path
+) -> None:
+    # 400-s estimates, a 900-s budget: the first pass takes seeds 0-1 (800 s); they end in seconds, so the
+    # command chooses again from what is left (seed 2 and the second grid's run fit) and starts nothing
+    # that cannot finish: all four runs (asserted by the helper) finished, none was cut
+    _, log = _tiny_campaign(studies, tmp_path, "--budget", "900")
+    assert log.count("choosing again") == 1 and "advancing" not in log
+
+
+def test_advance_chooses_again_when_the_runs_end_before_the_budget(studies: Path, tmp_path: Path) -> None:
+    # 400-s estimates, a 500-s budget: the first pass takes seed 0 and advances seed 1; both end in seconds,
+    # so the command chooses again (seed 2, then the second grid advancing) rather than leave the core idle
+    summary, log = _tiny_campaign(studies, tmp_path, "--budget", "500", "--advance")
     assert summary["archives"] == ["tiny.tar.gz", "group__second.tar.gz"] and not summary["stopped_at_budget"]
-    log = (tmp_path / "out" / "campaign.log").read_text()
     # the first pass's schedule asked for more when its runs were handed out: one selection, one refill
     assert log.count("choosing again") == 1 and log.count("runs selected") == 1
     assert sum(n.endswith("summary.json") for n in _members(tmp_path / "out" / "tiny.tar.gz")) == 3
