@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -162,19 +163,50 @@ def grid(epsilons: tuple[float, ...] = EPSILONS) -> list[tuple[str, int | None, 
 
 
 def steps(tiny: bool = False) -> list[str]:
-    """Fashion-MNIST seed 0 (one complete frontier), UCI-HAR seed 0, then Fashion-MNIST seeds 1 and 2."""
+    """Fashion-MNIST seeds 0, 1, 2, then UCI-HAR seed 0: Fashion-MNIST's three seeds decide the verdict
+    (README), and its steps are minutes each, so a session that ends mid-step loses little; a UCI-HAR run
+    takes half an hour or more and informs only (one seed)."""
     out: list[str] = []
-    order = [(FMNIST, 0), (HAR, 0)] + ([] if tiny else [(FMNIST, s) for s in FMNIST.seeds[1:]])
+    order = [(FMNIST, 0)] + ([] if tiny else [(FMNIST, s) for s in FMNIST.seeds[1:]]) + [(HAR, 0)]
     for data, seed in order:
         for method, layer, epsilon in grid(TINY["epsilons"] if tiny else EPSILONS):
             out += run_steps(data, method, layer, epsilon, seed, tiny)
     return out
 
 
+def archived(lines: list[str], root: Path = HERE) -> list[str]:
+    """The lines of ``lines`` (a steps file's, in make_steps' triples: a run, then its two attacks) whose
+    results ``finish.sh`` archived under ``root``: a triple counts when the run's ``summary.json`` and both
+    attacks' JSON reports are there, since an attack needs its run's checkpoint, which no archive keeps
+    (a run archived without its attacks runs again). On a machine that starts fresh, the runner marks
+    these done so that it does not redo them."""
+    commands = [x for x in lines if x.strip() and not x.startswith("#")]
+    done: list[str] = []
+    for i in range(0, len(commands) - 2, 3):
+        run, *attacks = commands[i : i + 3]
+        name, seed = re.search(r"name=(\S+)", run), re.search(r"--seed (\d+)", run)
+        outs = [re.search(r"--out studies/privacy_dp/(\S+)", a) for a in attacks]
+        if name is None or seed is None or None in outs:
+            continue
+        runs = list((root / "runs" / name.group(1)).glob(f"*/*/seed{seed.group(1)}/summary.json"))
+        reports = [list((root / m.group(1)).glob("*.json")) for m in outs if m is not None]
+        if runs and all(reports):
+            done += [run, *attacks]
+    return done
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="write steps_tiny.txt (the chain check)")
+    parser.add_argument(
+        "--archived",
+        metavar="STEPS",
+        help="print the lines of the steps file STEPS whose results are archived here, write nothing",
+    )
     args = parser.parse_args()
+    if args.archived:
+        print("\n".join(archived(Path(args.archived).read_text().splitlines())))
+        raise SystemExit(0)
     header = [
         "# The DP frontier study (studies/privacy_dp), in priority order, written by make_steps.py;",
         "# run_steps.sh runs them one after another (each run and attack single-threaded).",

@@ -163,3 +163,27 @@ def test_the_json_accounting_has_each_kinds_spread_and_the_hours_left(tmp_path: 
     unknown = json.loads(out.read_text())
     assert unknown["left"][1]["each_s"] is None and unknown["core_hours"]["left"] is None
     assert unknown["core_hours"]["left_by_dataset"] == {"fmnist": round(120 / 3600, 3), "har": None}
+
+
+def test_archived_steps_are_the_triples_whose_run_and_both_attacks_finish_sh_archived(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "dp_make_steps", REPO_ROOT / "studies" / "privacy_dp" / "make_steps.py"
+    )
+    assert spec is not None and spec.loader is not None
+    make_steps = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = make_steps  # its dataclasses look their module up
+    spec.loader.exec_module(make_steps)
+    lines = make_steps.steps()
+    first = lines[:3]  # fmnist flea l1 eps inf seed 0; then flea l2 eps inf seed 0
+    for name in ("privacy_dp_fmnist_l1_epsinf", "privacy_dp_fmnist_l2_epsinf"):
+        seed = tmp_path / "runs" / name / "fashion_mnist-quantity3-K100" / "flea" / "seed0"
+        seed.mkdir(parents=True)
+        (seed / "summary.json").write_text("{}")
+        for kind in ("reconstruct", "context"):
+            out = tmp_path / "attacks" / "fmnist" / name / "seed0" / kind
+            out.mkdir(parents=True)
+            if (name, kind) != ("privacy_dp_fmnist_l2_epsinf", "context"):  # l2's context report is missing
+                (out / f"{kind}.json").write_text("{}")
+    # the first triple is archived whole; the second lacks an attack, so its run runs again with it
+    assert make_steps.archived(["# a comment", *lines], tmp_path) == first
+    assert make_steps.archived(lines, tmp_path / "elsewhere") == []
