@@ -13,15 +13,20 @@ from types import ModuleType
 from tests.conftest import REPO_ROOT
 
 
-def step_costs() -> ModuleType:
+def script(name: str) -> ModuleType:
+    """``studies/privacy_dp/<name>.py`` (a script) loaded as a module."""
     spec = importlib.util.spec_from_file_location(
-        "step_costs", REPO_ROOT / "studies" / "privacy_dp" / "step_costs.py"
+        f"privacy_dp_{name}", REPO_ROOT / "studies" / "privacy_dp" / f"{name}.py"
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
+
+
+def step_costs() -> ModuleType:
+    return script("step_costs")
 
 
 RUN = (
@@ -166,13 +171,7 @@ def test_the_json_accounting_has_each_kinds_spread_and_the_hours_left(tmp_path: 
 
 
 def test_archived_steps_are_the_triples_whose_run_and_both_attacks_finish_sh_archived(tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location(
-        "dp_make_steps", REPO_ROOT / "studies" / "privacy_dp" / "make_steps.py"
-    )
-    assert spec is not None and spec.loader is not None
-    make_steps = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = make_steps  # its dataclasses look their module up
-    spec.loader.exec_module(make_steps)
+    make_steps = script("make_steps")
     lines = make_steps.steps()
     first = lines[:3]  # fmnist flea l1 eps inf seed 0; then flea l2 eps inf seed 0
     for name in ("privacy_dp_fmnist_l1_epsinf", "privacy_dp_fmnist_l2_epsinf"):
