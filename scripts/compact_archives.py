@@ -6,6 +6,7 @@ python scripts/compact_archives.py studies/x   # those under a folder
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,14 @@ from fedaug.results.compact import METRIC_DIGITS, TIMING_DIGITS, compact_lines
 
 
 def main(argv: list[str]) -> int:
-    listed = subprocess.run(["git", "ls-files", *argv], capture_output=True, text=True, check=True).stdout
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("folders", nargs="*", help="only the tracked archives under these (default: all)")
+    args = parser.parse_args(argv)
+    listed = subprocess.run(
+        ["git", "ls-files", "--", *args.folders], capture_output=True, text=True, check=True
+    ).stdout
     paths = [Path(p) for p in listed.split() if p.endswith(("metrics.jsonl.gz", "timings.jsonl.gz"))]
     before = sum(p.stat().st_size for p in paths)
     after = sum(

@@ -36,7 +36,6 @@ from typing import Any
 from fedaug.engine.checkpoint import logged_round_times
 from fedaug.errors import ConfigError
 from fedaug.results.archive import archive_runs
-from fedaug.results.compact import compact_run
 from fedaug.runs.resume import finished_summary
 from fedaug.runtime.device import resolve_device
 from fedaug.runtime.paths import check_folder_target
@@ -193,8 +192,7 @@ def write_archives(chosen: Sequence[Pending], campaign: Campaign, out: Path) -> 
         stage = Path(stage_name)
         for item in finished:
             target = stage / item.grid.study / "runs" / archive_path(item.point)
-            archive_runs(item.point.run_dir, target)
-            compact_run(target)
+            archive_runs(item.point.run_dir, target)  # rounded: fedaug.results.compact
         for study in dict.fromkeys(item.grid.study for item in finished):
             path = out / f"{study.replace('/', '__')}.tar.gz"
             with tarfile.open(path, "w:gz") as tar:

@@ -149,7 +149,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_archive(args: argparse.Namespace) -> int:
     from fedaug.results.archive import archive_runs
 
-    written = archive_runs(Path(args.runs_dir), Path(args.out), include_unfinished=args.include_unfinished)
+    written = archive_runs(
+        Path(args.runs_dir),
+        Path(args.out),
+        include_unfinished=args.include_unfinished,
+        full_precision=args.full_precision,
+    )
     print(f"archived {len(written)} runs into {args.out}")
     return 0
 
@@ -165,6 +170,12 @@ def add_archive_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     archive.add_argument("--out", required=True, help="archive folder, e.g. studies/<name>/runs")
     archive.add_argument(
         "--include-unfinished", action="store_true", help="also archive runs without summary.json"
+    )
+    archive.add_argument(
+        "--full-precision",
+        action="store_true",
+        help="keep the floats of metrics and timings as the run wrote them (default: metrics to 8 "
+        "significant digits, timings to 4, about half the bytes; the reports print the same)",
     )
     archive.set_defaults(func=cmd_archive)
 

@@ -14,14 +14,15 @@ It is a valid run dir for :func:`fedaug.results.store.load_runs`: :func:`fedaug.
 reads the gzipped lines where the plain ones are absent (archives written before they were gzipped still
 read).
 
-The JSON lines are gzipped (about a quarter of the size) because archives are committed, and a study's
-repository travels whole to a lent GPU machine under a size limit. The gzip header carries no time or name, so
+The JSON lines are gzipped (about a quarter of the size) and their floats rounded (metrics to 8 significant
+digits, timings to 4: :mod:`fedaug.results.compact`, about half again; ``full_precision`` keeps them as the
+run wrote them) because archives are committed, and a study's repository travels whole to a lent GPU machine
+under a size limit. The gzip header carries no time or name, so
 archiving the same run twice writes the same bytes and leaves git clean.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 import shutil
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from fedaug.engine.checkpoint import gzipped, read_jsonl
 from fedaug.errors import FedaugError
+from fedaug.results.compact import compact_run, write_gzipped
 from fedaug.results.portable import portable_text, read_text
 from fedaug.results.store import load_runs
 from fedaug.runtime.paths import check_folder_target
@@ -38,12 +40,7 @@ logger = logging.getLogger(__name__)
 COPIED_FILES = ("config.yaml", "env.json", "summary.json")
 """Copied when present, with no absolute path (:func:`fedaug.results.portable.portable_text`: ``out_dir``
 and ``data.data_dir`` dropped from the config, the others rewritten); ``timings.jsonl`` is gzipped as it is,
-``metrics.jsonl`` gzipped with its scalars only."""
-
-
-def write_gzipped(path: Path, text: str) -> None:
-    """``text`` in gzip file ``path``, byte-identical for the same text (no time or name in the header)."""
-    path.write_bytes(gzip.compress(text.encode(), compresslevel=9, mtime=0))
+``metrics.jsonl`` gzipped with its scalars only (both then rounded, unless ``full_precision``)."""
 
 
 def scalar_metrics(record: dict[str, object]) -> dict[str, object]:
@@ -51,8 +48,12 @@ def scalar_metrics(record: dict[str, object]) -> dict[str, object]:
     return {k: v for k, v in record.items() if not isinstance(v, list | dict)}
 
 
-def archive_runs(runs_dir: Path, out_dir: Path, *, include_unfinished: bool = False) -> list[Path]:
-    """Copies the reportable files of each run under ``runs_dir`` to the same relative path under ``out_dir``.
+def archive_runs(
+    runs_dir: Path, out_dir: Path, *, include_unfinished: bool = False, full_precision: bool = False
+) -> list[Path]:
+    """Copies the reportable files of each run under ``runs_dir`` to the same relative path under ``out_dir``,
+    the floats of its JSON lines rounded (:func:`fedaug.results.compact.compact_run`) unless
+    ``full_precision``.
 
     An archived run that is already there is replaced (the run dir is the fresher copy); archived runs whose
     run dir is gone are left alone, so archiving is additive across machines.
@@ -92,6 +93,8 @@ def archive_runs(runs_dir: Path, out_dir: Path, *, include_unfinished: bool = Fa
             write_gzipped(gzipped(target / timings.name), portable_text(timings.read_text()))
         elif gzipped(timings).exists():  # an archived run archived again
             write_gzipped(gzipped(target / timings.name), portable_text(read_text(gzipped(timings))))
+        if not full_precision:
+            compact_run(target)
         written.append(target)
     logger.info("archived %d runs from %s into %s", len(written), runs_dir, out_dir)
     return written

@@ -6,7 +6,9 @@ set of a few thousand samples, a round time is measured to a millisecond at best
 :data:`METRIC_DIGITS` significant digits (a relative change below 5e-9, far below the 0.01 % a table
 prints) and timings to :data:`TIMING_DIGITS` (0.05 %); the gzipped lines then take about half the space,
 which lets a study's archives travel to a lent GPU machine beside the data
-(``tests/unit/test_repository_size.py``). Rounding twice gives the same bytes.
+(``tests/unit/test_repository_size.py``). Rounding twice gives the same bytes. ``fedaug archive`` writes
+its archives rounded so (``--full-precision`` keeps the floats as the run wrote them);
+``scripts/compact_archives.py`` rounds archives committed before it did.
 """
 
 from __future__ import annotations
@@ -17,13 +19,16 @@ import math
 from pathlib import Path
 from typing import Any
 
-from fedaug.results.archive import write_gzipped
-
 METRIC_DIGITS = 8
 """Significant digits kept of an archived metric."""
 
 TIMING_DIGITS = 4
 """Significant digits kept of an archived time (s)."""
+
+
+def write_gzipped(path: Path, text: str) -> None:
+    """``text`` in gzip file ``path``, byte-identical for the same text (no time or name in the header)."""
+    path.write_bytes(gzip.compress(text.encode(), compresslevel=9, mtime=0))
 
 
 def rounded(value: Any, digits: int) -> Any:

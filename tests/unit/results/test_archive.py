@@ -125,12 +125,14 @@ def test_archiving_twice_writes_the_same_bytes_and_old_plain_archives_still_repo
     os.utime(run_dir / "metrics.jsonl", (1, 1))
     archive_runs(tmp_path / "runs", tmp_path / "archive")
     assert (target / "metrics.jsonl.gz").read_bytes() == first  # git sees no change
-    (run_dir / "timings.jsonl").write_text('{"round_time": 2.5, "round": 1}\n')  # kept as the run wrote it
+    (run_dir / "timings.jsonl").write_text('{"round_time": 2.5, "round": 1}\n')
     archive_runs(tmp_path / "runs", tmp_path / "archive")
     (again,) = archive_runs(tmp_path / "archive", tmp_path / "archive2")  # an archive archived again
     for name in ("metrics.jsonl.gz", "timings.jsonl.gz"):
         assert (again / name).read_bytes() == (target / name).read_bytes()
-    assert gzip.decompress((again / "timings.jsonl.gz").read_bytes()) == b'{"round_time": 2.5, "round": 1}\n'
+    assert gzip.decompress((again / "timings.jsonl.gz").read_bytes()) == b'{"round": 1, "round_time": 2.5}\n'
+    (kept,) = archive_runs(tmp_path / "runs", tmp_path / "archive3", full_precision=True)
+    assert gzip.decompress((kept / "timings.jsonl.gz").read_bytes()) == b'{"round_time": 2.5, "round": 1}\n'
     # an archive written before the lines were gzipped: plain metrics.jsonl, read the same way
     (target / "metrics.jsonl").write_bytes(gzip.decompress(first))
     (target / "metrics.jsonl.gz").unlink()
@@ -148,3 +150,26 @@ def test_a_corrupt_gzipped_archive_is_one_clear_error(tmp_path: Path) -> None:
         (tmp_path / "metrics.jsonl.gz").write_bytes(damaged)
         with pytest.raises(FedaugError, match="not a readable gzip file"):
             read_jsonl(tmp_path / "metrics.jsonl")
+
+
+def test_archived_floats_are_rounded_unless_full_precision(
+    tmp_path: Path, make_run: Callable[..., Path]
+) -> None:
+    run_dir = make_run(tmp_path / "runs", accs=[0.5, 0.7, 1 / 3])
+    (run_dir / "timings.jsonl").write_text('{"round": 1, "round_time": 14.21572292700148}\n')
+    (target,) = archive_runs(tmp_path / "runs", tmp_path / "archive")
+    metrics = [
+        json.loads(line) for line in gzip.decompress((target / "metrics.jsonl.gz").read_bytes()).splitlines()
+    ]
+    assert [m["test/acc"] for m in metrics] == [0.5, 0.7, 0.33333333]  # 8 significant digits
+    timings = json.loads(gzip.decompress((target / "timings.jsonl.gz").read_bytes()))
+    assert timings == {"round": 1, "round_time": 14.22}  # 4
+    (kept,) = archive_runs(tmp_path / "runs", tmp_path / "full", full_precision=True)
+    metrics = [
+        json.loads(line) for line in gzip.decompress((kept / "metrics.jsonl.gz").read_bytes()).splitlines()
+    ]
+    assert metrics[-1]["test/acc"] == 1 / 3
+    assert (
+        json.loads(gzip.decompress((kept / "timings.jsonl.gz").read_bytes()))["round_time"]
+        == 14.21572292700148
+    )
