@@ -3,11 +3,13 @@ as many as the budget holds when they run longest first, ``workers`` at a time.
 
 The wall time of a set of runs is the makespan of handing them, longest first, to ``workers`` slots
 (:func:`fedaug.sweeps.order.makespan`); the selection adds points in list order while that stays within the
-budget, and stops at the first that does not fit (or whose cost is unknown), so that the list is worked
-through in order across commands; with ``--advance`` that first one is started too, after the others, and
-stops at the budget (resumable). At most :data:`MAX_STUDIES` studies per command (fewer when asked), one
-archive each: a lent GPU machine returns at most 8 files, and the log and the timing summary are two of
-them.
+budget. A point that does not fit (or whose cost is unknown) is passed over, and later points that still fit
+the time left are taken (backfill: a 35-minute run in the hour a 90-minute run cannot use), so the list is
+worked through in order across commands and no worker idles while a shorter run fits. With ``--advance``
+the first point that does not fit is started instead, after the others, and stops at the budget
+(resumable); nothing is taken after it. At most :data:`MAX_STUDIES` studies per command (fewer when
+asked), one archive each: a lent GPU machine returns at most 8 files, and the log and the timing summary
+are two of them.
 """
 
 from __future__ import annotations
@@ -88,10 +90,12 @@ def select(
     advance: bool = False,
     taken: Collection[str] = (),
 ) -> list[Pending]:
-    """The pending points that run now (module docstring); grids named in ``skip`` (data missing) are
-    passed over; ``max_studies``: archives this command may write (fewer when other files share the 8);
-    ``advance``: the first point that does not fit is chosen too (:attr:`Pending.advances`), so that a
-    budget shorter than the next run still moves it on (it stops at the budget and resumes next time);
+    """The pending points that run now (module docstring): in order, each that fits the budget with those
+    chosen before it, the others passed over; grids named in ``skip`` (data missing) are passed over;
+    ``max_studies``: archives this command may write (fewer when other files share the 8; a point of
+    another study is then passed over); ``advance``: instead, the first point that does not fit is chosen
+    too (:attr:`Pending.advances`) and the selection ends there, so that a budget shorter than the next
+    run still moves it on (it stops at the budget and resumes next time);
     ``taken``: studies that earlier choices of the same command already write an archive for."""
     chosen: list[Pending] = []
     studies: set[str] = set(taken)
@@ -105,13 +109,16 @@ def select(
                     state.grid.name,
                     item.point.run_dir,
                 )
-                return chosen
+                if advance:
+                    return chosen
+                continue
             if item.grid.study not in studies and len(studies) >= max_studies:
-                return chosen
+                continue
             if makespan([c.cost or 0.0 for c in chosen] + [item.cost], workers) > budget:
                 if advance:
                     chosen.append(Pending(item.grid, item.point, item.cost, advances=True))
-                return chosen
+                    return chosen
+                continue
             chosen.append(item)
             studies.add(item.grid.study)
     return chosen

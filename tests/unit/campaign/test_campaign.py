@@ -114,8 +114,8 @@ def test_run_import_status_round_trip_within_the_budget_and_resumed(
     ]
     # core-hours spent, core-hours left, then minutes one at a time
     assert lines[3].split() == ["all", "0/4", "0.0", "0.4", "21.7"]
-    # A budget of 1000 s holds two 400-s runs (in list order), not the third.
-    assert _run(studies, tmp_path, "out1", "1000") == 0
+    # A budget of 850 s holds two 400-s runs (in list order), not the third, nor the 100-s run after it.
+    assert _run(studies, tmp_path, "out1", "850") == 0
     summary = json.loads((tmp_path / "out1" / "campaign_summary.json").read_text())
     paths = [r["path"] for r in summary["runs"]]
     assert [r["status"] for r in summary["runs"]] == ["finished", "finished"]
@@ -176,7 +176,7 @@ def test_a_run_cut_by_the_budget_is_listed_and_never_archived(
         raise BudgetExpired
 
     monkeypatch.setattr(campaign_run, "run_sweep", cut)
-    assert _run(studies, tmp_path, "out", "1000") == 0
+    assert _run(studies, tmp_path, "out", "850") == 0  # two 400-s runs
     summary = json.loads((tmp_path / "out" / "campaign_summary.json").read_text())
     assert [(r["status"], r["rounds"]) for r in summary["runs"]] == [
         ("finished", "2/2"),
@@ -310,7 +310,7 @@ def test_the_data_step_passes_over_a_grid_whose_data_is_missing_and_counts_what_
     assert summary["archives"] == []  # the (faked) run never started: nothing archived
     (tmp_path / "data" / "blobs").mkdir(parents=True)
     (tmp_path / "data" / "blobs" / "x.bin").write_bytes(b"\0" * 2**19)
-    assert _run(folder, tmp_path, "out2", "1000") == 0
+    assert _run(folder, tmp_path, "out2", "850") == 0  # two 400-s runs of tiny
     summary = json.loads((tmp_path / "out2" / "campaign_summary.json").read_text())
     assert summary["data"]["skipped_grids"] == [] and summary["data"]["data_mib"] == {"blobs": 0.5}
     room = 64 - summary["data"]["tree_mib"] - 0.5
@@ -459,6 +459,7 @@ def test_select_stops_at_the_archive_limit() -> None:
     assert [c.grid.study for c in select(states, 100.0, 1)] == ["a", "b", "c"]
     assert [c.grid.study for c in select(states, 100.0, 1, max_studies=2)] == ["a", "b"]
     assert [c.grid.study for c in select(states, 100.0, 1, max_studies=1)] == ["a"]
+    assert [c.grid.study for c in select(states, 100.0, 1, max_studies=1, taken=["c"])] == ["c"]
 
 
 def test_fedaug_campaign_hands_its_arguments_to_the_checkouts_tool(
@@ -578,9 +579,27 @@ def test_select_with_advance_adds_the_first_point_that_does_not_fit_and_stops() 
     grid = SimpleNamespace(name="g", study="g")
     pending = [Pending(cast(Any, grid), cast(Any, i), c) for i, c in enumerate((30.0, 50.0, 80.0, 1.0))]
     states = cast(Any, [SimpleNamespace(grid=grid, pending=pending)])
-    assert [(c.point, c.advances) for c in select(states, 100.0, 1)] == [(0, False), (1, False)]
     chosen = select(states, 100.0, 1, advance=True)
     assert [(c.point, c.advances) for c in chosen] == [(0, False), (1, False), (2, True)]
+
+
+def test_select_passes_over_what_does_not_fit_and_takes_later_points_that_do() -> None:
+    """Backfill: 30 + 50 of 100 s, then the 80-s point cannot fit (passed over), the 1-s one after it can;
+    an unknown cost is passed over too; on two workers the 80-s point fits beside the others."""
+    grid = SimpleNamespace(name="g", study="g")
+    costs = (30.0, 50.0, 80.0, None, 1.0, 19.0, 0.5)
+    points = [SimpleNamespace(run_dir=Path(f"p{i}")) for i in range(len(costs))]
+    pending = [Pending(cast(Any, grid), cast(Any, p), c) for p, c in zip(points, costs, strict=True)]
+    states = cast(Any, [SimpleNamespace(grid=grid, pending=pending)])
+
+    def chosen(*args: Any, **kwargs: Any) -> list[int]:
+        return [points.index(c.point) for c in select(states, *args, **kwargs)]
+
+    assert chosen(100.0, 1) == [0, 1, 4, 5]  # 30 + 50 + 1 + 19: the 0.5-s one no longer fits
+    assert chosen(100.0, 2) == [0, 1, 2, 4, 5, 6]  # longest first on two: 80 | 50 + 30 + 19 = 99
+    assert chosen(10.0, 1) == [4, 6]
+    assert chosen(200.0, 1, advance=True) == [0, 1, 2]  # --advance: the unknown cost ends it
+    assert chosen(100.0, 1, advance=True) == [0, 1, 2] and select(states, 100.0, 1, advance=True)[-1].advances
 
 
 def _tiny_campaign(studies: Path, tmp_path: Path, *flags: str) -> tuple[dict[str, Any], str]:
