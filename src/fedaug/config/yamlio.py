@@ -172,8 +172,9 @@ if _CSafeLoader is not None:
 
 _NOT_FAST = ("&", "*", "\t", "!", "|", ">", "?", "\ufeff")
 """Characters that send a document to :class:`Loader`: those that start an anchor or an alias, and those
-the two read differently (found by ``tests/unit/test_yaml_fast.py``): the tab, which libyaml accepts where
-PyYAML does not (``0<TAB>``), and the tag mark (``!`` alone: ``''`` against ``None``)."""
+around which the two read differently (found by ``tests/unit/test_yaml_fast.py``): the tab (libyaml
+accepts ``0<TAB>``), the tag mark (``!`` alone: ``''`` against ``None``), the block scalar marks (libyaml
+accepts ``|#``), the complex key mark ``?`` (in flow collections) and a byte-order mark inside the text."""
 
 
 def _fast_load(text: str) -> tuple[bool, Any]:

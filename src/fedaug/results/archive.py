@@ -30,7 +30,7 @@ from pathlib import Path
 
 from fedaug.engine.checkpoint import gzipped, read_jsonl
 from fedaug.errors import FedaugError
-from fedaug.results.compact import compact_run, write_gzipped
+from fedaug.results.compact import METRIC_DIGITS, TIMING_DIGITS, compact_text, rounded, write_gzipped
 from fedaug.results.portable import portable_text, read_text
 from fedaug.results.store import load_runs
 from fedaug.runtime.paths import check_folder_target
@@ -52,7 +52,7 @@ def archive_runs(
     runs_dir: Path, out_dir: Path, *, include_unfinished: bool = False, full_precision: bool = False
 ) -> list[Path]:
     """Copies the reportable files of each run under ``runs_dir`` to the same relative path under ``out_dir``,
-    the floats of its JSON lines rounded (:func:`fedaug.results.compact.compact_run`) unless
+    the floats of its JSON lines rounded as :func:`fedaug.results.compact.compact_run` rounds them, unless
     ``full_precision``.
 
     An archived run that is already there is replaced (the run dir is the fresher copy); archived runs whose
@@ -85,16 +85,20 @@ def archive_runs(
                 (target / name).write_text(portable_text(text, config=name == "config.yaml"))
         records = read_jsonl(run.path / "metrics.jsonl")
         rows = [scalar_metrics(r) for r in records[:-1]] + records[-1:]
+        if not full_precision:
+            rows = [rounded(r, METRIC_DIGITS) for r in rows]
         write_gzipped(
             gzipped(target / "metrics.jsonl"), "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
         )
         timings = run.path / "timings.jsonl"
+        lines: str | None = None
         if timings.exists():  # the lines as the run wrote them
-            write_gzipped(gzipped(target / timings.name), portable_text(timings.read_text()))
+            lines = portable_text(timings.read_text())
         elif gzipped(timings).exists():  # an archived run archived again
-            write_gzipped(gzipped(target / timings.name), portable_text(read_text(gzipped(timings))))
-        if not full_precision:
-            compact_run(target)
+            lines = portable_text(read_text(gzipped(timings)))
+        if lines is not None:
+            lines = lines if full_precision else compact_text(lines, TIMING_DIGITS)
+            write_gzipped(gzipped(target / timings.name), lines)
         written.append(target)
     logger.info("archived %d runs from %s into %s", len(written), runs_dir, out_dir)
     return written

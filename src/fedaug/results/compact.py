@@ -42,12 +42,16 @@ def rounded(value: Any, digits: int) -> Any:
     return value
 
 
-def compact_lines(path: Path, digits: int) -> int:
-    """Rewrites the gzipped JSON lines ``path`` with its floats rounded (:func:`rounded`); returns its
-    size."""
-    text = gzip.decompress(path.read_bytes()).decode()
+def compact_text(text: str, digits: int) -> str:
+    """The JSON lines ``text`` with their floats rounded (:func:`rounded`), keys sorted, no blank lines."""
     records = [json.loads(line) for line in text.splitlines() if line.strip()]
-    write_gzipped(path, "".join(json.dumps(rounded(r, digits), sort_keys=True) + "\n" for r in records))
+    return "".join(json.dumps(rounded(r, digits), sort_keys=True) + "\n" for r in records)
+
+
+def compact_lines(path: Path, digits: int) -> int:
+    """Rewrites the gzipped JSON lines ``path`` with its floats rounded (:func:`compact_text`); returns its
+    size."""
+    write_gzipped(path, compact_text(gzip.decompress(path.read_bytes()).decode(), digits))
     return path.stat().st_size
 
 
