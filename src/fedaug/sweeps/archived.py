@@ -10,6 +10,13 @@ this host by ``probe here / probe there`` (:mod:`fedaug.sweeps.probe`): ``there`
 CPU model; a run with neither is taken as it is (and the estimate says so). GPU times are not scaled (the
 probe times a CPU step). The campaign (``tools/campaign``) costs its grid points by the same index.
 
+Where none of the method's own CPU runs of the setting has a thread-clock probe but runs of other methods on
+the same setting do, those stand in for them (:meth:`Archive.sibling_time`): their scaled round time times
+the two methods' round ratios (:data:`~fedaug.sweeps.round_ratio.DEFAULT_ROUND_RATIO`). A CPU model's median
+probe lumps together hosts of one model name that run 2x apart: FedLC's UCI-HAR runs, scaled by it, put a
+round at 8.5 s on a host where it took 22 s, and FedProx's thread-clock run on that host with the ratios
+at 18 s.
+
 Where the archive is (:func:`find_studies`): ``$FEDAUG_STUDIES`` (empty: none, archive estimates off),
 else the first ``studies/`` with a ``*/runs`` folder in the current folder or one above it, else the
 ``studies/`` of the checkout fedaug is imported from (an editable install); an installed fedaug outside a
@@ -148,11 +155,21 @@ class ArchivedTime:
     """Whether some scaled run's host probe was inferred (:meth:`Archive._inferred_probes`)."""
     clocked: bool = False
     """Whether only the runs whose probe was timed by the thread's CPU clock were taken."""
+    via: tuple[str, ...] = ()
+    """The other methods whose runs of the setting stood in, by the round ratios
+    (:meth:`Archive.sibling_time`); empty: the method's own runs."""
 
     def describe(self, what: str = "this setting") -> str:
         """``from 3 archived runs of this setting, scaled by host probe 0.097 s vs 0.050 s``."""
         runs = _count(self.matched, "archived run")
         probe = "thread-clock host probe" if self.clocked else "host probe"
+        if self.via:
+            own = f" (its {runs} without one)" if self.matched else ""
+            return (
+                f"from {_count(self.runs, 'archived run')} of {', '.join(self.via)} on {what} with a {probe}"
+                f"{own}, by the methods' round ratios, scaled by host probe {self.probe_here:.3g} s vs "
+                f"{self.probe_there:.3g} s"
+            )
         text = (
             f"from {runs} of {what}"
             if self.runs == self.matched
@@ -164,6 +181,23 @@ class ArchivedTime:
         if self.kind == "cpu":
             return f"{text}, unscaled: no host probe known for their CPU"
         return f"{text}, GPU times unscaled"
+
+
+def _plain_ratio(method: Any) -> float | None:
+    """A method's round ratio to FedAvg's (1 for FedAvg) where its archived mean round time is its own
+    rounds' (it starts with no FedAvg rounds); None otherwise or where none is known."""
+    from fedaug import registry
+    from fedaug.sweeps.round_ratio import DEFAULT_ROUND_RATIO
+
+    if method == "fedavg":
+        return 1.0
+    if not isinstance(method, str) or method not in DEFAULT_ROUND_RATIO:
+        return None
+    try:
+        built = registry.get("method", method)
+    except FedaugError:
+        return None
+    return None if hasattr(getattr(built, "method", built), "fedavg_rounds") else DEFAULT_ROUND_RATIO[method]
 
 
 def _count(number: int, what: str) -> str:
@@ -227,6 +261,10 @@ class Archive:
         scaled to this host where both probes are known (``probe_here``: a number, or a function asked only
         when some run could be scaled); None: no such run timed."""
         runs = self._timed.get((*cost_key(flat), kind))
+        if kind == "cpu" and not any(run.probe_clock == HOST_PROBE_CLOCK for run in runs or ()):
+            sibling = self.sibling_time(flat, probe_here, len(runs or ()))
+            if sibling is not None:
+                return sibling
         if not runs:
             return None
         there = [self.probe_of(run) if kind == "cpu" else None for run in runs]
@@ -254,6 +292,50 @@ class Archive:
             )
         times = [run.round_seconds or 0.0 for run in runs]
         return ArchivedTime(math.fsum(times) / len(times), len(times), 0, here, None, len(runs), kind)
+
+    def sibling_time(
+        self, flat: Mapping[str, Any], probe_here: Callable[[], float | None] | float | None, matched: int = 0
+    ) -> ArchivedTime | None:
+        """The round time of ``flat``'s method on this host from the thread-clock-probed CPU runs of other
+        methods on its setting (module docstring): each run's round time scaled by ``probe here / its probe``
+        and by ``ratio(method) / ratio(its method)``, averaged; None where no such run exists, this host's
+        probe is unknown, or a method has no round ratio or starts with FedAvg rounds (its archived mean
+        round mixes FedAvg's rounds with its own, which the ratio does not describe)."""
+        method = flat.get("method.name")
+        ratio = _plain_ratio(method)
+        if ratio is None:
+            return None
+        at = _COST_KEYS.index("method.name")
+        setting = (*cost_key(flat)[:at], *cost_key(flat)[at + 1 :])
+        found: list[tuple[ArchivedRun, float]] = []
+        for (*key, kind), runs in self._timed.items():
+            if kind != "cpu" or key[at] == method or (*key[:at], *key[at + 1 :]) != setting:
+                continue
+            other = _plain_ratio(key[at])
+            if other is None:
+                continue
+            found += [
+                (run, ratio / other)
+                for run in runs
+                if run.probe_clock == HOST_PROBE_CLOCK and run.probe_s and run.round_seconds
+            ]
+        if not found:
+            return None
+        here = probe_here() if callable(probe_here) else probe_here
+        if not (isinstance(here, float | int) and not isinstance(here, bool) and here > 0):
+            return None
+        times = [(run.round_seconds or 0.0) * here / (run.probe_s or 1.0) * scale for run, scale in found]
+        return ArchivedTime(
+            math.fsum(times) / len(times),
+            len(times),
+            len(times),
+            here,
+            statistics.median(run.probe_s or 0.0 for run, _ in found),
+            matched,
+            "cpu",
+            clocked=True,
+            via=tuple(sorted({str(run.cost_key[at]) for run, _ in found})),
+        )
 
 
 def read_all(studies: Path, index: Path | None = None) -> list[ArchivedRun]:

@@ -302,3 +302,40 @@ def test_a_sweeps_job_eta_costs_a_later_run_of_another_setting_by_the_archive(tm
     # Act / Assert: without the archive the later run is not yet timed; with it, 4 rounds at 3 s
     assert sweep_job(current, [later]).later[0].seconds is None
     assert sweep_job(current, [later], archive).later[0].seconds == pytest.approx(12.0)
+
+
+def test_a_method_without_thread_clock_runs_is_costed_by_other_methods_thread_clock_runs() -> None:
+    from fedaug.sweeps.round_ratio import DEFAULT_ROUND_RATIO
+
+    # Prepare: FedLC's own runs of the setting carry no probe (their CPU model's median 0.05 s stands for
+    # theirs: 1 s rounds, 2 s here); FedProx ran here-like, thread-clock probed at 0.2 s (11.4 s rounds);
+    # FedAvg's run probed by the wall clock does not count
+    prox, lc = (*KEY[:2], "fedprox", *KEY[3:]), (*KEY[:2], "fedlc", *KEY[3:])
+    runs = [
+        ArchivedRun(Path("p"), "p", True, prox, "cpu", 11.4, 0.2, "A", "thread"),
+        ArchivedRun(Path("l1"), "l1", True, lc, "cpu", 1.0, None, "A"),
+        ArchivedRun(Path("l2"), "l2", True, lc, "cpu", 1.0, None, "A"),
+        _run("avg", 50.0, probe_s=0.05),
+    ]
+    archive = Archive(Path("studies"), runs)
+    # Act: here 0.1 s a step
+    found = archive.round_time({**FLAT, "method.name": "fedlc"}, "cpu", 0.1)
+    # Assert: FedProx's round halved (this host is twice as fast), times FedLC's ratio over FedProx's
+    expected = 11.4 * 0.1 / 0.2 * DEFAULT_ROUND_RATIO["fedlc"] / DEFAULT_ROUND_RATIO["fedprox"]
+    assert found is not None
+    assert (found.seconds, found.runs, found.matched) == (pytest.approx(expected), 1, 2)
+    assert found.via == ("fedprox",)
+    assert found.describe() == (
+        "from 1 archived run of fedprox on this setting with a thread-clock host probe (its 2 archived runs "
+        "without one), by the methods' round ratios, scaled by host probe 0.1 s vs 0.2 s"
+    )
+    # a method with no ratio, or one whose runs start with FedAvg rounds, keeps its own path (none: None)
+    assert archive.round_time({**FLAT, "method.name": "moon"}, "cpu", 0.1) is None
+    assert archive.round_time({**FLAT, "method.name": "fedzdas"}, "cpu", 0.1) is None
+    # without a probe here nothing can be scaled: FedLC's own runs as they ran
+    unscaled = archive.round_time({**FLAT, "method.name": "fedlc"}, "cpu", None)
+    assert unscaled is not None and unscaled.via == () and unscaled.seconds == pytest.approx(1.0)
+    # once FedLC has a thread-clock run of its own, it alone costs FedLC
+    own = ArchivedRun(Path("l3"), "l3", True, lc, "cpu", 3.0, 0.1, "A", "thread")
+    mine = Archive(Path("studies"), [*runs, own]).round_time({**FLAT, "method.name": "fedlc"}, "cpu", 0.1)
+    assert mine is not None and (mine.seconds, mine.via) == (pytest.approx(3.0), ())
