@@ -5,12 +5,15 @@ is on the machine and says how much of a lent machine's 64 MiB the tree and that
 selects the pending points the budget holds (:mod:`tools.campaign.plan`), runs them longest first,
 ``workers`` at once, with :func:`~fedaug.sweeps.sweep.run_sweep` and stops them where the budget ends:
 no run starts that its estimate says would end after it (:class:`BudgetSchedule`), and a run still going at
-the end is terminated (it resumes from its last round in the same runs folder). Then it writes into ``out``:
+the end is terminated (it resumes from its last round in the same runs folder). It writes into ``out``:
 
 * ``<study>.tar.gz`` per study with finished runs: ``<study>/runs/...`` as ``fedaug archive`` keeps them
   (config, env, summary, gzipped scalar metrics and timings; :func:`~fedaug.results.archive.archive_runs`),
   their floats rounded (:mod:`fedaug.results.compact`);
-  a run that did not finish is never archived;
+  a run that did not finish is never archived. They are rewritten each time a run ends, each replaced
+  whole (:func:`write_archives`), so ``fedaug campaign import`` of ``out`` while the command still runs
+  imports the runs finished so far, and a machine that ends mid-command (a session's end) loses only the
+  runs still going;
 * ``campaign.log``: the command's log;
 * ``campaign_summary.json``: the plan, each run's status, estimate and measured seconds, the archives.
 """
@@ -76,10 +79,11 @@ class BudgetSchedule(Schedule):
         deadline: float,
         clock: Callable[[], float] = time.monotonic,
         refill: Callable[[], Sequence[SweepPoint]] | None = None,
+        on_end: Callable[[SweepPoint], None] | None = None,
     ) -> None:
         super().__init__(points)
         self._estimate, self._deadline, self._clock = cost, deadline, clock
-        self._refill = refill
+        self._refill, self._on_end = refill, on_end
         self.not_started: list[SweepPoint] = []
         self.started: set[Path] = set()
 
@@ -98,6 +102,11 @@ class BudgetSchedule(Schedule):
                 self._refill = None  # the time left only shrinks: nothing later will fit either
                 return None
             self.add(more)
+
+    def ended(self, point: SweepPoint) -> None:
+        super().ended(point)
+        if self._on_end is not None:
+            self._on_end(point)
 
 
 @contextlib.contextmanager
@@ -183,7 +192,9 @@ def measured_seconds(run_dir: Path) -> float:
 
 
 def write_archives(chosen: Sequence[Pending], campaign: Campaign, out: Path) -> list[Path]:
-    """One ``<study>.tar.gz`` per study of the finished ``chosen`` runs (``<study>/runs/<path>``)."""
+    """One ``<study>.tar.gz`` per study of the finished ``chosen`` runs (``<study>/runs/<path>``), each
+    written beside its name and then renamed onto it, so that a reader (an import while the campaign runs)
+    finds the previous archive or the new one, never half of one."""
     finished = [
         c for c in chosen if finished_summary(c.point.run_dir, c.point.config.train.rounds) is not None
     ]
@@ -195,8 +206,10 @@ def write_archives(chosen: Sequence[Pending], campaign: Campaign, out: Path) -> 
             archive_runs(item.point.run_dir, target)  # rounded: fedaug.results.compact
         for study in dict.fromkeys(item.grid.study for item in finished):
             path = out / f"{study.replace('/', '__')}.tar.gz"
-            with tarfile.open(path, "w:gz") as tar:
+            partial = path.with_name(f".{path.name}.partial")  # not *.tar.gz: an import skips it
+            with tarfile.open(partial, "w:gz") as tar:
                 tar.add(stage / study, arcname=study)
+            os.replace(partial, path)
             archives.append(path)
     return archives
 
@@ -322,7 +335,17 @@ def _run(
         if before:
             logger.info("time left after the runs chosen so far: choosing again")
         more = None if choose_once else refill
-        stopped, failed, ran = _pass(batch, campaign, budget, start, at_once, device, left, more)
+        stopped, failed, ran = _pass(
+            batch,
+            campaign,
+            budget,
+            start,
+            at_once,
+            device,
+            left,
+            more,
+            lambda: write_archives(chosen, campaign, out),
+        )
         errors.update(failed)
         started |= ran
     archives = write_archives(chosen, campaign, out)
@@ -345,10 +368,12 @@ def _pass(
     device: str,
     left: float,
     refill: Callable[[], list[Pending]] | None = None,
+    archive: Callable[[], object] | None = None,
 ) -> tuple[bool, dict[Path, str], set[Path]]:
     """Runs ``chosen`` (longest first, the advancing one last) until they end or the budget does; returns
     whether the budget stopped it, the failed runs' errors and the run dirs it started. ``refill``: asked for
-    more runs when a worker is free and ``chosen`` are all handed out (:class:`BudgetSchedule`)."""
+    more runs when a worker is free and ``chosen`` are all handed out (:class:`BudgetSchedule`);
+    ``archive``: called each time a run ends (it rewrites the archives of the finished runs)."""
     costs: dict[Path, float] = {}
     points: list[SweepPoint] = []
 
@@ -373,7 +398,16 @@ def _pass(
         format_duration(makespan(list(costs.values()), at_once)),
         format_duration(left),
     )
-    schedule = BudgetSchedule(first, lambda p: costs[p.run_dir], start + budget, refill=more)
+
+    def on_end(point: SweepPoint) -> None:
+        if archive is None:
+            return
+        try:
+            archive()
+        except OSError as exc:  # the final write after the runs tries again, and fails loudly
+            logger.warning("could not rewrite the archives after %s ended: %s", point.run_dir, exc)
+
+    schedule = BudgetSchedule(first, lambda p: costs[p.run_dir], start + budget, refill=more, on_end=on_end)
     stopped, errors = False, {}
     try:
         with hard_stop(start + budget - time.monotonic()):

@@ -638,3 +638,41 @@ def test_advance_chooses_again_when_the_runs_end_before_the_budget(studies: Path
     # the first pass's schedule asked for more when its runs were handed out: one selection, one refill
     assert log.count("choosing again") == 1 and log.count("runs selected") == 1
     assert sum(n.endswith("summary.json") for n in _members(tmp_path / "out" / "tiny.tar.gz")) == 3
+
+
+def test_an_import_while_the_campaign_runs_takes_the_runs_finished_so_far(
+    studies: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Prepare: while the second of two runs goes (seeds 0 and 1 by the 850-s budget), `campaign import` of
+    # the --out folder, as a session about to end does
+    from fedaug.sweeps import sweep
+
+    imported: list[list[str]] = []
+
+    def execute_after_import(config: Any, **kwargs: Any) -> Any:
+        if config.seed == 1:
+            argv = [
+                "campaign",
+                "import",
+                str(tmp_path / "out1"),
+                "--campaign",
+                str(studies / "campaign.yaml"),
+            ]
+            assert main(argv) == 0
+            imported.append(sorted(p.parent.name for p in (studies / "tiny").rglob("summary.json")))
+        return execute(config, **kwargs)
+
+    monkeypatch.setattr(sweep, "execute", execute_after_import)
+    # Act
+    assert _run(studies, tmp_path, "out1", "850") == 0
+    # Assert: the mid-campaign import found seed 0 archived and nothing of the run still going; nothing but
+    # archives is left in the folder (the rename left no partial file); a second import adds seed 1
+    assert imported == [["seed0"]]
+    assert sorted(p.name for p in (tmp_path / "out1").iterdir()) == [
+        "campaign.log", "campaign_summary.json", "tiny.tar.gz"
+    ]  # fmt: skip
+    assert (
+        main(["campaign", "import", str(tmp_path / "out1"), "--campaign", str(studies / "campaign.yaml")])
+        == 0
+    )
+    assert sorted(p.parent.name for p in (studies / "tiny").rglob("summary.json")) == ["seed0", "seed1"]
