@@ -11,6 +11,7 @@ from typing import Any
 from fedaug.attacks.aggregate import load_reports, round_series
 from fedaug.engine.checkpoint import logged_round_times
 from fedaug.results.store import aggregate
+from tools.results import privacy_dp_verdict
 from tools.results.common import (
     AUGMIX,
     BASELINES,
@@ -433,6 +434,54 @@ def privacy_har_rows(archive: Archive) -> list[list[str]]:
             "detection per seed (≤: the fewest tried), last-10 accuracy; mean ± sample std over n seeds, CPU",
             "; ".join(cells),
             "no UCI-HAR privacy numbers (the paper attacks CIFAR-10)",
+        ]
+    ]
+
+
+@headline_row
+def privacy_dp_rows(archive: Archive) -> list[list[str]]:
+    """The DP frontier on Fashion-MNIST (three seeds): FLea without DP, its most accurate DP setting, and
+    the verdict (``tools.results.privacy_dp_verdict``)."""
+    fmnist = privacy_dp_verdict.DATASETS[0]
+    found = [
+        r
+        for r in privacy_dp_verdict.rows(archive.root, fmnist)
+        if r.accuracy is not None and r.mse is not None
+    ]
+    if not found:
+        return []
+
+    def gain(row: privacy_dp_verdict.Row) -> float:
+        return row.accuracy.stat.mean if row.accuracy else float("-inf")
+
+    def described(row: privacy_dp_verdict.Row) -> str:
+        assert row.accuracy is not None and row.mse is not None
+        seeds = len(row.accuracy.values)
+        return (
+            f"{row.setting}: {fmt(row.accuracy.stat, 2, sign=True)} last-10, MSE "
+            f"{fmt(row.mse.stat, 4, sign=True)} vs FedMix's (n = {seeds})"
+        )
+
+    plain = [r for r in found if r.setting.endswith("epsilon inf")]
+    noised = [r for r in found if not r.setting.endswith("epsilon inf")]
+    cells = [described(r) for r in plain[:1]]
+    if noised:
+        best = max(noised, key=gain)
+        cells.append(f"most accurate with DP: {described(best)}")
+    candidates = [r for r in found if r.candidate]
+    cells.append(
+        "none both more accurate than FedAvg and more private than FedMix: no `flea_private`"
+        if not candidates
+        else f"recommended (`flea_private`): {max(candidates, key=gain).setting}"
+    )
+    return [
+        [
+            "[Privacy with DP](studies/privacy_dp/README.md) (`method.share_dp`), FLea's activations against "
+            "FedMix's averages at the same epsilon, FMNIST",
+            "last-10 gain over FedAvg and best-decoder MSE minus FedMix's, both paired by seed; mean ± "
+            "sample std over n seeds, CPU",
+            "; ".join(cells),
+            "no DP in the papers",
         ]
     ]
 

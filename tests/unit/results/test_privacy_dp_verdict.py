@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
 from tools.results import privacy_dp_verdict as module
+from tools.results.common import Archive
 
 MakeRun = Callable[..., Path]
 DATASET = module.Dataset("fmnist", "Fashion-MNIST", "uci_har-qua2-K75", "fedavg_study/runs")
@@ -138,3 +141,22 @@ def test_a_context_attack_that_never_reached_90_percent_is_shown_as_a_bound(stud
     row = next(r for r in module.rows(studies, DATASET) if r.setting == "FLea layer 1, epsilon 4")
     assert row.context == (3000.0, 300.0) and row.censored == (True, False)
     assert "| ≥3000 vs 300 |" in module.verdict(studies)
+
+
+def test_the_readme_row_names_the_recommendation_or_says_there_is_none(
+    studies: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tools.results.readme import privacy_dp_rows
+
+    archive = cast(Archive, SimpleNamespace(root=studies))
+    [[_, _, ours, _]] = privacy_dp_rows(archive)
+    # no epsilon-inf setting in the fixture: the most accurate DP setting, then the recommendation
+    assert ours == (
+        "most accurate with DP: FLea layer 2, epsilon 8: +6.50 ± 0.50 last-10, MSE -0.0100 ± 0.0000 vs "
+        "FedMix's (n = 3); recommended (`flea_private`): FLea layer 1, epsilon 8"
+    )
+    monkeypatch.setattr(module, "EPSILONS", ("4",))
+    [[_, _, ours, _]] = privacy_dp_rows(archive)
+    assert ours.endswith(
+        "none both more accurate than FedAvg and more private than FedMix: no `flea_private`"
+    )
