@@ -197,3 +197,32 @@ def test_a_node_records_graphs_as_its_own_device_allows_not_as_the_servers(
     config = tiny_config(tmp_path, "fedavg")
     serve(loopback(num_nodes=4), [config], fresh=False, node_timeout=5)
     assert len(metrics(config)) == 2 and recording == []
+
+
+@pytest.mark.parametrize(
+    ("name", "extra"),
+    [
+        ("flea", {}),
+        ("fedmix", {}),
+        ("fedbr", {}),
+        ("ccvr", {"method.variant": "shared_features", **SMALLER["ccvr"]}),
+    ],
+)
+def test_differentially_private_sharing_on_flower_equals_engine(
+    tmp_path: Path, name: str, extra: dict[str, str]
+) -> None:
+    # Prepare: a budget that the accountant spends over the rounds (the ledger rides in the server's state,
+    # the noise is drawn on the clients' nodes)
+    pytest.importorskip("dp_accounting")
+    dp = {"method.share_dp.epsilon": "8", "method.share_dp.delta": "1e-5", "method.share_dp.clip": "1"}
+    config = tiny_config(tmp_path, name, **dp, **extra)
+    flower = dataclasses.replace(config, name="smoke-flower")
+    run_experiment(config)
+    # Execute
+    serve(loopback(num_nodes=4), [flower], fresh=False, node_timeout=5)
+    # Assert: the same numbers every round, the privacy spent among them
+    engine = metrics(config)
+    assert metrics(flower) == engine and len(engine) == 2
+    assert any(key.startswith("share_dp") for key in engine[-1]), sorted(engine[-1])
+    summaries = [json.loads((run_dir_for(c) / "summary.json").read_text()) for c in (config, flower)]
+    assert summaries[0]["share_dp_epsilon"] == summaries[1]["share_dp_epsilon"] > 0
