@@ -60,6 +60,7 @@ from tools.results.fragments import (
 )
 from tools.results.privacy import HAR, HAR_SETTINGS, PRIVACY, har_cells
 from tools.results.privacy_augmix import frontier
+from tools.results.studies_fedzda import ZDA_CIFAR10, ZDA_CIFAR10_CELLS
 from tools.results.studies_flea import STANDIN, STANDIN_SPLITS, standin_papers
 
 # --- README: the headline table -----------------------------------------------------------------------------
@@ -215,6 +216,38 @@ def fedzda_rows(archive: Archive) -> list[list[str]]:
             ]
         )
     return rows
+
+
+@headline_row
+def fedzda_cifar10_rows(archive: Archive) -> list[list[str]]:
+    """Fed-ZDA's CIFAR-10 cells on the JPEG copy with the paper's BN-CNN (issue #65 (b)): each method's
+    final-round and last-10 gain over FedAvg, paired by seed, against the paper's Tables 1-2 gap."""
+    cells, papers, seeds = [], [], set()
+    for split, setting in ZDA_CIFAR10_CELLS.items():
+        base = archive.runs(ZDA_CIFAR10, "fedavg", setting)
+        mine, theirs = [], []
+        for short, row in (("ZDAC", "fedzdac"), ("ZDAS", "fedzdas")):
+            runs = archive.runs(ZDA_CIFAR10, row, setting)
+            gains = [try_gain(runs, base, m) for m in (FINAL, GLOBAL_LAST10)]
+            if gains[0] is not None:
+                seeds.update(gains[0].values)
+            mine.append(f"{short} {gain_cell(gains[0])} (last-10 {gain_cell(gains[1])})")
+            theirs.append(f"{short} {paper_gap(archive, 'global_acc', row, 'fedavg', runs or base)}")
+        cells.append(f"{split}: {', '.join(mine)}")
+        papers.append(f"{split}: {', '.join(theirs)}")
+    if not seeds:
+        return []
+    listed = ", ".join(str(s) for s in sorted(seeds))
+    return [
+        [
+            "[Fed-ZDA, CIFAR-10 (JPEG q75 copy)](studies/fedzda_cifar10_jpeg/README.md), the paper's BN-CNN, "
+            "Shards(2) / multimodal, K = 100",
+            f"final-round gain over FedAvg (the paper's statistic), paired, seed{'s' * (len(seeds) > 1)} "
+            f"{listed}, CPU",
+            "; ".join(cells),
+            "; ".join(papers),
+        ]
+    ]
 
 
 @headline_row
