@@ -103,6 +103,10 @@ class BudgetSchedule(Schedule):
                 return None
             self.add(more)
 
+    def estimate(self, point: SweepPoint) -> float | None:
+        """The campaign's estimate of ``point`` (None for the advancing run, counted as 0 here)."""
+        return self._estimate(point) or None
+
     def ended(self, point: SweepPoint) -> None:
         super().ended(point)
         if self._on_end is not None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -183,12 +183,16 @@ def estimated_seconds(point: SweepPoint, point_plan: Plan | None = None) -> floa
 
 
 def sweep_job(
-    current: SweepPoint, later: Sequence[SweepPoint], archive: ArchiveTimes | None = None
+    current: SweepPoint,
+    later: Sequence[SweepPoint],
+    archive: ArchiveTimes | None = None,
+    known: Callable[[SweepPoint], float | None] | None = None,
 ) -> JobEta:
     """What a sweep run in one process runs after ``current`` (the ``later`` points not started yet), for
     its round lines' ``job eta``: each unfinished point by :func:`estimated_seconds`; one of ``current``'s
     setting without an estimate by the current run's round time and the ratios; any other by the archived
-    runs of its setting (``archive``, :func:`estimate`); without one: not yet timed."""
+    runs of its setting (``archive``, :func:`estimate`), else by the caller's own estimate (``known``: the
+    schedule's, e.g. the campaign's plan; None or 0: unknown); without one: not yet timed."""
     setting = current.run_dir.parents[1]
     runs = []
     for point in later:
@@ -202,6 +206,8 @@ def sweep_job(
         seconds = estimated_seconds(point, point_plan)
         if seconds is None and ratio is None and archive is not None:
             seconds = estimate(point, point_plan, archive).seconds
+        if seconds is None and ratio is None and known is not None:
+            seconds = known(point) or None  # 0: a schedule's placeholder for a point it cannot cost
         ratio_value = None if ratio is None else ratio[0]
         runs.append(LaterRun(point.config.method.name, len(point_plan.needed), seconds, ratio_value))
     own = round_ratio(current.config, setting, plan(current).own)

@@ -79,6 +79,10 @@ class Schedule:
             else:
                 self._ready.append(point)
 
+    def estimate(self, point: SweepPoint) -> float | None:
+        """The schedule's own run time left of ``point`` (its ``cost``; None: unknown or none given)."""
+        return None if self._cost is None else self._cost(point)
+
     def waits_for(self) -> dict[Path, Path]:
         """Each held-back point's run dir and the FedAvg run dir it waits for."""
         return {p.run_dir: source for source, points in self._waiting.items() for p in points}

@@ -350,7 +350,8 @@ def run_sweep(
         devices: with several workers, each run starts on the one of these with the fewest runs
             (:func:`fedaug.sweeps.cluster.least_loaded`); empty: each run's own ``engine.device``.
         archive: with one worker, the archived runs' round times that cost the runs to come in each round
-            line's ``job eta`` where their own seeds have none (:func:`fedaug.sweeps.estimate.sweep_job`).
+            line's ``job eta`` where their own seeds have none (:func:`fedaug.sweeps.estimate.sweep_job`);
+            where neither does, the schedule's own estimate (:meth:`Schedule.estimate`) does.
 
     Returns:
         The finished, skipped and failed run dirs (failures with their error message).
@@ -365,7 +366,8 @@ def run_sweep(
         while (point := schedule.next()) is not None:
             done += 1
             started.add(point.run_dir)
-            job = sweep_job(point, [p for p in points if p.run_dir not in started], archive)
+            later = [p for p in points if p.run_dir not in started]
+            job = sweep_job(point, later, archive, schedule.estimate)
             _record(result, point, execute(point.config, job=job), done, len(points))
             schedule.ended(point)
         return result

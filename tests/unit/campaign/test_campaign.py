@@ -248,6 +248,9 @@ def test_budget_schedule_starts_only_what_ends_before_the_deadline(tmp_path: Pat
     # at 60 s of 100: the 50-s run would end at 110 and is passed over; the 30-s and 5-s runs start
     assert [schedule.next(), schedule.next(), schedule.next()] == [points[1], points[2], None]
     assert schedule.not_started == [points[0]]
+    # the round lines' job eta costs later runs by the same estimates (0, the advancing run's: unknown)
+    costs[points[2].run_dir] = 0.0
+    assert [schedule.estimate(p) for p in points] == [50.0, 30.0, None]
 
 
 def test_a_budget_schedule_asks_for_more_when_a_worker_is_free_and_stops_asking_when_none_fit(

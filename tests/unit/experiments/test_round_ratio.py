@@ -89,6 +89,10 @@ def test_a_sweep_run_costs_the_runs_after_it_by_their_times_or_its_settings_rati
     assert dry_run_lines([flea_b])[0].split()[:2] == ["new", "~15"]
     # a point of another setting that nothing has timed is left out, and said so
     assert sweep_job(fedavg_b, [point("fedavg", 2)]).text(0.0, 2.0) == "job eta >0s (fedavg not yet timed)"
+    # ... unless the caller (the campaign's schedule) costs it; its 0 means it could not
+    untimed = point("fedavg", 2)
+    assert sweep_job(fedavg_b, [untimed], known=lambda p: 600.0).text(0.0, 2.0) == "job eta 10m00s"
+    assert "not yet timed" in sweep_job(fedavg_b, [untimed], known=lambda p: 0.0).text(0.0, 2.0)
 
 
 def test_a_ratio_goes_by_cpu_seconds_where_both_methods_logged_them(tmp_path: Path) -> None:
