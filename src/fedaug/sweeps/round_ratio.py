@@ -44,7 +44,7 @@ DEFAULT_ROUND_RATIO: dict[str, float] = {
     "fedprox_augmix": 3.17,
     "fedrs": 1.02,
     "fedyogi": 1.09,
-    "fedzdac": 8.6,
+    "fedzdac": 9.73,
     "fedzdas": 6.67,
     "flea": 2.49,
     "flea_eq6": 1.37,
