@@ -19,7 +19,7 @@ verdict says so.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -168,11 +168,22 @@ def _gain(gain: Gain | None, digits: int) -> str:
     return f"{fmt(gain.stat, digits, sign=True)} ({seeds} seed{'' if seeds == 1 else 's'})"
 
 
+def recommended(found: Sequence[Row]) -> Row | None:
+    """The most accurate candidate of ``found`` (one data set's rows), or None."""
+    candidates = [r for r in found if r.candidate and r.accuracy is not None]
+    return max(candidates, key=lambda r: r.accuracy.stat.mean if r.accuracy else 0.0, default=None)
+
+
+def decided(found: Sequence[Row]) -> int:
+    """How many of ``found`` have the seeds and attacks to decide both claims."""
+    return sum(r.accurate is not None and r.private is not None for r in found)
+
+
 def verdict(studies: Path) -> str:
     """The verdict's table per data set and the recommendation line."""
     parts = []
-    recommended: list[tuple[float, str]] = []
-    decided: list[Row] = []
+    best: Row | None = None
+    settled = 0
     for dataset in DATASETS:
         found = rows(studies, dataset)
         if not found:
@@ -199,20 +210,20 @@ def verdict(studies: Path) -> str:
         ]
         parts.append(f"{dataset.title}:\n\n{markdown_table(header, table)}")
         if dataset.key == "fmnist":
-            decided = [r for r in found if r.accurate is not None and r.private is not None]
-            recommended += [(r.accuracy.stat.mean, r.setting) for r in found if r.candidate and r.accuracy]
+            best, settled = recommended(found), decided(found)
     total = len(LAYERS) * len(EPSILONS)
-    if recommended:
-        _, best = max(recommended)
-        parts.append(f"**Recommended (`flea_private`): {best}**, the most accurate Fashion-MNIST candidate.")
-    elif len(decided) == total:
+    if best is not None:
+        parts.append(
+            f"**Recommended (`flea_private`): {best.setting}**, the most accurate Fashion-MNIST candidate."
+        )
+    elif settled == total:
         parts.append(
             f"**None**: none of the {total} Fashion-MNIST settings is both more accurate than FedAvg and "
             "more private than FedMix at its epsilon by the rules above."
         )
     else:
         parts.append(
-            f"**Not decided yet**: {len(decided)} of the {total} Fashion-MNIST settings have the seeds and "
+            f"**Not decided yet**: {settled} of the {total} Fashion-MNIST settings have the seeds and "
             "attacks to decide, and none of them is a candidate."
         )
     return "\n\n".join(parts) + "\n"

@@ -501,12 +501,14 @@ def privacy_dp_rows(archive: Archive) -> list[list[str]]:
     if noised:
         best = max(noised, key=gain)
         cells.append(f"most accurate with DP: {described(best)}")
-    candidates = [r for r in found if r.candidate]
-    cells.append(
-        "none both more accurate than FedAvg and more private than FedMix: no `flea_private`"
-        if not candidates
-        else f"recommended (`flea_private`): {max(candidates, key=gain).setting}"
-    )
+    best_private = privacy_dp_verdict.recommended(found)
+    total = len(privacy_dp_verdict.LAYERS) * len(privacy_dp_verdict.EPSILONS)
+    if best_private is not None:
+        cells.append(f"recommended (`flea_private`): {best_private.setting}")
+    elif privacy_dp_verdict.decided(found) == total:
+        cells.append("none both more accurate than FedAvg and more private than FedMix: no `flea_private`")
+    else:
+        cells.append(f"not decided yet ({privacy_dp_verdict.decided(found)} of {total} settings decided)")
     return [
         [
             "[Privacy with DP](studies/privacy_dp/README.md) (`method.share_dp`), FLea's activations against "
