@@ -322,6 +322,12 @@ def _run(
             logger.info("a worker is free and time is left: choosing again (%d runs)", len(batch))
         return batch
 
+    def rewrite(point: SweepPoint) -> None:  # a run ended: the archives take it now
+        try:
+            write_archives(chosen, campaign, out)
+        except OSError as exc:  # the final write after the runs tries again, and fails loudly
+            logger.warning("could not rewrite the archives after %s ended: %s", point.run_dir, exc)
+
     # time the runs leave (they ended sooner than estimated): the refills and the next pass fill it
     while not stopped and not (choose_once and chosen):
         left = budget - (time.monotonic() - start)
@@ -339,17 +345,7 @@ def _run(
         if before:
             logger.info("time left after the runs chosen so far: choosing again")
         more = None if choose_once else refill
-        stopped, failed, ran = _pass(
-            batch,
-            campaign,
-            budget,
-            start,
-            at_once,
-            device,
-            left,
-            more,
-            lambda: write_archives(chosen, campaign, out),
-        )
+        stopped, failed, ran = _pass(batch, campaign, budget, start, at_once, device, left, more, rewrite)
         errors.update(failed)
         started |= ran
     archives = write_archives(chosen, campaign, out)
@@ -372,12 +368,12 @@ def _pass(
     device: str,
     left: float,
     refill: Callable[[], list[Pending]] | None = None,
-    archive: Callable[[], object] | None = None,
+    on_end: Callable[[SweepPoint], None] | None = None,
 ) -> tuple[bool, dict[Path, str], set[Path]]:
     """Runs ``chosen`` (longest first, the advancing one last) until they end or the budget does; returns
     whether the budget stopped it, the failed runs' errors and the run dirs it started. ``refill``: asked for
     more runs when a worker is free and ``chosen`` are all handed out (:class:`BudgetSchedule`);
-    ``archive``: called each time a run ends (it rewrites the archives of the finished runs)."""
+    ``on_end``: called with each run that ends (it rewrites the archives of the finished runs)."""
     costs: dict[Path, float] = {}
     points: list[SweepPoint] = []
 
@@ -402,14 +398,6 @@ def _pass(
         format_duration(makespan(list(costs.values()), at_once)),
         format_duration(left),
     )
-
-    def on_end(point: SweepPoint) -> None:
-        if archive is None:
-            return
-        try:
-            archive()
-        except OSError as exc:  # the final write after the runs tries again, and fails loudly
-            logger.warning("could not rewrite the archives after %s ended: %s", point.run_dir, exc)
 
     schedule = BudgetSchedule(first, lambda p: costs[p.run_dir], start + budget, refill=more, on_end=on_end)
     stopped, errors = False, {}
